@@ -16,9 +16,7 @@ type globalOpts struct {
 }
 
 // subcommands lists the constructors of every subcommand, one per cmd_<name>.go file.
-var subcommands = []func(*globalOpts) *cobra.Command{
-
-}
+var subcommands = []func(*globalOpts) *cobra.Command{}
 
 const exitCodesHelp = `
 Exit status:
@@ -83,4 +81,3 @@ func terminalWidth(w io.Writer, def int) int {
 	}
 	return def
 }
-
