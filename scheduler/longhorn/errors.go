@@ -1,0 +1,34 @@
+package longhorn
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the reader and the planners. Every error carries one of
+// these sentinels (test with errors.Is) behind a message naming the object
+// and the field.
+var (
+	// ErrBadState marks input that is not a valid Longhorn cluster state:
+	// not JSON, an unsupported kind, a malformed or negative field, a
+	// reference to a node, disk or volume that does not exist.
+	ErrBadState = errors.New("longhorn: bad cluster state")
+
+	// ErrNoVolume is returned when a named volume does not exist.
+	ErrNoVolume = errors.New("longhorn: no such volume")
+
+	// ErrNotStable is returned by [RebalanceUntilStable] if the moves did
+	// not reach a fixed point within its pass limit. The planner's rules
+	// make this unreachable; the limit is a guard, not a behaviour.
+	ErrNotStable = errors.New("longhorn: rebalancing did not reach a fixed point")
+)
+
+// stateError is an ErrBadState with its message.
+type stateError struct{ msg string }
+
+func (e *stateError) Error() string { return e.msg }
+func (e *stateError) Unwrap() error { return ErrBadState }
+
+func errorf(format string, args ...any) error {
+	return &stateError{msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,84 @@
+package longhorn
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Text renders the plan one line per placement or unschedulable volume:
+//
+//	place vol-a -> node-1 disk-a (/var/lib/longhorn)
+//	unschedulable vol-b: 2 missing: 0/5 nodes available: 3 hard disk anti-affinity, 2 insufficient storage
+func (p *PlacePlan) Text() string {
+	var b strings.Builder
+	for _, pl := range p.Placements {
+		fmt.Fprintf(&b, "place %s -> %s %s (%s)\n", pl.Volume, pl.Node, pl.Disk, pl.DiskPath)
+	}
+	for _, u := range p.Unschedulable {
+		fmt.Fprintf(&b, "unschedulable %s: %d missing: %s\n", u.Volume, u.Missing, u.Summary())
+	}
+	if b.Len() == 0 {
+		return "nothing to place\n"
+	}
+	return b.String()
+}
+
+// MovesText renders passes of moves, one line per move.
+func MovesText(passes [][]Move) string {
+	var b strings.Builder
+	for i, pass := range passes {
+		for _, m := range pass {
+			fmt.Fprintf(&b, "pass %d: %s %s: %s %s -> %s %s (%s)\n", i+1, m.Volume, m.Replica,
+				m.From.Node, m.From.Disk, m.To.Node, m.To.Disk, m.Reason)
+		}
+	}
+	if b.Len() == 0 {
+		return "balanced: nothing to move\n"
+	}
+	return b.String()
+}
+
+// Text renders the CPU plan: one line per node, then one per error.
+func (p *CPUPlan) Text() string {
+	var b strings.Builder
+	for _, n := range p.Nodes {
+		fmt.Fprintf(&b, "%s: allocatable %dm", n.Node, n.AllocatableMilliCPU)
+		if n.EngineManagerMilliCPU != nil {
+			fmt.Fprintf(&b, ", engine manager %s", milli(*n.EngineManagerMilliCPU))
+		}
+		if n.ReplicaManagerMilliCPU != nil {
+			fmt.Fprintf(&b, ", replica manager %s", milli(*n.ReplicaManagerMilliCPU))
+		}
+		if n.InstanceManagerMilliCPU != nil {
+			fmt.Fprintf(&b, ", instance manager %s", milli(*n.InstanceManagerMilliCPU))
+		}
+		b.WriteByte('\n')
+	}
+	for _, e := range p.Errors {
+		fmt.Fprintf(&b, "error: %s\n", e)
+	}
+	return b.String()
+}
+
+func milli(v int64) string {
+	if v == 0 {
+		return "no request"
+	}
+	return fmt.Sprintf("%dm", v)
+}
+
+// ChangesText renders upgrade changes, one line each.
+func ChangesText(changes []Change) string {
+	var b strings.Builder
+	for _, c := range changes {
+		fmt.Fprintf(&b, "%s %s: %q -> %q", c.Object, c.Field, c.From, c.To)
+		if c.Note != "" {
+			fmt.Fprintf(&b, " (%s)", c.Note)
+		}
+		b.WriteByte('\n')
+	}
+	if b.Len() == 0 {
+		return "nothing to migrate\n"
+	}
+	return b.String()
+}

@@ -1,0 +1,396 @@
+package longhorn
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Move reasons.
+const (
+	MoveZoneBalance  = "zone-balance"
+	MoveNodeBalance  = "node-balance"
+	MoveDiskPressure = "disk-pressure"
+)
+
+// Location is a node and a disk (by its name in the node's spec.disks).
+type Location struct {
+	Node string `json:"node"`
+	Disk string `json:"disk"`
+}
+
+// Move is one replica moved from one disk to another: Longhorn creates the
+// replacement replica at To, rebuilds it, then deletes the one at From.
+type Move struct {
+	Volume  string   `json:"volume"`
+	Replica string   `json:"replica"`
+	From    Location `json:"from"`
+	To      Location `json:"to"`
+	Reason  string   `json:"reason"`
+}
+
+// RebalanceOptions configures [Rebalance] and [RebalanceUntilStable].
+type RebalanceOptions struct {
+	// Now is the time replenishment waits are measured against (see
+	// [PlaceOptions.Now]).
+	Now time.Time
+	// MaxPasses bounds [RebalanceUntilStable]; 0 means 10,000. Reaching it
+	// returns [ErrNotStable].
+	MaxPasses int
+}
+
+// Rebalance plans one pass of the auto-balancer over c: at most one move per
+// volume (zone or node balancing, then the disk-pressure move), applied to
+// a simulation of the cluster as they are decided so that later decisions
+// of the pass see earlier ones. It does not modify c.
+func Rebalance(c *Cluster, opts RebalanceOptions) ([]Move, error) {
+	passes, err := rebalance(c, opts, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(passes) == 0 {
+		return []Move{}, nil
+	}
+	return passes[0], nil
+}
+
+// RebalanceUntilStable plans passes, applying each pass's moves to the
+// simulated cluster, until a pass moves nothing, and returns every pass that
+// moved something. A replica never returns to a disk it left.
+func RebalanceUntilStable(c *Cluster, opts RebalanceOptions) ([][]Move, error) {
+	limit := opts.MaxPasses
+	if limit <= 0 {
+		limit = 10000
+	}
+	passes, err := rebalance(c, opts, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(passes) > limit {
+		return passes[:limit], fmt.Errorf("after %d passes: %w", limit, ErrNotStable)
+	}
+	return passes, nil
+}
+
+func rebalance(c *Cluster, opts RebalanceOptions, maxPasses int) ([][]Move, error) {
+	if !c.indexed {
+		if err := c.Index(); err != nil {
+			return nil, err
+		}
+	}
+	w := newWorld(c, opts.Now)
+	passes := [][]Move{}
+	for range maxPasses {
+		moves := w.pass()
+		if len(moves) == 0 {
+			break
+		}
+		passes = append(passes, moves)
+	}
+	return passes, nil
+}
+
+// balanced describes the replicas that auto-balance counts for one volume.
+type balanced struct {
+	reps      []int // running replicas on ready nodes
+	nodeCount map[int]int
+	zoneCount map[string]int
+	open      []int // nodes a replica of the volume may go to (gate and tags)
+}
+
+// balanceState returns the volume's counted replicas, or ok=false when the
+// volume is not one auto-balance acts on: not healthy, or not exactly its
+// desired number of running replicas, or one of them is being evicted.
+func (w *world) balanceState(vi int) (b balanced, ok bool) {
+	v := w.c.Volumes[vi]
+	if v.Deleting || v.Robustness != "healthy" || v.NumberOfReplicas == 0 {
+		return b, false
+	}
+	b.nodeCount, b.zoneCount = map[int]int{}, map[string]int{}
+	for _, r := range w.c.volReps[vi] {
+		rep := w.c.Replicas[r]
+		n := w.repNode[r]
+		if n < 0 || rep.Deleting || rep.FailedAt != "" || !w.c.Nodes[n].Ready {
+			continue
+		}
+		if rep.CurrentState != "" && rep.CurrentState != "running" {
+			continue
+		}
+		if rep.EvictionRequested {
+			return b, false
+		}
+		b.reps = append(b.reps, r)
+		b.nodeCount[n]++
+		b.zoneCount[w.c.Nodes[n].Zone]++
+	}
+	if len(b.reps) != v.NumberOfReplicas {
+		return b, false
+	}
+	vc := volCtx{w: w, v: v}
+	for n := range w.c.Nodes {
+		if w.nodeReason[n] == "" && vc.volumeNodeReason(n) == "" {
+			b.open = append(b.open, n)
+		}
+	}
+	return b, true
+}
+
+// pickSource chooses which of reps moves: the one on the fullest disk (least
+// available bytes, compared as integers), then by name.
+func (w *world) pickSource(reps []int) int {
+	best := -1
+	for _, r := range reps {
+		if best < 0 || w.avail[w.repDisk[r]] < w.avail[w.repDisk[best]] ||
+			(w.avail[w.repDisk[r]] == w.avail[w.repDisk[best]] && w.c.Replicas[r].Name < w.c.Replicas[best].Name) {
+			best = r
+		}
+	}
+	return best
+}
+
+// target places replica r of volume vi anew (as if it were gone) on a node
+// allowed by allow, with every placement rule, or returns -1.
+func (w *world) target(vi, r int, allow func(int) bool) int {
+	vc := w.volume(vi, r)
+	req := newRequest()
+	req.allow = allow
+	req.rep = r
+	req.excludeDisk = w.repDisk[r]
+	return vc.choose(&req)
+}
+
+func (w *world) apply(r, d int, reason string) Move {
+	from := w.repDisk[r]
+	m := Move{
+		Volume:  w.c.Volumes[w.c.repVol[r]].Name,
+		Replica: w.c.Replicas[r].Name,
+		From:    Location{Node: w.c.Nodes[w.c.disks[from].node].Name, Disk: w.c.disks[from].Name},
+		To:      Location{Node: w.c.Nodes[w.c.disks[d].node].Name, Disk: w.c.disks[d].Name},
+		Reason:  reason,
+	}
+	w.move(r, d)
+	return m
+}
+
+// argmax returns the key with the largest count, ties broken by the
+// smallest key.
+func argmax[K int | string](counts map[K]int, less func(a, b K) bool) (K, int) {
+	var best K
+	bc := -1
+	for k, c := range counts {
+		if c > bc || (c == bc && less(k, best)) {
+			best, bc = k, c
+		}
+	}
+	return best, bc
+}
+
+func (w *world) nodeLess(a, b int) bool { return w.c.Nodes[a].Name < w.c.Nodes[b].Name }
+func stringLess(a, b string) bool       { return a < b }
+
+// balanceMove is section 1.6 for one volume: least-effort zone, then node,
+// then (best-effort) node counts. Every move strictly improves the volume's
+// (distinct zones, distinct nodes, zone spread, node spread), taken in that
+// order, and never worsens an earlier term, so balancing ends.
+func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
+	desired := w.c.Volumes[vi].NumberOfReplicas
+	zoneOf := func(n int) string { return w.c.Nodes[n].Zone }
+	on := func(pred func(r int) bool) []int {
+		var out []int
+		for _, r := range b.reps {
+			if pred(r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	// Least-effort, zones: a zone with no replica exists while fewer zones
+	// than replicas are used.
+	if len(b.zoneCount) < desired {
+		unused := map[string]bool{}
+		for _, n := range b.open {
+			if b.zoneCount[zoneOf(n)] == 0 {
+				unused[zoneOf(n)] = true
+			}
+		}
+		if len(unused) > 0 {
+			z, _ := argmax(b.zoneCount, stringLess)
+			r := w.pickSource(on(func(r int) bool { return zoneOf(w.repNode[r]) == z }))
+			if d := w.target(vi, r, func(n int) bool { return unused[zoneOf(n)] }); d >= 0 {
+				return w.apply(r, d, MoveZoneBalance), true
+			}
+		}
+	}
+	// Least-effort, nodes.
+	if len(b.nodeCount) < desired {
+		unused := map[int]bool{}
+		for _, n := range b.open {
+			if b.nodeCount[n] == 0 {
+				unused[n] = true
+			}
+		}
+		if len(unused) > 0 {
+			src, _ := argmax(b.nodeCount, w.nodeLess)
+			r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
+			if d := w.target(vi, r, func(n int) bool { return unused[n] }); d >= 0 {
+				return w.apply(r, d, MoveNodeBalance), true
+			}
+		}
+	}
+	if mode != AutoBalanceBestEffort {
+		return Move{}, false
+	}
+	// Best-effort, nodes: extras = replicas − 1 per owner; move when the
+	// most and least loaded owners differ by 2 or more, to a least-loaded
+	// owner in the same zone or in a zone with fewer replicas than the
+	// source's (so zone spread never worsens).
+	owners := maps(b.nodeCount)
+	for _, n := range b.open {
+		if _, ok := owners[n]; !ok {
+			owners[n] = 0
+		}
+	}
+	src, hi := argmax(b.nodeCount, w.nodeLess)
+	lo := hi
+	for _, c := range owners {
+		lo = min(lo, c)
+	}
+	if hi-lo >= 2 {
+		srcZone := b.zoneCount[zoneOf(src)]
+		allow := func(n int) bool {
+			c, ok := owners[n]
+			return ok && c == lo && (zoneOf(n) == zoneOf(src) || b.zoneCount[zoneOf(n)] <= srcZone-1)
+		}
+		r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
+		if d := w.target(vi, r, allow); d >= 0 {
+			return w.apply(r, d, MoveNodeBalance), true
+		}
+	}
+	return Move{}, false
+}
+
+// zoneBestEffortMove is best-effort balancing over zones, tried after the
+// disk-pressure move.
+func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
+	zoneOf := func(n int) string { return w.c.Nodes[n].Zone }
+	counts := map[string]int{}
+	for z, c := range b.zoneCount {
+		counts[z] = c
+	}
+	for _, n := range b.open {
+		if _, ok := counts[zoneOf(n)]; !ok {
+			counts[zoneOf(n)] = 0
+		}
+	}
+	srcZone, hi := argmax(b.zoneCount, stringLess)
+	lo := hi
+	for _, c := range counts {
+		lo = min(lo, c)
+	}
+	if hi-lo < 2 {
+		return Move{}, false
+	}
+	inZone := map[int]int{}
+	for n, c := range b.nodeCount {
+		if zoneOf(n) == srcZone {
+			inZone[n] = c
+		}
+	}
+	src, srcCount := argmax(inZone, w.nodeLess)
+	allow := func(n int) bool {
+		c, ok := counts[zoneOf(n)]
+		return ok && c == lo && (srcCount >= 2 || b.nodeCount[n] == 0)
+	}
+	var reps []int
+	for _, r := range b.reps {
+		if w.repNode[r] == src {
+			reps = append(reps, r)
+		}
+	}
+	r := w.pickSource(reps)
+	if d := w.target(vi, r, allow); d >= 0 {
+		return w.apply(r, d, MoveZoneBalance), true
+	}
+	return Move{}, false
+}
+
+func maps(m map[int]int) map[int]int {
+	out := make(map[int]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// pass plans and applies one pass.
+func (w *world) pass() []Move {
+	c := w.c
+	moves := []Move{}
+	moved := make([]bool, len(c.Volumes))
+	states := make([]balanced, len(c.Volumes))
+	eligible := make([]bool, len(c.Volumes))
+	modes := make([]string, len(c.Volumes))
+	for vi, v := range c.Volumes {
+		modes[vi] = effectiveAutoBalance(v, &c.Settings)
+		if modes[vi] == AutoBalanceDisabled {
+			continue
+		}
+		states[vi], eligible[vi] = w.balanceState(vi)
+		if !eligible[vi] {
+			continue
+		}
+		if m, ok := w.balanceMove(vi, modes[vi], states[vi]); ok {
+			moves = append(moves, m)
+			moved[vi] = true
+		}
+	}
+	// Disk pressure (1.5): on every schedulable node, every pressured disk
+	// may give up its first replica by name to another disk of the node.
+	if c.Settings.ReplicaAutoBalanceDiskPressurePercentage != 0 {
+		onDisk := make([][]int, len(c.disks))
+		for r := range c.Replicas {
+			if d := w.repDisk[r]; d >= 0 && !c.Replicas[r].Deleting && c.Volumes[c.repVol[r]].Robustness == "healthy" {
+				onDisk[d] = append(onDisk[d], r) // replicas are in name order
+			}
+		}
+		for n, node := range c.Nodes {
+			if w.nodeReason[n] != "" {
+				continue
+			}
+			for _, disk := range node.Disks {
+				d := disk.idx
+				if len(onDisk[d]) == 0 || !w.underPressure(d) {
+					continue
+				}
+				r := onDisk[d][0]
+				vi := c.repVol[r]
+				if moved[vi] || !eligible[vi] || modes[vi] != AutoBalanceBestEffort || !slices.Contains(states[vi].reps, r) {
+					continue
+				}
+				vc := w.volume(vi, r)
+				req := newRequest()
+				req.pin, req.rep, req.excludeDisk, req.pressure = n, r, d, true
+				if t := vc.choose(&req); t >= 0 {
+					moves = append(moves, w.apply(r, t, MoveDiskPressure))
+					moved[vi] = true
+				}
+			}
+		}
+	}
+	for vi := range c.Volumes {
+		if !eligible[vi] || moved[vi] || modes[vi] != AutoBalanceBestEffort {
+			continue
+		}
+		// Earlier moves of this pass concern other volumes; recount anyway
+		// since positions are what the move is decided on.
+		b, ok := w.balanceState(vi)
+		if !ok {
+			continue
+		}
+		if m, ok := w.zoneBestEffortMove(vi, b); ok {
+			moves = append(moves, m)
+			moved[vi] = true
+		}
+	}
+	return moves
+}
