@@ -1,0 +1,74 @@
+// Package ganeti is a cluster model and planner that takes the same
+// decisions as Ganeti's hbal (cluster balancer) and hsqueeze (node-freeing
+// planner), computed incrementally so that it runs far faster.
+//
+// The package is a pure planner: cluster state in, decisions out. The only
+// I/O is in the readers (ReadText, ReadJSON), which take an io.Reader and a
+// name used in error messages.
+//
+// # Model
+//
+// A Cluster holds groups, nodes, instances, cluster tags and the cluster
+// instance policy, exactly as Ganeti's text backend describes them (see
+// ReadText for the format and the defaults Ganeti applies). Load turns a
+// Cluster into a State: the per-node book-keeping hbal keeps (free memory,
+// reserved memory for N+1, used vCPUs, spindles, load, exclusion-tag and
+// location counters).
+//
+// # Score
+//
+// The cluster score is hbal's: a weighted sum of 20 metrics, population
+// standard deviations over online nodes of per-node ratios, and sums over
+// online or offline nodes. The State keeps running sums of every metric so
+// that the score after a candidate move is computed from the two or three
+// nodes the move touches (O(1) in the number of nodes and instances):
+//
+//	for each std-dev metric k:  n, Σx, Σx²  over online nodes
+//	score(move) = Σ_k w_k · f_k(aggregates with the touched nodes replaced)
+//
+// Ganeti recomputes the score from scratch for every candidate and keeps the
+// first strictly better one, so floating-point rounding decides between
+// moves that are equal in exact arithmetic. To take the same decisions the
+// balancer screens all candidates with the incremental score and then
+// re-scores, from scratch and in Ganeti's summation order, every candidate
+// within a small window of the best one.
+//
+// # Balancing
+//
+//	repeat
+//	    best := current table
+//	    for each movable, auto-balanced instance (file order)
+//	        for each allowed move (failover first, then per online node:
+//	                replace-secondary, replace-and-failover,
+//	                replace-primary, failover-and-replace; or migrate-to-node)
+//	            if the move passes the hard checks and score < best: best = move
+//	    stop unless best < current (and the minimum-gain rules hold)
+//	    apply best
+//
+// # Squeeze
+//
+//	offline candidates := online, not master, no secondaries, only
+//	                      externally mirrored primaries; sorted by number of
+//	                      primaries, descending (stable)
+//	online candidates  := offline nodes with a "htools:standby:" tag
+//	if some node cannot host the minimal reserve instance:
+//	    first prefix (shortest first, empty included) of the online
+//	    candidates that, onlined and balanced, leaves every instance on an
+//	    online node and every node able to host the minimal reserve;
+//	    all of them if none suffices
+//	else:
+//	    greedily, from the end of the offline candidates, keep a node if
+//	    offlining it together with the nodes kept so far, then balancing,
+//	    leaves every instance on an online node and every node able to host
+//	    the target reserve
+//
+// Before balancing a candidate set, Squeeze checks resource totals that every
+// final placement must satisfy (free memory and vCPU headroom summed over the
+// nodes that stay online); a set that fails them cannot succeed whatever the
+// balancer does, so it is rejected without balancing.
+//
+// # Concurrency
+//
+// Cluster values are plain data. A State is not safe for concurrent use;
+// planners copy what they need, so distinct calls may run in parallel.
+package ganeti

@@ -1,0 +1,300 @@
+package ganeti
+
+import "math"
+
+// Metric indices, weights and kinds: hbal's cluster score components in
+// Ganeti's order.
+const nMetrics = 20
+
+const (
+	mStdDev = iota
+	mSumOnline
+	mSumOffline
+	mMap
+)
+
+var metricNames = [nMetrics]string{
+	"free_mem_cv", "free_disk_cv", "n1_cnt", "reserved_mem_cv", "offline_all_cnt",
+	"offline_pri_cnt", "vcpu_ratio_cv", "cpu_load_cv", "mem_load_cv", "disk_load_cv",
+	"net_load_cv", "pri_tags_score", "spindles_cv", "free_mem_cv_forth", "free_disk_cv_forth",
+	"vcpu_ratio_cv_forth", "spindles_cv_forth", "location_score", "location_exclusion_score",
+	"reserved_mem_rtotal",
+}
+
+var metricWeights = [nMetrics]float64{0.5, 0.5, 1, 1, 4, 16, 0.5, 1, 1, 1, 1, 2, 0.5, 0.5, 0.5, 0.5, 0.5, 1, 1, 0.25}
+
+var metricKinds = [nMetrics]int{
+	mStdDev, mStdDev, mSumOnline, mStdDev, mSumOffline,
+	mSumOffline, mStdDev, mStdDev, mStdDev, mStdDev,
+	mStdDev, mSumOnline, mStdDev, mStdDev, mStdDev,
+	mStdDev, mStdDev, mSumOnline, mMap, mSumOnline,
+}
+
+type metricVec [nMetrics]float64
+
+// vector computes the node's per-metric values (Ganeti's compDetailedCVNode);
+// the map metric is handled separately and left 0 here.
+func (n *nodeState) vector() metricVec {
+	var v metricVec
+	v[0] = n.pMem
+	v[1] = n.pDsk
+	if n.failN1 {
+		v[2] = float64(n.nSec + n.nPri)
+	}
+	v[3] = n.pRem
+	v[4] = float64(n.nPri + n.nSec)
+	v[5] = float64(n.nPri)
+	v[6] = n.pCPU / n.cpuSpeed
+	v[7] = n.utilLoad.cpu / n.utilPool.cpu
+	v[8] = n.utilLoad.mem / n.utilPool.mem
+	v[9] = n.utilLoad.dsk / n.utilPool.dsk
+	v[10] = n.utilLoad.net / n.utilPool.net
+	sum := 0
+	for _, c := range n.pTags {
+		sum += c
+	}
+	v[11] = float64(sum - len(n.pTags))
+	v[12] = n.instSp / n.hiSpindles
+	v[13] = n.pMemFth
+	v[14] = n.pDskFth
+	v[15] = n.pCPUFth / n.cpuSpeed
+	v[16] = n.instSpFth / n.hiSpindles
+	v[17] = float64(n.locScore)
+	v[19] = n.pRem
+	return v
+}
+
+// exactScore computes the score exactly as Ganeti does (same operations in
+// the same order), reading node i's vector from vec(i) and, for the map
+// metric, its instance map from node(i).
+func exactScore(nn int, vec func(int) *metricVec, node func(int) *nodeState, w *[nMetrics]float64) float64 {
+	var nOn, nOff float64
+	var sum [nMetrics]float64
+	for i := 0; i < nn; i++ {
+		v := vec(i)
+		if node(i).offline {
+			nOff++
+			sum[4] += v[4]
+			sum[5] += v[5]
+			continue
+		}
+		nOn++
+		for k := 0; k < nMetrics; k++ {
+			if metricKinds[k] != mSumOffline {
+				sum[k] += v[k]
+			}
+		}
+	}
+	var mean, nvar [nMetrics]float64
+	for k := 0; k < nMetrics; k++ {
+		if metricKinds[k] == mStdDev {
+			mean[k] = sum[k] / nOn
+		}
+	}
+	var mapCounts map[[2]string]int
+	for i := 0; i < nn; i++ {
+		nd := node(i)
+		if nd.offline {
+			continue
+		}
+		v := vec(i)
+		for k := 0; k < nMetrics; k++ {
+			if metricKinds[k] == mStdDev {
+				d := v[k] - mean[k]
+				nvar[k] = nvar[k] + float64(d*d)
+			}
+		}
+		if len(nd.instMap) > 0 {
+			if mapCounts == nil {
+				mapCounts = map[[2]string]int{}
+			}
+			for key, c := range nd.instMap {
+				mapCounts[key] += c
+			}
+		}
+	}
+	score := 0.0
+	for k := 0; k < nMetrics; k++ {
+		var val float64
+		switch metricKinds[k] {
+		case mStdDev:
+			val = math.Sqrt(nvar[k] / nOn)
+		case mMap:
+			t := 0
+			for _, c := range mapCounts {
+				t += c
+			}
+			val = float64(t - len(mapCounts))
+		default:
+			val = sum[k]
+		}
+		score = score + float64(w[k]*val)
+	}
+	return score
+}
+
+// detailedScore returns the per-metric values (unweighted) computed exactly.
+func detailedScore(nodes []nodeState) [nMetrics]float64 {
+	var out [nMetrics]float64
+	vecs := make([]metricVec, len(nodes))
+	for i := range nodes {
+		vecs[i] = nodes[i].vector()
+	}
+	for k := 0; k < nMetrics; k++ {
+		var w [nMetrics]float64
+		w[k] = 1
+		out[k] = exactScore(len(nodes), func(i int) *metricVec { return &vecs[i] }, func(i int) *nodeState { return &nodes[i] }, &w)
+	}
+	return out
+}
+
+// aggregates are running sums over the nodes, shifted for precision, from
+// which the score after replacing a few nodes is estimated in O(1).
+type aggregates struct {
+	nOn       float64
+	shift     metricVec
+	s, q      metricVec
+	mapCounts map[[2]string]int
+	mapVal    int
+	hasMap    bool
+}
+
+func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
+	*a = aggregates{}
+	var raw metricVec
+	for i := range nodes {
+		if nodes[i].offline {
+			raw[4] += vecs[i][4]
+			raw[5] += vecs[i][5]
+			continue
+		}
+		a.nOn++
+		for k := 0; k < nMetrics; k++ {
+			if metricKinds[k] != mSumOffline {
+				raw[k] += vecs[i][k]
+			}
+		}
+		if len(nodes[i].instMap) > 0 {
+			a.hasMap = true
+		}
+	}
+	for k := 0; k < nMetrics; k++ {
+		if metricKinds[k] == mStdDev && a.nOn > 0 {
+			a.shift[k] = raw[k] / a.nOn
+		}
+	}
+	for i := range nodes {
+		if nodes[i].offline {
+			continue
+		}
+		for k := 0; k < nMetrics; k++ {
+			if metricKinds[k] == mStdDev {
+				d := vecs[i][k] - a.shift[k]
+				a.s[k] += d
+				a.q[k] += d * d
+			}
+		}
+	}
+	for k := 0; k < nMetrics; k++ {
+		if metricKinds[k] != mStdDev {
+			a.s[k] = raw[k]
+		}
+	}
+	a.mapCounts = map[[2]string]int{}
+	for i := range nodes {
+		if nodes[i].offline {
+			continue
+		}
+		for key, c := range nodes[i].instMap {
+			a.mapCounts[key] += c
+		}
+	}
+	for _, c := range a.mapCounts {
+		a.mapVal += c - 1
+	}
+}
+
+// change is one node replaced by a new version.
+type change struct {
+	old, new *metricVec
+	oldN     *nodeState
+	newN     *nodeState
+}
+
+// estimate returns the score with the given nodes replaced.
+func (a *aggregates) estimate(ch []change) float64 {
+	score := 0.0
+	for k := 0; k < nMetrics; k++ {
+		var val float64
+		switch metricKinds[k] {
+		case mStdDev:
+			s, q := a.s[k], a.q[k]
+			for _, c := range ch {
+				if c.oldN.offline {
+					continue
+				}
+				o := c.old[k] - a.shift[k]
+				nw := c.new[k] - a.shift[k]
+				s += nw - o
+				q += nw*nw - o*o
+			}
+			m := s / a.nOn
+			v := q/a.nOn - m*m
+			if v < 0 {
+				v = 0
+			}
+			val = math.Sqrt(v)
+		case mSumOnline:
+			val = a.s[k]
+			for _, c := range ch {
+				if !c.oldN.offline {
+					val += c.new[k] - c.old[k]
+				}
+			}
+		case mSumOffline:
+			val = a.s[k]
+			for _, c := range ch {
+				if c.oldN.offline {
+					val += c.new[k] - c.old[k]
+				}
+			}
+		case mMap:
+			val = float64(a.mapVal)
+			if a.hasMap {
+				val = float64(a.mapEstimate(ch))
+			}
+		}
+		score += metricWeights[k] * val
+	}
+	return score
+}
+
+func (a *aggregates) mapEstimate(ch []change) int {
+	delta := map[[2]string]int{}
+	for _, c := range ch {
+		if c.oldN.offline {
+			continue
+		}
+		for k, v := range c.oldN.instMap {
+			delta[k] -= v
+		}
+		for k, v := range c.newN.instMap {
+			delta[k] += v
+		}
+	}
+	val := a.mapVal
+	for k, d := range delta {
+		if d == 0 {
+			continue
+		}
+		before := a.mapCounts[k]
+		after := before + d
+		if before > 0 {
+			val -= before - 1
+		}
+		if after > 0 {
+			val += after - 1
+		}
+	}
+	return val
+}

@@ -1,0 +1,206 @@
+package ganeti
+
+// MoveKind is one of hbal's instance moves.
+type MoveKind int
+
+// Move kinds, named after Ganeti's IMove constructors.
+const (
+	Failover           MoveKind = iota // DRBD: swap primary and secondary
+	Migrate                            // externally mirrored: move the primary to any node (FailoverToAny)
+	ReplacePrimary                     // DRBD: f, r:new, f
+	ReplaceSecondary                   // DRBD: r:new
+	ReplaceAndFailover                 // DRBD: r:new, f
+	FailoverAndReplace                 // DRBD: f, r:new
+)
+
+var moveKindNames = [...]string{"failover", "migrate", "replace-primary", "replace-secondary", "replace-and-failover", "failover-and-replace"}
+
+func (k MoveKind) String() string {
+	if int(k) < len(moveKindNames) && k >= 0 {
+		return moveKindNames[k]
+	}
+	return "unknown"
+}
+
+// moveResult is the outcome of applying a move to the current state: up to
+// three replaced nodes and the updated instance.
+type moveResult struct {
+	nn    int
+	idx   [3]int
+	nodes [3]nodeState
+	inst  instState
+}
+
+func (r *moveResult) set(i int, n nodeState) {
+	r.idx[r.nn] = i
+	r.nodes[r.nn] = n
+	r.nn++
+}
+
+// locScoreFor is Ganeti's setInstanceLocationScore.
+func locScoreFor(a, b *nodeState) int { return intersectCount(a.locTags, b.locTags) }
+
+// applyMove is Ganeti's applyMoveEx: it computes the nodes and instance
+// after moving instance ii, without modifying s. ok is false when a hard
+// check fails.
+func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveResult) bool {
+	in := &s.insts[ii]
+	r.nn = 0
+	r.inst = *in
+	opdx, osdx := in.pNode, in.sNode
+	op := &s.nodes[opdx]
+	switch kind {
+	case Failover:
+		if osdx < 0 {
+			return false
+		}
+		os := &s.nodes[osdx]
+		if !migrationOK(op, os) {
+			return false
+		}
+		intP, intS := *op, *os
+		intP.removePri(in)
+		intS.removeSec(in)
+		if !intS.addPri(in, op.offline || force) {
+			return false
+		}
+		if !intP.addSec(in, osdx, false) {
+			return false
+		}
+		r.inst.pNode, r.inst.sNode = osdx, opdx
+		r.set(opdx, intP)
+		r.set(osdx, intS)
+	case Migrate:
+		tn := &s.nodes[tdx]
+		if !migrationOK(op, tn) {
+			return false
+		}
+		newT := *tn
+		if !newT.addPri(in, op.offline || force) {
+			return false
+		}
+		oldP := *op
+		oldP.removePri(in)
+		r.inst.pNode = tdx
+		r.set(opdx, oldP)
+		r.set(tdx, newT)
+	case ReplacePrimary:
+		if osdx < 0 {
+			return false
+		}
+		os := &s.nodes[osdx]
+		tn := &s.nodes[tdx]
+		intP, intS := *op, *os
+		intP.removePri(in)
+		intS.removeSec(in)
+		r.inst.locScore = locScoreFor(tn, &intS)
+		r.inst.pNode = tdx
+		ni := &r.inst
+		forceP := op.offline || force
+		if !migrationOK(op, os) || !migrationOK(os, tn) {
+			return false
+		}
+		tmpS := intS
+		if !tmpS.addPri(ni, forceP) {
+			return false
+		}
+		tmpS.removePri(ni)
+		newP := *tn
+		if !newP.addPri(ni, forceP) {
+			return false
+		}
+		if !tmpS.addSec(ni, tdx, forceP) {
+			return false
+		}
+		r.set(opdx, intP)
+		r.set(osdx, tmpS)
+		r.set(tdx, newP)
+	case ReplaceSecondary:
+		if osdx < 0 {
+			return false
+		}
+		os := &s.nodes[osdx]
+		tn := &s.nodes[tdx]
+		pnode := *op
+		pnode.removePri(in)
+		intS := *os
+		intS.removeSec(in)
+		forceS := os.offline || force
+		r.inst.locScore = locScoreFor(op, tn)
+		r.inst.sNode = tdx
+		ni := &r.inst
+		newS := *tn
+		if !newS.addSec(ni, opdx, forceS) {
+			return false
+		}
+		if !pnode.addPri(ni, true) {
+			return false
+		}
+		r.set(opdx, pnode)
+		r.set(tdx, newS)
+		r.set(osdx, intS)
+	case ReplaceAndFailover:
+		if osdx < 0 {
+			return false
+		}
+		os := &s.nodes[osdx]
+		tn := &s.nodes[tdx]
+		intP, intS := *op, *os
+		intP.removePri(in)
+		intS.removeSec(in)
+		r.inst.locScore = locScoreFor(tn, &intP)
+		r.inst.pNode, r.inst.sNode = tdx, opdx
+		ni := &r.inst
+		forceS := os.offline || force
+		if !migrationOK(op, tn) {
+			return false
+		}
+		newP := *tn
+		if !newP.addPri(ni, force) {
+			return false
+		}
+		if !intP.addSec(ni, tdx, forceS) {
+			return false
+		}
+		r.set(tdx, newP)
+		r.set(opdx, intP)
+		r.set(osdx, intS)
+	case FailoverAndReplace:
+		if osdx < 0 {
+			return false
+		}
+		os := &s.nodes[osdx]
+		tn := &s.nodes[tdx]
+		intP, intS := *op, *os
+		intP.removePri(in)
+		intS.removeSec(in)
+		forceP := op.offline || force
+		r.inst.locScore = locScoreFor(&intS, tn)
+		r.inst.pNode, r.inst.sNode = osdx, tdx
+		ni := &r.inst
+		if !migrationOK(op, os) {
+			return false
+		}
+		if !intS.addPri(ni, forceP) {
+			return false
+		}
+		newS := *tn
+		if !newS.addSec(ni, osdx, forceP) {
+			return false
+		}
+		r.set(tdx, newS)
+		r.set(osdx, intS)
+		r.set(opdx, intP)
+	default:
+		return false
+	}
+	return true
+}
+
+// commit replaces the moved nodes and instance in s.
+func (s *State) commit(ii int, r *moveResult) {
+	for k := 0; k < r.nn; k++ {
+		s.nodes[r.idx[k]] = r.nodes[k]
+	}
+	s.insts[ii] = r.inst
+}

@@ -1,0 +1,522 @@
+package ganeti
+
+import (
+	"math"
+	"slices"
+)
+
+func mathFloor(f float64) float64 { return math.Floor(f) }
+
+// computePDsk is Ganeti's free-disk ratio; a node without disk counts as
+// entirely free.
+func computePDsk(free int, total float64) float64 {
+	if total == 0 {
+		return 1
+	}
+	return float64(free) / total
+}
+
+func newNodeState(n *Node) nodeState {
+	if n.Offline && n.TotalMem == 0 && n.TotalCPU == 0 && n.TotalDisk == 0 && n.FreeMem == 0 {
+		// A node with unknown ("?") resources: Ganeti creates it empty.
+	}
+	speed := n.CPUSpeed
+	s := nodeState{
+		tMem: n.TotalMem, nMem: n.NodeMem, fMem: n.FreeMem, fMemFth: n.FreeMem,
+		tDsk: n.TotalDisk, fDsk: n.FreeDisk, fDskFth: n.FreeDisk,
+		tCPU: n.TotalCPU, cpuSpeed: speed, nCPU: n.OSCPUs, uCPU: n.OSCPUs, uCPUFth: n.OSCPUs,
+		tSpindles: n.Spindles, fSpindles: n.FreeSpindles, fSpindFth: n.FreeSpindles,
+		failN1:   true,
+		pMem:     float64(n.FreeMem) / n.TotalMem,
+		pMemFth:  float64(n.FreeMem) / n.TotalMem,
+		pCPU:     float64(n.OSCPUs) / n.TotalCPU,
+		pCPUFth:  float64(n.OSCPUs) / n.TotalCPU,
+		offline:  n.Offline,
+		master:   n.Master,
+		utilPool: baseUtil,
+		group:    n.Group,
+	}
+	s.exclStorage = n.ExclStorage
+	if n.ExclStorage {
+		s.pDsk = computePDsk(n.FreeSpindles, float64(n.Spindles))
+	} else {
+		s.pDsk = computePDsk(n.FreeDisk, n.TotalDisk)
+	}
+	s.pDskFth = s.pDsk
+	s.loDsk = 0 // Ganeti's default reserved disk ratio is 0
+	return s
+}
+
+func (n *nodeState) calcSpindleUse(add bool, in *instState, cur float64) float64 {
+	if n.exclStorage {
+		return 0
+	}
+	if !in.usesLocal() {
+		return cur
+	}
+	if add {
+		return cur + float64(in.spindleUse)
+	}
+	return cur - float64(in.spindleUse)
+}
+
+func (n *nodeState) calcFreeSpindles(add bool, in *instState, cur int) int {
+	if !n.exclStorage {
+		return 0
+	}
+	if in.spindles < 0 {
+		if add {
+			return -1
+		}
+		return cur
+	}
+	if add {
+		return cur - in.spindles
+	}
+	return cur + in.spindles
+}
+
+func (n *nodeState) newPDsk(freeSp, freeDsk int) float64 {
+	if n.exclStorage {
+		return computePDsk(freeSp, float64(n.tSpindles))
+	}
+	return computePDsk(freeDsk, n.tDsk)
+}
+
+func (n *nodeState) dsrdScore(in *instState) int {
+	return len(in.dsrdTags) - intersectCount(in.dsrdTags, n.locTags)
+}
+
+func addCounts(m map[string]int, keys []string) map[string]int {
+	if len(keys) == 0 {
+		return m
+	}
+	out := make(map[string]int, len(m)+len(keys))
+	for k, v := range m {
+		out[k] = v
+	}
+	for _, k := range keys {
+		out[k]++
+	}
+	return out
+}
+
+func delCounts(m map[string]int, keys []string) map[string]int {
+	if len(keys) == 0 {
+		return m
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	for _, k := range keys {
+		if v, ok := out[k]; ok {
+			if v > 1 {
+				out[k] = v - 1
+			} else {
+				delete(out, k)
+			}
+		}
+	}
+	return out
+}
+
+func (n *nodeState) locPairs(in *instState) [][2]string {
+	if len(n.locTags) == 0 || len(in.exclTags) == 0 {
+		return nil
+	}
+	var out [][2]string
+	for _, l := range n.locTags {
+		for _, e := range in.exclTags {
+			out = append(out, [2]string{l, e})
+		}
+	}
+	return out
+}
+
+func pairCounts(m map[[2]string]int, keys [][2]string, add bool) map[[2]string]int {
+	if len(keys) == 0 {
+		return m
+	}
+	out := make(map[[2]string]int, len(m)+len(keys))
+	for k, v := range m {
+		out[k] = v
+	}
+	for _, k := range keys {
+		if add {
+			out[k]++
+		} else if v, ok := out[k]; ok {
+			if v > 1 {
+				out[k] = v - 1
+			} else {
+				delete(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// setPri records a primary instance at load time (Ganeti's Node.setPri):
+// the node's free memory and disk already account for it.
+func (n *nodeState) setPri(in *instState) {
+	if !in.forthcoming {
+		n.nPri++
+		if in.notOffline() {
+			n.uCPU += in.vcpus
+		}
+		n.pCPU = float64(n.uCPU) / n.tCPU
+		n.utilLoad = n.utilLoad.add(in.util)
+		n.instSp = n.calcSpindleUse(true, in, n.instSp)
+		n.locScore += in.locScore + n.dsrdScore(in)
+		n.instMap = pairCounts(n.instMap, n.locPairs(in), true)
+	}
+	// Fields that include forthcoming instances.
+	n.pTags = addCounts(n.pTags, in.exclTags)
+	if in.notOffline() {
+		n.uCPUFth += in.vcpus
+	}
+	n.pCPUFth = float64(n.uCPUFth) / n.tCPU
+	n.utilLdFth = n.utilLdFth.add(in.util)
+	if !in.usesMemory() {
+		n.fMemFth -= in.mem
+	}
+	n.pMemFth = float64(n.fMemFth) / n.tMem
+	n.instSpFth = n.calcSpindleUse(true, in, n.instSpFth)
+	if in.forthcoming {
+		if in.usesLocal() {
+			n.fDskFth -= in.dsk
+		}
+		n.fSpindFth = n.calcFreeSpindles(true, in, n.fSpindFth)
+		n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
+	}
+}
+
+// setSec records a secondary instance at load time (Ganeti's Node.setSec).
+func (n *nodeState) setSec(in *instState) {
+	if !in.forthcoming {
+		n.nSec++
+		n.utilLoad.dsk += in.util.dsk
+		n.instSp = n.calcSpindleUse(true, in, n.instSp)
+	}
+	n.utilLdFth.dsk += in.util.dsk
+	n.instSpFth = n.calcSpindleUse(true, in, n.instSpFth)
+	if in.forthcoming {
+		if in.usesLocal() {
+			n.fDskFth -= in.dsk
+		}
+		n.fSpindFth = n.calcFreeSpindles(true, in, n.fSpindFth)
+		n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
+	}
+}
+
+// buildPeers computes the N+1 reserve from the node's secondaries.
+func (n *nodeState) buildPeers(s *State, ni int) {
+	var ps []peer
+	for i := range s.insts {
+		in := &s.insts[i]
+		if in.sNode != ni || in.forthcoming {
+			continue
+		}
+		mem := 0
+		if in.usesSecMem() && !in.forthcoming {
+			mem = in.mem
+		}
+		ps = peerAdd(ps, in.pNode, mem, true)
+	}
+	n.peers = ps
+	n.rMem = maxPeer(ps)
+	n.failN1 = n.fMem < n.rMem
+	n.pRem = float64(n.rMem) / n.tMem
+}
+
+func peerFind(ps []peer, pdx int) int {
+	i, ok := slices.BinarySearchFunc(ps, pdx, func(p peer, k int) int { return p.pdx - k })
+	if ok {
+		return ps[i].mem
+	}
+	return 0
+}
+
+// peerAdd sets (or with accumulate adds to) the entry of pdx; it returns a
+// new slice unless inPlace ownership is given by accumulate during loading.
+func peerAdd(ps []peer, pdx, mem int, accumulate bool) []peer {
+	i, ok := slices.BinarySearchFunc(ps, pdx, func(p peer, k int) int { return p.pdx - k })
+	if accumulate {
+		if ok {
+			ps[i].mem += mem
+			return ps
+		}
+		return slices.Insert(ps, i, peer{pdx, mem})
+	}
+	out := make([]peer, 0, len(ps)+1)
+	out = append(out, ps[:i]...)
+	out = append(out, peer{pdx, mem})
+	if ok {
+		out = append(out, ps[i+1:]...)
+	} else {
+		out = append(out, ps[i:]...)
+	}
+	return out
+}
+
+func peerRemove(ps []peer, pdx int) []peer {
+	i, ok := slices.BinarySearchFunc(ps, pdx, func(p peer, k int) int { return p.pdx - k })
+	if !ok {
+		return ps
+	}
+	out := make([]peer, 0, len(ps))
+	out = append(out, ps[:i]...)
+	return append(out, ps[i+1:]...)
+}
+
+func maxPeer(ps []peer) int {
+	m := 0
+	for _, p := range ps {
+		if p.mem > m {
+			m = p.mem
+		}
+	}
+	return m
+}
+
+// removePri is Ganeti's Node.removePri.
+func (n *nodeState) removePri(in *instState) {
+	useDisk := in.usesLocal()
+	online := in.notOffline()
+	// forthcoming fields
+	n.pTags = delCounts(n.pTags, in.exclTags)
+	n.fMemFth += in.mem
+	if useDisk {
+		n.fDskFth += in.dsk
+	}
+	n.fSpindFth = n.calcFreeSpindles(false, in, n.fSpindFth)
+	n.instSpFth = n.calcSpindleUse(false, in, n.instSpFth)
+	n.pMemFth = float64(n.fMemFth) / n.tMem
+	n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
+	if online {
+		n.uCPUFth -= in.vcpus
+	}
+	n.pCPUFth = float64(n.uCPUFth) / n.tCPU
+	n.utilLdFth = n.utilLdFth.sub(in.util)
+	if in.forthcoming {
+		return
+	}
+	n.nPri--
+	if in.usesMemory() {
+		n.fMem += in.mem
+	}
+	if useDisk {
+		n.fDsk += in.dsk
+	}
+	n.fSpindles = n.calcFreeSpindles(false, in, n.fSpindles)
+	n.instSp = n.calcSpindleUse(false, in, n.instSp)
+	n.pMem = float64(n.fMem) / n.tMem
+	n.pDsk = n.newPDsk(n.fSpindles, n.fDsk)
+	n.failN1 = n.fMem <= n.rMem
+	if online {
+		n.uCPU -= in.vcpus
+	}
+	n.pCPU = float64(n.uCPU) / n.tCPU
+	n.utilLoad = n.utilLoad.sub(in.util)
+	n.locScore -= in.locScore + n.dsrdScore(in)
+	n.instMap = pairCounts(n.instMap, n.locPairs(in), false)
+}
+
+// removeSec is Ganeti's Node.removeSec.
+func (n *nodeState) removeSec(in *instState) {
+	useDisk := in.usesLocal()
+	if useDisk {
+		n.fDskFth += in.dsk
+	}
+	n.fSpindFth = n.calcFreeSpindles(false, in, n.fSpindFth)
+	n.instSpFth = n.calcSpindleUse(false, in, n.instSpFth)
+	n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
+	n.utilLdFth.dsk -= in.util.dsk
+	if in.forthcoming {
+		return
+	}
+	n.nSec--
+	if useDisk {
+		n.fDsk += in.dsk
+	}
+	n.fSpindles = n.calcFreeSpindles(false, in, n.fSpindles)
+	n.instSp = n.calcSpindleUse(false, in, n.instSp)
+	oldPeem := peerFind(n.peers, in.pNode)
+	newPeem := oldPeem
+	if in.usesSecMem() {
+		newPeem -= in.mem
+	}
+	if newPeem > 0 {
+		n.peers = peerAdd(n.peers, in.pNode, newPeem, false)
+	} else {
+		n.peers = peerRemove(n.peers, in.pNode)
+	}
+	if oldPeem >= n.rMem {
+		n.rMem = maxPeer(n.peers)
+	}
+	n.pRem = float64(n.rMem) / n.tMem
+	n.failN1 = n.fMem <= n.rMem
+	n.pDsk = n.newPDsk(n.fSpindles, n.fDsk)
+	n.utilLoad.dsk -= in.util.dsk
+}
+
+// addPri is Ganeti's Node.addPriEx; force skips the soft checks. It reports
+// whether the instance fits; n is modified only on success.
+func (n *nodeState) addPri(in *instState, force bool) bool {
+	strict := !force
+	useDisk := in.usesLocal()
+	online := in.notOffline()
+	lCPU := n.vcpuRatio
+
+	memFth := n.fMemFth - in.mem
+	dskFth := n.fDskFth
+	if useDisk {
+		dskFth -= in.dsk
+	}
+	spFth := n.calcFreeSpindles(true, in, n.fSpindFth)
+	instSpFth := n.calcSpindleUse(true, in, n.instSpFth)
+	uCPUFth := n.uCPUFth
+	if online {
+		uCPUFth += in.vcpus
+	}
+	pCPUFth := float64(uCPUFth) / n.tCPU
+	fthBad := memFth <= 0 ||
+		(useDisk && dskFth <= 0) ||
+		(useDisk && dskFth < n.loDsk) ||
+		(useDisk && n.exclStorage && spFth < 0) ||
+		(useDisk && instSpFth > n.hiSpindles) ||
+		(lCPU >= 0 && lCPU < pCPUFth)
+	applyFth := func() {
+		n.pTags = addCounts(n.pTags, in.exclTags)
+		n.fMemFth = memFth
+		n.fDskFth = dskFth
+		n.pMemFth = float64(memFth) / n.tMem
+		n.pDskFth = n.newPDsk(spFth, dskFth)
+		n.uCPUFth = uCPUFth
+		n.pCPUFth = pCPUFth
+		n.utilLdFth = n.utilLdFth.add(in.util)
+		n.instSpFth = instSpFth
+		n.fSpindFth = spFth
+	}
+	if in.forthcoming {
+		if strict && fthBad {
+			return false
+		}
+		applyFth()
+		return true
+	}
+	newMem := n.fMem
+	if in.usesMemory() {
+		newMem -= in.mem
+	}
+	newDsk := n.fDsk
+	if useDisk {
+		newDsk -= in.dsk
+	}
+	newSp := n.calcFreeSpindles(true, in, n.fSpindles)
+	newInstSp := n.calcSpindleUse(true, in, n.instSp)
+	newFailN1 := newMem <= n.rMem
+	newUCPU := n.uCPU
+	if online {
+		newUCPU += in.vcpus
+	}
+	newPCPU := float64(newUCPU) / n.tCPU
+	switch {
+	case newMem <= 0,
+		useDisk && newDsk <= 0,
+		strict && useDisk && newDsk < n.loDsk,
+		useDisk && n.exclStorage && newSp < 0,
+		strict && useDisk && newInstSp > n.hiSpindles,
+		strict && newFailN1 && !n.failN1,
+		strict && lCPU >= 0 && lCPU < newPCPU,
+		strict && rejectTags(n.pTags, in.exclTags),
+		strict && fthBad:
+		return false
+	}
+	applyFth()
+	n.nPri++
+	n.fMem = newMem
+	n.fDsk = newDsk
+	n.failN1 = newFailN1
+	n.pMem = float64(newMem) / n.tMem
+	n.pDsk = n.newPDsk(newSp, newDsk)
+	n.uCPU = newUCPU
+	n.pCPU = newPCPU
+	n.utilLoad = n.utilLoad.add(in.util)
+	n.instSp = newInstSp
+	n.fSpindles = newSp
+	n.locScore += in.locScore + n.dsrdScore(in)
+	n.instMap = pairCounts(n.instMap, n.locPairs(in), true)
+	return true
+}
+
+func rejectTags(m map[string]int, tags []string) bool {
+	for _, t := range tags {
+		if _, ok := m[t]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// addSec is Ganeti's Node.addSecExEx with ignoreDisks false; pdx is the
+// instance's (new) primary node.
+func (n *nodeState) addSec(in *instState, pdx int, force bool) bool {
+	strict := !force
+	secMem := 0
+	if in.usesSecMem() {
+		secMem = in.mem
+	}
+	newPeem := peerFind(n.peers, pdx) + secMem
+	dskFth := n.fDskFth - in.dsk
+	spFth := n.calcFreeSpindles(true, in, n.fSpindFth)
+	instSpFth := n.calcSpindleUse(true, in, n.instSpFth)
+	fthBad := !in.hasSecondary() || dskFth <= 0 || dskFth < n.loDsk ||
+		(n.exclStorage && spFth < 0) || instSpFth > n.hiSpindles || secMem >= n.fMemFth
+	applyFth := func() {
+		n.fDskFth = dskFth
+		n.pDskFth = n.newPDsk(spFth, dskFth)
+		n.utilLdFth.dsk += in.util.dsk
+		n.instSpFth = instSpFth
+		n.fSpindFth = spFth
+	}
+	if in.forthcoming {
+		if strict && fthBad {
+			return false
+		}
+		applyFth()
+		return true
+	}
+	oldMem := n.fMem
+	newDsk := n.fDsk - in.dsk
+	newSp := n.calcFreeSpindles(true, in, n.fSpindles)
+	newInstSp := n.calcSpindleUse(true, in, n.instSp)
+	newRMem := max(n.rMem, newPeem)
+	newFailN1 := oldMem <= newRMem
+	switch {
+	case !in.hasSecondary(),
+		newDsk <= 0,
+		strict && newDsk < n.loDsk,
+		n.exclStorage && newSp < 0,
+		strict && newInstSp > n.hiSpindles,
+		strict && secMem >= oldMem,
+		strict && newFailN1 && !n.failN1,
+		strict && fthBad:
+		return false
+	}
+	applyFth()
+	n.nSec++
+	n.fDsk = newDsk
+	n.peers = peerAdd(n.peers, pdx, newPeem, false)
+	n.failN1 = newFailN1
+	n.rMem = newRMem
+	n.pDsk = n.newPDsk(newSp, newDsk)
+	n.pRem = float64(newRMem) / n.tMem
+	n.utilLoad.dsk += in.util.dsk
+	n.instSp = newInstSp
+	n.fSpindles = newSp
+	return true
+}
+
+// migrationOK is Ganeti's Node.checkMigration.
+func migrationOK(src, dst *nodeState) bool { return isSubset(src.migTags, dst.rmigTags) }
