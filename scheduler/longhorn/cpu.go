@@ -94,7 +94,7 @@ func PlanCPU(c *Cluster) *CPUPlan {
 			switch {
 			case f.value > 0:
 				v = f.value
-			case f.value == 0 && f.ok && f.pct > 0:
+			case f.ok && f.pct > 0: // 0, or a negative value Longhorn would have rejected
 				if !n.HasAllocatable {
 					errf("node %q: status.allocatable.cpu: unknown (give the Kubernetes nodes), cannot compute %s from %d%%", n.Name, strings.TrimPrefix(f.name, "spec."), f.pct)
 				}

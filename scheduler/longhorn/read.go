@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -211,7 +212,8 @@ func (f *int64Field) UnmarshalJSON(b []byte) error {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return &fieldError{msg: "not an integer: " + strconv.Quote(truncate(s, 40))}
+		// encoding/json adds the field path to this error type.
+		return &json.UnmarshalTypeError{Value: "value " + strconv.Quote(truncate(s, 40)), Type: reflect.TypeFor[int64]()}
 	}
 	*f = int64Field(n)
 	return nil
