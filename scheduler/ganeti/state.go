@@ -83,7 +83,7 @@ type instState struct {
 
 func (i *instState) notOffline() bool   { return i.status != "ADMIN_offline" }
 func (i *instState) isRunning() bool    { return i.status == "running" || i.status == "ERROR_up" }
-func (i *instState) usesMemory() bool   { return !i.forthcoming && i.notOffline() }
+func (i *instState) usesMemory() bool   { return !i.forthcoming && i.isRunning() }
 func (i *instState) usesSecMem() bool   { return i.notOffline() && i.autoBalance }
 func (i *instState) usesLocal() bool    { return i.tmpl.usesLocalStorage() }
 func (i *instState) hasSecondary() bool { return i.tmpl == DRBD }

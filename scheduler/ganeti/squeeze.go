@@ -1,0 +1,439 @@
+package ganeti
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// MoveMode selects which instances Squeeze may move while balancing.
+type MoveMode int
+
+// Move modes.
+const (
+	// MoveExternal moves only externally mirrored instances (ext, rbd,
+	// sharedfile, blockdev, gluster): the cheap moves the HSqueeze design
+	// has in mind. This is the default.
+	MoveExternal MoveMode = iota
+	// MoveDRBD also moves DRBD instances (failover and disk replacement).
+	MoveDRBD
+	// MoveAll moves every instance hbal would move (movable and
+	// auto-balanced); this is exactly what Ganeti's hsqueeze does.
+	MoveAll
+)
+
+func (m MoveMode) filter() moveFilter {
+	switch m {
+	case MoveDRBD:
+		return moveDRBD
+	case MoveAll:
+		return moveAll
+	default:
+		return moveExternal
+	}
+}
+
+// SqueezeOptions configures Squeeze. The zero value means hsqueeze's
+// defaults except for the move mode (see MoveMode).
+type SqueezeOptions struct {
+	// MinimalResources (hsqueeze --minimal-resources, default 2.0): below
+	// room for this many standard instances on some node, power nodes up.
+	MinimalResources float64
+	// TargetResources (hsqueeze --target-resources, default 2.0): the room
+	// every node must keep after nodes are powered down.
+	TargetResources float64
+	// Moves selects the instances that may move.
+	Moves MoveMode
+	// Set tells that MinimalResources/TargetResources were given (so that
+	// 0 can be requested); when false, zero values mean 2.0.
+	MinimalSet, TargetSet bool
+}
+
+func (o *SqueezeOptions) setDefaults() {
+	if !o.MinimalSet && o.MinimalResources == 0 {
+		o.MinimalResources = 2.0
+	}
+	if !o.TargetSet && o.TargetResources == 0 {
+		o.TargetResources = 2.0
+	}
+}
+
+// Validate reports options that cannot be used.
+func (o *SqueezeOptions) Validate() error {
+	for _, f := range []float64{o.MinimalResources, o.TargetResources} {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e6 {
+			return fmt.Errorf("%w: resource factor %v must be a finite number >= 0", ErrInvalid, f)
+		}
+	}
+	return nil
+}
+
+// Squeeze actions.
+const (
+	ActionOffline = "offline"
+	ActionOnline  = "online"
+	ActionNone    = "none"
+)
+
+// SqueezeMove is a move of the squeeze plan.
+type SqueezeMove struct {
+	Instance string `json:"instance"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Kind     string `json:"kind"`
+}
+
+// SqueezeResult is the decision of Squeeze.
+type SqueezeResult struct {
+	Action      string        `json:"action"`
+	Nodes       []string      `json:"nodes"`
+	Moves       []SqueezeMove `json:"moves"`
+	Commands    []string      `json:"commands"`
+	ScoreBefore float64       `json:"score_before"`
+	ScoreAfter  float64       `json:"score_after"`
+	// Notes are hsqueeze's verbose remarks (e.g. that onlining every
+	// standby node is not enough).
+	Notes []string `json:"notes,omitempty"`
+	// OfflineCandidates and OnlineCandidates are the candidate lists in
+	// hsqueeze's order.
+	OfflineCandidates []string `json:"offline_candidates"`
+	OnlineCandidates  []string `json:"online_candidates"`
+	// Stats describes the work done.
+	Stats SqueezeStats `json:"-"`
+}
+
+// SqueezeStats counts the work of a Squeeze call.
+type SqueezeStats struct {
+	Balances      int // full balancing runs
+	Pruned        int // candidate sets rejected by the resource totals
+	Steps         int // balancing steps taken
+	Evaluations   int // candidate moves scored incrementally
+	ExactRescores int // candidate moves re-scored from scratch
+}
+
+// Squeeze decides which nodes to power down (or up), as hsqueeze does.
+func Squeeze(c *Cluster, opts SqueezeOptions) (*SqueezeResult, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	base, err := Load(c)
+	if err != nil {
+		return nil, err
+	}
+	sq := &squeezer{base: base, filter: opts.Moves.filter()}
+	return sq.run(opts)
+}
+
+type squeezer struct {
+	base   *State
+	filter moveFilter
+	stats  SqueezeStats
+}
+
+// reserve is hsqueeze's instanceFromSpecAndFactor.
+func reserve(f float64, std ISpec) instState {
+	fl := func(x int) int { return int(math.Floor(f * float64(x))) }
+	return instState{mem: fl(std.MemorySize), vcpus: fl(std.CPUCount), spindleUse: fl(std.SpindleUse),
+		status: "running", pNode: -1, sNode: -1, util: baseUtil, movable: true, tmpl: Ext, spindles: 0}
+}
+
+func hasStandbyTag(n *Node) bool {
+	for _, t := range n.Tags {
+		if strings.HasPrefix(t, TagStandbyPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// capacityFor is hsqueeze's allNodesCapacityFor: every node, online or
+// not, accepts the instance as a new primary under the strict checks.
+func capacityFor(s *State, in *instState) bool {
+	for i := range s.nodes {
+		n := s.nodes[i]
+		if !n.addPri(in, false) {
+			return false
+		}
+	}
+	return true
+}
+
+func allOnOnline(s *State) bool {
+	for i := range s.insts {
+		if s.nodes[s.insts[i].pNode].offline {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *State) clone() *State {
+	out := *s
+	out.nodes = append([]nodeState(nil), s.nodes...)
+	out.insts = append([]instState(nil), s.insts...)
+	return &out
+}
+
+type balanceRun struct {
+	s     *State
+	moves []PlannedMove
+	score float64
+	start float64
+}
+
+// setAndBalance marks nodes offline (or online) and balances like hsqueeze
+// (minimum gain 0, until no move strictly improves the score).
+func (sq *squeezer) setAndBalance(nodes []int, offline bool) balanceRun {
+	s := sq.base.clone()
+	for _, i := range nodes {
+		s.nodes[i].offline = offline
+	}
+	b := newBalancer(s, sq.filter)
+	run := balanceRun{s: s, start: b.cur}
+	for {
+		m, ok := b.step(0, 0, false, false)
+		if !ok {
+			break
+		}
+		run.moves = append(run.moves, m)
+	}
+	run.score = b.cur
+	sq.stats.Balances++
+	sq.stats.Steps += b.steps
+	sq.stats.Evaluations += b.evals
+	sq.stats.ExactRescores += b.exacts
+	return run
+}
+
+// feasible checks resource totals that any final placement must satisfy for
+// offlining (or onlining) nodes to succeed: every instance on an online node
+// and every online node able to take in the reserve instance. It only
+// returns false when success is impossible whatever the balancer does.
+func (sq *squeezer) feasible(nodes []int, offline bool, res *instState) bool {
+	s := sq.base
+	off := make([]bool, len(s.nodes))
+	for i := range s.nodes {
+		off[i] = s.nodes[i].offline
+	}
+	for _, i := range nodes {
+		off[i] = offline
+	}
+	freeMem, needMem := 0, 0
+	usedCPU, capCPU := 0, 0
+	cpuLimited := true
+	for i := range s.nodes {
+		if off[i] {
+			continue
+		}
+		n := &s.nodes[i]
+		freeMem += n.fMem
+		if res.usesMemory() {
+			needMem += res.mem + 1
+		}
+		usedCPU += n.uCPU
+		if n.vcpuRatio < 0 {
+			cpuLimited = false
+		} else {
+			capCPU += cpuCap(n, res)
+		}
+	}
+	for i := range s.insts {
+		in := &s.insts[i]
+		if in.forthcoming || !off[in.pNode] {
+			continue
+		}
+		// Must move onto an online node.
+		if !s.insts[i].movable || !s.insts[i].autoBalance || !sq.filter.allows(in) || in.tmpl.Mirror() == MirrorNone {
+			return false
+		}
+		if in.usesMemory() {
+			freeMem -= in.mem
+		}
+		if in.notOffline() {
+			usedCPU += in.vcpus
+		}
+	}
+	if freeMem < needMem {
+		return false
+	}
+	if cpuLimited && usedCPU > capCPU {
+		return false
+	}
+	return true
+}
+
+// cpuCap is the largest used-vCPU count u for which a node still accepts
+// the reserve instance ((u+vcpus)/tCpu <= ratio).
+func cpuCap(n *nodeState, res *instState) int {
+	add := 0
+	if res.notOffline() {
+		add = res.vcpus
+	}
+	ok := func(u int) bool { return !(n.vcpuRatio < float64(u+add)/n.tCPU) }
+	u := int(math.Floor(n.vcpuRatio*n.tCPU)) - add
+	for ok(u + 1) {
+		u++
+	}
+	for !ok(u) && u > -(1<<30) {
+		u--
+	}
+	return u
+}
+
+func (sq *squeezer) succeeds(nodes []int, offline bool, res *instState) (balanceRun, bool) {
+	if !sq.feasible(nodes, offline, res) {
+		sq.stats.Pruned++
+		return balanceRun{}, false
+	}
+	run := sq.setAndBalance(nodes, offline)
+	return run, allOnOnline(run.s) && capacityFor(run.s, res)
+}
+
+func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
+	s := sq.base
+	c := s.c
+	res := &SqueezeResult{Nodes: []string{}, Moves: []SqueezeMove{}, Commands: []string{}}
+	var offCand, onCand []int
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		if !n.offline && !n.master && n.nSec == 0 && onlyExternal(s, i) {
+			offCand = append(offCand, i)
+		}
+		if n.offline && hasStandbyTag(&c.Nodes[i]) {
+			onCand = append(onCand, i)
+		}
+	}
+	sort.SliceStable(offCand, func(a, b int) bool { return s.nodes[offCand[a]].nPri > s.nodes[offCand[b]].nPri })
+	for _, i := range offCand {
+		res.OfflineCandidates = append(res.OfflineCandidates, s.nodeName(i))
+	}
+	for _, i := range onCand {
+		res.OnlineCandidates = append(res.OnlineCandidates, s.nodeName(i))
+	}
+	target := reserve(opts.TargetResources, c.Policy.Std)
+	minimal := reserve(opts.MinimalResources, c.Policy.Std)
+	res.ScoreBefore = newBalancer(s.clone(), sq.filter).cur
+	res.ScoreAfter = res.ScoreBefore
+
+	if !capacityFor(s, &minimal) {
+		res.Action = ActionOnline
+		var chosen []int
+		var run balanceRun
+		found := false
+		for k := 0; k <= len(onCand); k++ {
+			r, ok := sq.succeeds(onCand[:k], false, &minimal)
+			if ok {
+				chosen, run, found = onCand[:k], r, true
+				break
+			}
+		}
+		if !found {
+			chosen = onCand
+			res.Notes = append(res.Notes, "Onlining all nodes will not yield enough capacity")
+			run = sq.setAndBalance(chosen, false)
+		}
+		for _, i := range chosen {
+			res.Nodes = append(res.Nodes, s.nodeName(i))
+		}
+		sq.finish(res, run, chosen, false)
+		res.Stats = sq.stats
+		return res, nil
+	}
+
+	var kept []int // in candidate-list order
+	var last balanceRun
+	for k := len(offCand) - 1; k >= 0; k-- {
+		set := append([]int{offCand[k]}, kept...)
+		r, ok := sq.succeeds(set, true, &target)
+		if ok {
+			kept, last = set, r
+		}
+	}
+	if len(kept) == 0 {
+		res.Action = ActionNone
+		res.Stats = sq.stats
+		return res, nil
+	}
+	res.Action = ActionOffline
+	for _, i := range kept {
+		res.Nodes = append(res.Nodes, s.nodeName(i))
+	}
+	sq.finish(res, last, kept, true)
+	res.Stats = sq.stats
+	return res, nil
+}
+
+func onlyExternal(s *State, ni int) bool {
+	for i := range s.insts {
+		in := &s.insts[i]
+		if in.pNode == ni && !in.forthcoming && in.usesLocal() {
+			return false
+		}
+	}
+	return true
+}
+
+// finish fills in moves, commands and the final score (hsqueeze -C form).
+func (sq *squeezer) finish(res *SqueezeResult, run balanceRun, nodes []int, offline bool) {
+	s := sq.base
+	res.ScoreAfter = run.score
+	for _, m := range run.moves {
+		res.Moves = append(res.Moves, SqueezeMove{Instance: m.Instance, From: m.FromPrimary, To: m.ToPrimary, Kind: m.KindName})
+	}
+	var cmds []string
+	if !offline {
+		cmds = append(cmds, "echo Power Commands")
+		for _, i := range nodes {
+			cmds = append(cmds, "gnt-node power -f on "+s.nodeAlias(i))
+		}
+	}
+	cmds = append(cmds, jobCommands(run.moves)...)
+	if offline {
+		cmds = append(cmds, "echo Tagging Commands")
+		for _, i := range nodes {
+			cmds = append(cmds, "gnt-node add-tags "+s.nodeAlias(i)+" "+TagStandbyAuto)
+		}
+		cmds = append(cmds, "echo Power Commands")
+		for _, i := range nodes {
+			cmds = append(cmds, "gnt-node power -f off "+s.nodeAlias(i))
+		}
+	}
+	res.Commands = cmds
+}
+
+// jobCommands groups moves into jobsets of moves on disjoint nodes, in
+// Ganeti's formatCmds layout.
+func jobCommands(moves []PlannedMove) []string {
+	var sets [][]PlannedMove
+	var busy map[string]bool
+	for _, m := range moves {
+		nodes := []string{m.FromPrimary, m.FromSecondary, m.ToPrimary, m.ToSecondary}
+		clash := false
+		for _, n := range nodes {
+			if n != "" && busy[n] {
+				clash = true
+			}
+		}
+		if len(sets) == 0 || clash {
+			sets = append(sets, nil)
+			busy = map[string]bool{}
+		}
+		sets[len(sets)-1] = append(sets[len(sets)-1], m)
+		for _, n := range nodes {
+			if n != "" {
+				busy[n] = true
+			}
+		}
+	}
+	var out []string
+	for i, set := range sets {
+		out = append(out, fmt.Sprintf("echo jobset %d, %d jobs", i+1, len(set)))
+		for j, m := range set {
+			out = append(out, fmt.Sprintf("echo job %d/%d", i+1, j+1))
+			out = append(out, m.Commands...)
+		}
+	}
+	return out
+}
