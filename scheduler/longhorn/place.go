@@ -14,6 +14,8 @@ type PlaceOptions struct {
 	// Now is the time the replenishment wait of degraded volumes is measured
 	// against. The zero value treats every wait as expired.
 	Now time.Time
+
+	checkChoice func(*volCtx, *request, int) // test hook
 }
 
 // Placement is one new replica: the node and the disk (by its name in the
@@ -91,6 +93,7 @@ func Place(c *Cluster, opts PlaceOptions) (*PlacePlan, error) {
 		}
 	}
 	w := newWorld(c, opts.Now)
+	w.checkChoice = opts.checkChoice
 	for _, vi := range vols {
 		w.placeVolume(vi, plan)
 	}

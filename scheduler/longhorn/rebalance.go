@@ -37,6 +37,8 @@ type RebalanceOptions struct {
 	// MaxPasses bounds [RebalanceUntilStable]; 0 means 10,000. Reaching it
 	// returns [ErrNotStable].
 	MaxPasses int
+
+	checkChoice func(*volCtx, *request, int) // test hook
 }
 
 // Rebalance plans one pass of the auto-balancer over c: at most one move per
@@ -79,6 +81,7 @@ func rebalance(c *Cluster, opts RebalanceOptions, maxPasses int) ([][]Move, erro
 		}
 	}
 	w := newWorld(c, opts.Now)
+	w.checkChoice = opts.checkChoice
 	passes := [][]Move{}
 	for range maxPasses {
 		moves := w.pass()

@@ -54,6 +54,9 @@ type world struct {
 	ub         []int64  // per node: sum of usable bytes of its open disks
 	order      []int    // node indices by (ub desc, name asc)
 	pos        []int    // position of each node in order
+
+	// checkChoice, when set (by tests), sees every decision of choose.
+	checkChoice func(vc *volCtx, req *request, got int)
 }
 
 func newWorld(c *Cluster, now time.Time) *world {
@@ -443,6 +446,14 @@ func (vc *volCtx) nodeOpen(n int, req *request) bool {
 
 // choose runs steps 7 to 11 and returns the chosen disk, or -1.
 func (vc *volCtx) choose(req *request) int {
+	d := vc.search(req)
+	if vc.w.checkChoice != nil {
+		vc.w.checkChoice(vc, req, d)
+	}
+	return d
+}
+
+func (vc *volCtx) search(req *request) int {
 	w := vc.w
 	nodes := w.order
 	if req.pin >= 0 {
