@@ -135,8 +135,15 @@ func staticDiskReason(d *Disk) string {
 // usable is LEP 20251001's usable space: available − reserved − scheduled,
 // at least 0.
 func (w *world) usable(d int) int64 {
-	u := w.avail[d] - w.c.disks[d].StorageReserved - w.sched[d]
-	return max(u, 0)
+	u, res, sched := w.avail[d], w.c.disks[d].StorageReserved, w.sched[d]
+	if u <= res {
+		return 0
+	}
+	u -= res
+	if u <= sched {
+		return 0
+	}
+	return u - sched
 }
 
 func (w *world) nodeBound(n int) int64 {
@@ -240,16 +247,17 @@ func (w *world) pressureSafe(d int, actual int64) bool {
 	return !w.pressuredAt(d, w.avail[d]-actual)
 }
 
-// addReplica takes size (scheduled) and actual (available) on disk d.
+// take and free never overflow: sizes are non-negative and capacity has
+// been checked, but the state may hold values near the int64 limit.
 func (w *world) take(d int, size, actual int64) {
-	w.sched[d] += size
-	w.avail[d] -= actual
+	w.sched[d] = satAdd(w.sched[d], size)
+	w.avail[d] = max(w.avail[d]-actual, 0)
 	w.touch(w.c.disks[d].node)
 }
 
 func (w *world) free(d int, size, actual int64) {
 	w.sched[d] = max(w.sched[d]-size, 0)
-	w.avail[d] += actual
+	w.avail[d] = satAdd(w.avail[d], actual)
 	w.touch(w.c.disks[d].node)
 }
 

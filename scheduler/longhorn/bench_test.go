@@ -1,0 +1,59 @@
+package longhorn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchCluster builds nodes×disks empty-ish disks in three zones and volumes
+// with no replicas yet, each wanting replicas.
+func benchCluster(tb testing.TB, nodes, disks, volumes, replicas int) *Cluster {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	c := &Cluster{Settings: DefaultSettings()}
+	for i := range nodes {
+		n := &Node{Name: fmt.Sprintf("node-%04d", i), Zone: fmt.Sprintf("zone-%d", i%3), Ready: true, Schedulable: true, AllowScheduling: true}
+		for j := range disks {
+			maxB := int64(2+r.IntN(7)) << 40
+			n.Disks = append(n.Disks, &Disk{
+				Name: fmt.Sprintf("disk-%d", j), UUID: fmt.Sprintf("%d-%d", i, j), Path: fmt.Sprintf("/mnt/disk-%d", j),
+				Type: "filesystem", AllowScheduling: true, HasStatus: true, Schedulable: true,
+				StorageMaximum: maxB, StorageAvailable: maxB - int64(r.IntN(1<<30)),
+			})
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	for i := range volumes {
+		c.Volumes = append(c.Volumes, &Volume{
+			Name: fmt.Sprintf("pvc-%05d", i), Size: int64(1+r.IntN(100)) << 30, NumberOfReplicas: replicas, Robustness: "healthy",
+		})
+	}
+	if err := c.Index(); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkPlace places every replica of every volume; the acceptance size
+// is 3 replicas for each of 10,000 volumes on 1,000 nodes with 8 disks.
+func BenchmarkPlace(b *testing.B) {
+	for _, sz := range []struct{ nodes, disks, volumes int }{
+		{100, 8, 1000},
+		{1000, 8, 10000},
+	} {
+		b.Run(fmt.Sprintf("nodes=%d/disks=%d/volumes=%d", sz.nodes, sz.disks, sz.volumes), func(b *testing.B) {
+			c := benchCluster(b, sz.nodes, sz.disks, sz.volumes, 3)
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := Place(c, PlaceOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Placements) != 3*sz.volumes {
+					b.Fatalf("placed %d of %d", len(p.Placements), 3*sz.volumes)
+				}
+			}
+		})
+	}
+}
