@@ -251,7 +251,7 @@ const estimateWindow = 1e-5
 // evaluate applies one candidate to scratch space and returns its estimated
 // score.
 func (b *balancer) evaluate(ii int, kind MoveKind, tdx int, force bool) (float64, bool) {
-	if !b.s.applyMove(ii, kind, tdx, force, &b.r) {
+	if !b.s.applyMove(ii, kind, tdx, force, true, &b.r) {
 		return 0, false
 	}
 	b.evals++
@@ -267,7 +267,7 @@ func (b *balancer) evaluate(ii int, kind MoveKind, tdx int, force bool) (float64
 
 // exact returns the exact (Ganeti) score of a candidate.
 func (b *balancer) exact(c cand, force bool) float64 {
-	if !b.s.applyMove(int(c.ii), c.kind, int(c.tdx), force, &b.r) {
+	if !b.s.applyMove(int(c.ii), c.kind, int(c.tdx), force, true, &b.r) {
 		return math.Inf(1)
 	}
 	b.exacts++
@@ -311,6 +311,8 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 			best = est
 		}
 	}
+	var src, tgt nodeState
+	var srcVec, tgtVec metricVec
 	for ii := range s.insts {
 		in := &s.insts[ii]
 		if !in.movable || !in.autoBalance || !b.filter.allows(in) {
@@ -321,6 +323,7 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 			continue
 		}
 		useSec := in.sNode >= 0 && !s.nodes[in.sNode].offline
+		srcReady := false
 		if mt == MirrorInternal && useSec {
 			try(ii, Failover, -1)
 		}
@@ -329,7 +332,35 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 				continue
 			}
 			if mt == MirrorExternal {
-				try(ii, Migrate, tdx)
+				// Fast path for migrations (most candidates): the source
+				// side is the same for every target.
+				if !srcReady {
+					src = s.nodes[in.pNode]
+					src.removePri(in)
+					srcVec = src.vector()
+					srcReady = true
+				}
+				op := &s.nodes[in.pNode]
+				if !migrationOK(op, &s.nodes[tdx]) {
+					continue
+				}
+				tgt = s.nodes[tdx]
+				if !tgt.addPri(in, op.offline || force) {
+					continue
+				}
+				b.evals++
+				tgtVec = tgt.vector()
+				ch := [2]change{
+					{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
+					{old: &b.vecs[tdx], new: &tgtVec, oldN: &s.nodes[tdx], newN: &tgt},
+				}
+				est := b.agg.estimate(ch[:])
+				if est <= best+estimateWindow {
+					b.cands = append(b.cands, cand{ii: int32(ii), tdx: int32(tdx), kind: Migrate, est: est})
+					if est < best {
+						best = est
+					}
+				}
 				continue
 			}
 			if noDiskMoves {
@@ -365,7 +396,7 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 	}
 	ii := int(win.ii)
 	before := s.insts[ii]
-	s.applyMove(ii, win.kind, int(win.tdx), force, &b.r)
+	s.applyMove(ii, win.kind, int(win.tdx), force, false, &b.r)
 	s.commit(ii, &b.r)
 	b.reset()
 	b.cur = bestExact

@@ -157,6 +157,8 @@ type aggregates struct {
 	mapCounts map[[2]string]int
 	mapVal    int
 	hasMap    bool
+	cur       metricVec // current value of every metric
+	twins     bool      // metrics 7, 8 and 10 are equal on every node
 }
 
 func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
@@ -212,6 +214,13 @@ func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
 	for _, c := range a.mapCounts {
 		a.mapVal += c - 1
 	}
+	a.twins = true
+	for i := range vecs {
+		if vecs[i][7] != vecs[i][8] || vecs[i][7] != vecs[i][10] {
+			a.twins = false
+		}
+	}
+	a.prepare()
 }
 
 // change is one node replaced by a new version.
@@ -221,10 +230,57 @@ type change struct {
 	newN     *nodeState
 }
 
+// prepare caches the current value of every metric so that estimate only
+// recomputes the metrics a move changes.
+func (a *aggregates) prepare() {
+	for k := 0; k < nMetrics; k++ {
+		switch metricKinds[k] {
+		case mStdDev:
+			a.cur[k] = a.sd(a.s[k], a.q[k])
+		case mMap:
+			a.cur[k] = float64(a.mapVal)
+		default:
+			a.cur[k] = a.s[k]
+		}
+	}
+}
+
+func (a *aggregates) sd(s, q float64) float64 {
+	m := s / a.nOn
+	v := q/a.nOn - m*m
+	if v < 0 {
+		v = 0
+	}
+	return math.Sqrt(v)
+}
+
+// loadTwins are metrics whose per-node values are always equal to metric 7
+// (cpu, memory and network load all count primaries when every instance
+// has the same unit utilisation); estimate computes them once.
+var loadTwins = [nMetrics]bool{8: true, 10: true}
+
 // estimate returns the score with the given nodes replaced.
 func (a *aggregates) estimate(ch []change) float64 {
 	score := 0.0
 	for k := 0; k < nMetrics; k++ {
+		if a.twins && loadTwins[k] {
+			continue
+		}
+		changed := false
+		for i := range ch {
+			if ch[i].old[k] != ch[i].new[k] {
+				changed = true
+				break
+			}
+		}
+		w := metricWeights[k]
+		if a.twins && k == 7 {
+			w = metricWeights[7] + metricWeights[8] + metricWeights[10]
+		}
+		if !changed {
+			score += w * a.cur[k]
+			continue
+		}
 		var val float64
 		switch metricKinds[k] {
 		case mStdDev:
@@ -238,12 +294,7 @@ func (a *aggregates) estimate(ch []change) float64 {
 				s += nw - o
 				q += nw*nw - o*o
 			}
-			m := s / a.nOn
-			v := q/a.nOn - m*m
-			if v < 0 {
-				v = 0
-			}
-			val = math.Sqrt(v)
+			val = a.sd(s, q)
 		case mSumOnline:
 			val = a.s[k]
 			for _, c := range ch {
@@ -264,7 +315,7 @@ func (a *aggregates) estimate(ch []change) float64 {
 				val = float64(a.mapEstimate(ch))
 			}
 		}
-		score += metricWeights[k] * val
+		score += w * val
 	}
 	return score
 }

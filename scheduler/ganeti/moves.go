@@ -42,8 +42,9 @@ func locScoreFor(a, b *nodeState) int { return intersectCount(a.locTags, b.locTa
 
 // applyMove is Ganeti's applyMoveEx: it computes the nodes and instance
 // after moving instance ii, without modifying s. ok is false when a hard
-// check fails.
-func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveResult) bool {
+// check fails. With dry the peer lists of the result are stale (scoring
+// only); commit needs a result computed without dry.
+func (s *State) applyMove(ii int, kind MoveKind, tdx int, force, dry bool, r *moveResult) bool {
 	in := &s.insts[ii]
 	r.nn = 0
 	r.inst = *in
@@ -60,11 +61,11 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		}
 		intP, intS := *op, *os
 		intP.removePri(in)
-		intS.removeSec(in)
+		intS.removeSec(in, dry)
 		if !intS.addPri(in, op.offline || force) {
 			return false
 		}
-		if !intP.addSec(in, osdx, false) {
+		if !intP.addSec(in, osdx, false, dry) {
 			return false
 		}
 		r.inst.pNode, r.inst.sNode = osdx, opdx
@@ -92,7 +93,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		tn := &s.nodes[tdx]
 		intP, intS := *op, *os
 		intP.removePri(in)
-		intS.removeSec(in)
+		intS.removeSec(in, dry)
 		r.inst.locScore = locScoreFor(tn, &intS)
 		r.inst.pNode = tdx
 		ni := &r.inst
@@ -109,7 +110,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		if !newP.addPri(ni, forceP) {
 			return false
 		}
-		if !tmpS.addSec(ni, tdx, forceP) {
+		if !tmpS.addSec(ni, tdx, forceP, dry) {
 			return false
 		}
 		r.set(opdx, intP)
@@ -124,13 +125,13 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		pnode := *op
 		pnode.removePri(in)
 		intS := *os
-		intS.removeSec(in)
+		intS.removeSec(in, dry)
 		forceS := os.offline || force
 		r.inst.locScore = locScoreFor(op, tn)
 		r.inst.sNode = tdx
 		ni := &r.inst
 		newS := *tn
-		if !newS.addSec(ni, opdx, forceS) {
+		if !newS.addSec(ni, opdx, forceS, dry) {
 			return false
 		}
 		if !pnode.addPri(ni, true) {
@@ -147,7 +148,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		tn := &s.nodes[tdx]
 		intP, intS := *op, *os
 		intP.removePri(in)
-		intS.removeSec(in)
+		intS.removeSec(in, dry)
 		r.inst.locScore = locScoreFor(tn, &intP)
 		r.inst.pNode, r.inst.sNode = tdx, opdx
 		ni := &r.inst
@@ -159,7 +160,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		if !newP.addPri(ni, force) {
 			return false
 		}
-		if !intP.addSec(ni, tdx, forceS) {
+		if !intP.addSec(ni, tdx, forceS, dry) {
 			return false
 		}
 		r.set(tdx, newP)
@@ -173,7 +174,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 		tn := &s.nodes[tdx]
 		intP, intS := *op, *os
 		intP.removePri(in)
-		intS.removeSec(in)
+		intS.removeSec(in, dry)
 		forceP := op.offline || force
 		r.inst.locScore = locScoreFor(&intS, tn)
 		r.inst.pNode, r.inst.sNode = osdx, tdx
@@ -185,7 +186,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force bool, r *moveRes
 			return false
 		}
 		newS := *tn
-		if !newS.addSec(ni, osdx, forceP) {
+		if !newS.addSec(ni, osdx, forceP, dry) {
 			return false
 		}
 		r.set(tdx, newS)

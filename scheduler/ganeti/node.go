@@ -322,8 +322,9 @@ func (n *nodeState) removePri(in *instState) {
 	n.instMap = pairCounts(n.instMap, n.locPairs(in), false)
 }
 
-// removeSec is Ganeti's Node.removeSec.
-func (n *nodeState) removeSec(in *instState) {
+// removeSec is Ganeti's Node.removeSec. With dry the peer list is left
+// stale (only the derived rMem is updated): for scoring, never for commit.
+func (n *nodeState) removeSec(in *instState, dry bool) {
 	useDisk := in.usesLocal()
 	if useDisk {
 		n.fDskFth += in.dsk
@@ -346,13 +347,28 @@ func (n *nodeState) removeSec(in *instState) {
 	if in.usesSecMem() {
 		newPeem -= in.mem
 	}
-	if newPeem > 0 {
-		n.peers = peerAdd(n.peers, in.pNode, newPeem, false)
-	} else {
-		n.peers = peerRemove(n.peers, in.pNode)
-	}
 	if oldPeem >= n.rMem {
-		n.rMem = maxPeer(n.peers)
+		// The maximum over the peers with pNode's entry replaced (or
+		// dropped when it reaches 0).
+		m := 0
+		for _, p := range n.peers {
+			v := p.mem
+			if p.pdx == in.pNode {
+				v = newPeem
+				if v <= 0 {
+					continue
+				}
+			}
+			m = max(m, v)
+		}
+		n.rMem = m
+	}
+	if !dry {
+		if newPeem > 0 {
+			n.peers = peerAdd(n.peers, in.pNode, newPeem, false)
+		} else {
+			n.peers = peerRemove(n.peers, in.pNode)
+		}
 	}
 	n.pRem = float64(n.rMem) / n.tMem
 	n.failN1 = n.fMem <= n.rMem
@@ -460,8 +476,8 @@ func rejectTags(m map[string]int, tags []string) bool {
 }
 
 // addSec is Ganeti's Node.addSecExEx with ignoreDisks false; pdx is the
-// instance's (new) primary node.
-func (n *nodeState) addSec(in *instState, pdx int, force bool) bool {
+// instance's (new) primary node. dry is as for removeSec.
+func (n *nodeState) addSec(in *instState, pdx int, force, dry bool) bool {
 	strict := !force
 	secMem := 0
 	if in.usesSecMem() {
@@ -507,7 +523,9 @@ func (n *nodeState) addSec(in *instState, pdx int, force bool) bool {
 	applyFth()
 	n.nSec++
 	n.fDsk = newDsk
-	n.peers = peerAdd(n.peers, pdx, newPeem, false)
+	if !dry {
+		n.peers = peerAdd(n.peers, pdx, newPeem, false)
+	}
 	n.failN1 = newFailN1
 	n.rMem = newRMem
 	n.pDsk = n.newPDsk(newSp, newDsk)

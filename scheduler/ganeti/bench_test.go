@@ -1,0 +1,52 @@
+package ganeti
+
+import (
+	"testing"
+)
+
+// benchSpecs are the benchmark clusters: the 40/300 one is compared with
+// hsqueeze on the same file (see TestBenchClusterMatchesHsqueeze), the
+// 500/5000 one must be decided in under a minute.
+var benchSpecs = []struct {
+	name string
+	seed uint64
+	spec genSpec
+}{
+	{"nodes=40/instances=300", 40300, genSpec{Nodes: 40, Standby: 2, Offline: 1, Instances: 300, DRBD: 0.1, Load: 0.45}},
+	{"nodes=500/instances=5000", 5005000, genSpec{Nodes: 500, Standby: 10, Offline: 2, Instances: 5000, DRBD: 0.1, Load: 0.45}},
+}
+
+func BenchmarkSqueeze(b *testing.B) {
+	for _, bs := range benchSpecs {
+		c := genCluster(bs.seed, bs.spec)
+		b.Run(bs.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var res *SqueezeResult
+			for b.Loop() {
+				var err error
+				res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(res.Nodes)), "nodes")
+			b.ReportMetric(float64(res.Stats.Balances), "balances")
+			b.ReportMetric(float64(res.Stats.Steps), "steps")
+		})
+	}
+}
+
+func BenchmarkBalance(b *testing.B) {
+	for _, bs := range benchSpecs[:1] {
+		c := genCluster(bs.seed, bs.spec)
+		b.Run(bs.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Balance(c, DefaultBalanceOptions()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
