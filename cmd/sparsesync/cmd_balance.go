@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparsesync/sparsesync/scheduler/ganeti"
+)
+
+type balanceOptions struct {
+	file         string
+	json         bool
+	group        string
+	minGain      float64
+	minGainLimit float64
+	minScore     float64
+	maxRounds    int
+	noDiskMoves  bool
+}
+
+func newBalanceCommand(g *globalOpts) *cobra.Command {
+	opts := balanceOptions{}
+	def := ganeti.DefaultBalanceOptions()
+	cmd := &cobra.Command{
+		Use:   "balance -t FILE",
+		Short: "Plan instance moves that balance a Ganeti cluster, as hbal does",
+		Long: `Plan instance moves that balance a Ganeti cluster, with the decisions of
+Ganeti's hbal: the same cluster score, moves and checks, computed incrementally.
+
+The cluster comes from a file in Ganeti's text backend format (hbal -t) or
+in sparsesync's JSON form (a file whose first character is '{'). The output
+is the initial score, the moves in order and the final score; --json prints
+one object instead.
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBalance(cmd.Context(), g, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.file, "text-data", "t", "", "cluster file (Ganeti text format or JSON)")
+	f.BoolVar(&opts.json, "json", false, "print the result as one JSON object")
+	f.StringVarP(&opts.group, "group", "G", "", "node group to balance (needed when the cluster has several)")
+	f.Float64VarP(&opts.minGain, "min-gain", "g", def.MinGain, "minimum gain per step once the score is below --min-gain-limit")
+	f.Float64Var(&opts.minGainLimit, "min-gain-limit", def.MinGainLimit, "score below which --min-gain applies")
+	f.Float64VarP(&opts.minScore, "min-score", "e", def.MinScore, "stop once the score is at most this")
+	f.IntVarP(&opts.maxRounds, "max-length", "l", def.MaxRounds, "maximum number of moves (-1: no limit)")
+	f.BoolVar(&opts.noDiskMoves, "no-disk-moves", false, "only failovers and migrations, no disk replacement")
+	_ = cmd.MarkFlagRequired("text-data")
+	return cmd
+}
+
+// readCluster reads a cluster file in Ganeti's text format or, when its
+// first non-blank character is '{', in JSON.
+func readCluster(path string) (*ganeti.Cluster, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	head, _ := br.Peek(512)
+	if trimmed := bytes.TrimLeft(head, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		return ganeti.ReadJSON(br, path)
+	}
+	return ganeti.ReadText(br, path)
+}
+
+func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := readCluster(opts.file)
+	if err != nil {
+		return err
+	}
+	bo := ganeti.BalanceOptions{
+		MinGain: opts.minGain, MinGainLimit: opts.minGainLimit, MinScore: opts.minScore,
+		MaxRounds: opts.maxRounds, NoDiskMoves: opts.noDiskMoves, Group: opts.group,
+	}
+	res, err := ganeti.Balance(c, bo)
+	if err != nil {
+		return fmt.Errorf("%s: %w", opts.file, err)
+	}
+	if res.Moves == nil {
+		res.Moves = []ganeti.PlannedMove{}
+	}
+	if opts.json {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return printBalance(g.stdout, res)
+}
+
+func printBalance(w io.Writer, res *ganeti.BalanceResult) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "Initial score: %.8f\n", res.InitialScore)
+	for i, m := range res.Moves {
+		from, to := m.FromPrimary, m.ToPrimary
+		if m.FromSecondary != "" || m.ToSecondary != "" {
+			from += ":" + m.FromSecondary
+			to += ":" + m.ToSecondary
+		}
+		fmt.Fprintf(bw, "%5d. %s %s => %s %.8f %s\n", i+1, m.Instance, from, to, m.Score, m.KindName)
+	}
+	fmt.Fprintf(bw, "Final score: %.8f\n", res.FinalScore)
+	return bw.Flush()
+}
