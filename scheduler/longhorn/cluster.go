@@ -16,14 +16,15 @@ type Cluster struct {
 	Volumes  []*Volume  // sorted by Name
 	Replicas []*Replica // sorted by Name
 
-	indexed    bool
-	nodeByName map[string]int
-	volByName  map[string]int
-	disks      []*Disk // every disk of every node; Disk.idx indexes it
-	volReps    [][]int // replica indices of each volume, sorted by name
-	repVol     []int   // volume index of each replica
-	repNode    []int   // node index of each replica, -1 when unscheduled
-	repDisk    []int   // disk index of each replica, -1 when unscheduled
+	indexed     bool
+	nodeByName  map[string]int
+	volByName   map[string]int
+	disks       []*Disk // every disk of every node; Disk.idx indexes it
+	volReps     [][]int // replica indices of each volume, sorted by name
+	repVol      []int   // volume index of each replica
+	repNode     []int   // node index of each replica, -1 when unscheduled
+	repDisk     []int   // disk index of each replica, -1 when unscheduled
+	nodeZoneIdx []int   // zone of each node, interned
 }
 
 // Node is a Longhorn node (nodes.longhorn.io) together with the allocatable
@@ -127,6 +128,8 @@ func (c *Cluster) Index() error {
 		return err
 	}
 	c.nodeByName = make(map[string]int, len(c.Nodes))
+	c.nodeZoneIdx = make([]int, len(c.Nodes))
+	zones := map[string]int{}
 	c.disks = c.disks[:0]
 	for i, n := range c.Nodes {
 		if n == nil {
@@ -137,6 +140,12 @@ func (c *Cluster) Index() error {
 		}
 		c.nodeByName[n.Name] = i
 		n.idx = i
+		z, ok := zones[n.Zone]
+		if !ok {
+			z = len(zones)
+			zones[n.Zone] = z
+		}
+		c.nodeZoneIdx[i] = z
 		slices.SortFunc(n.Disks, func(a, b *Disk) int { return cmpString(a.Name, b.Name) })
 		for j, d := range n.Disks {
 			if d == nil {
@@ -264,6 +273,3 @@ func cmpString(a, b string) int {
 	}
 	return 0
 }
-
-// nodeZone returns the zone of node i.
-func (c *Cluster) nodeZone(i int) string { return c.Nodes[i].Zone }

@@ -174,16 +174,16 @@ func refChoose(vc *volCtx, req *request) int {
 		if len(cands) == 0 {
 			continue
 		}
-		minCount := vc.diskUse[cands[0]]
+		minCount := vc.diskU(cands[0])
 		for _, d := range cands {
-			minCount = min(minCount, vc.diskUse[d])
+			minCount = min(minCount, vc.diskU(d))
 		}
 		if !vc.diskSoft && minCount > 0 {
 			continue
 		}
 		score := map[int]int64{}
 		for _, d := range cands {
-			if vc.diskUse[d] == minCount {
+			if vc.diskU(d) == minCount {
 				score[w.c.disks[d].node] += w.usable(d)
 			}
 		}
@@ -195,7 +195,7 @@ func refChoose(vc *volCtx, req *request) int {
 		}
 		bestDisk := -1
 		for _, d := range cands {
-			if w.c.disks[d].node != best || vc.diskUse[d] != minCount {
+			if w.c.disks[d].node != best || vc.diskU(d) != minCount {
 				continue
 			}
 			u, bu := w.usable(d), int64(-1)
@@ -258,13 +258,13 @@ func hardRuleViolation(vc *volCtx, req *request, d int) string {
 			return "pressure"
 		}
 	}
-	if !vc.diskSoft && vc.diskUse[d] > 0 {
+	if !vc.diskSoft && vc.diskU(d) > 0 {
 		return "hard disk anti-affinity"
 	}
-	if nu := vc.nodeUse[disk.node]; !vc.nodeSoft && vc.zoneSoft && nu.n > nu.evicting {
+	if nu := vc.nodeU(disk.node); !vc.nodeSoft && vc.zoneSoft && nu.n > nu.evicting {
 		return "hard node anti-affinity"
 	}
-	if zu := vc.zoneUse[node.Zone]; !vc.zoneSoft && zu.n > zu.evicting {
+	if zu := vc.zoneU(disk.node); !vc.zoneSoft && zu.n > zu.evicting {
 		return "hard zone anti-affinity"
 	}
 	return ""

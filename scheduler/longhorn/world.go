@@ -302,10 +302,46 @@ type volCtx struct {
 	nodeSoft bool
 	zoneSoft bool
 	diskSoft bool
-	nodeUse  map[int]use
-	zoneUse  map[string]use
-	diskUse  map[int]int
+	// Where the volume's replicas are: a few entries each, so short
+	// slices scanned linearly beat maps on the hot path.
+	nodeUse []keyUse // key: node index
+	zoneUse []keyUse // key: zone index
+	diskUse []keyUse // key: disk index; use.n is the replica count
 }
+
+type keyUse struct {
+	key int
+	use
+}
+
+func lookup(list []keyUse, key int) use {
+	for _, e := range list {
+		if e.key == key {
+			return e.use
+		}
+	}
+	return use{}
+}
+
+func bump(list []keyUse, key int, evicting bool) []keyUse {
+	i := 0
+	for i < len(list) && list[i].key != key {
+		i++
+	}
+	if i == len(list) {
+		list = append(list, keyUse{key: key})
+	}
+	list[i].n++
+	if evicting {
+		list[i].evicting++
+	}
+	return list
+}
+
+// nodeU, zoneU (of node n's zone) and diskU return the volume's use.
+func (vc *volCtx) nodeU(n int) use { return lookup(vc.nodeUse, n) }
+func (vc *volCtx) zoneU(n int) use { return lookup(vc.zoneUse, vc.w.c.nodeZoneIdx[n]) }
+func (vc *volCtx) diskU(d int) int { return lookup(vc.diskUse, d).n }
 
 // reusable reports whether a failed replica may still be reused.
 func reusable(r *Replica, node, disk int) bool {
@@ -343,9 +379,6 @@ func (w *world) volume(vi, skip int) *volCtx {
 		nodeSoft: effectiveSoft(v.ReplicaSoftAntiAffinity, s.ReplicaSoftAntiAffinity),
 		zoneSoft: effectiveSoft(v.ReplicaZoneSoftAntiAffinity, s.ReplicaZoneSoftAntiAffinity),
 		diskSoft: effectiveSoft(v.ReplicaDiskSoftAntiAffinity, s.ReplicaDiskSoftAntiAffinity),
-		nodeUse:  map[int]use{},
-		zoneUse:  map[string]use{},
-		diskUse:  map[int]int{},
 	}
 	for _, r := range w.c.volReps[vi] {
 		if r == skip || !w.counts(r) {
@@ -359,32 +392,24 @@ func (w *world) volume(vi, skip int) *volCtx {
 // add records a replica of the volume on disk d.
 func (vc *volCtx) add(d int, evicting bool) {
 	n := vc.w.c.disks[d].node
-	z := vc.w.c.Nodes[n].Zone
-	nu, zu := vc.nodeUse[n], vc.zoneUse[z]
-	nu.n++
-	zu.n++
-	if evicting {
-		nu.evicting++
-		zu.evicting++
-	}
-	vc.nodeUse[n], vc.zoneUse[z] = nu, zu
-	vc.diskUse[d]++
+	vc.nodeUse = bump(vc.nodeUse, n, evicting)
+	vc.zoneUse = bump(vc.zoneUse, vc.w.c.nodeZoneIdx[n], evicting)
+	vc.diskUse = bump(vc.diskUse, d, evicting)
 }
 
 // tiers returns step 7's node tiers, in order.
 func (vc *volCtx) tiers() []func(n int) bool {
-	c := vc.w.c
-	unusedNode := func(n int) bool { return !vc.nodeUse[n].used() }
-	unusedBoth := func(n int) bool { return unusedNode(n) && !vc.zoneUse[c.Nodes[n].Zone].used() }
+	unusedNode := func(n int) bool { return !vc.nodeU(n).used() }
+	unusedBoth := func(n int) bool { return unusedNode(n) && !vc.zoneU(n).used() }
 	switch {
 	case !vc.zoneSoft:
 		return []func(int) bool{unusedBoth, func(n int) bool {
-			return vc.nodeUse[n].onlyEvicting() && vc.zoneUse[c.Nodes[n].Zone].onlyEvicting()
+			return vc.nodeU(n).onlyEvicting() && vc.zoneU(n).onlyEvicting()
 		}}
 	case !vc.nodeSoft:
-		return []func(int) bool{unusedBoth, unusedNode, func(n int) bool { return vc.nodeUse[n].onlyEvicting() }}
+		return []func(int) bool{unusedBoth, unusedNode, func(n int) bool { return vc.nodeU(n).onlyEvicting() }}
 	default:
-		return []func(int) bool{unusedBoth, unusedNode, func(n int) bool { return vc.nodeUse[n].used() }}
+		return []func(int) bool{unusedBoth, unusedNode, func(n int) bool { return vc.nodeU(n).used() }}
 	}
 }
 
@@ -486,7 +511,7 @@ func (vc *volCtx) search(req *request) int {
 				if vc.diskReason(d.idx, req) != "" {
 					continue
 				}
-				k := vc.diskUse[d.idx]
+				k := vc.diskU(d.idx)
 				if minCount < 0 || k < minCount {
 					minCount = k
 				}
@@ -510,7 +535,7 @@ func (vc *volCtx) search(req *request) int {
 			}
 			score, any := int64(0), false
 			for _, d := range w.c.Nodes[n].Disks {
-				if vc.diskUse[d.idx] != minCount || vc.diskReason(d.idx, req) != "" {
+				if vc.diskU(d.idx) != minCount || vc.diskReason(d.idx, req) != "" {
 					continue
 				}
 				score, any = satAdd(score, w.usable(d.idx)), true
@@ -524,7 +549,7 @@ func (vc *volCtx) search(req *request) int {
 		}
 		bestDisk := -1
 		for _, d := range w.c.Nodes[best].Disks {
-			if vc.diskUse[d.idx] != minCount || vc.diskReason(d.idx, req) != "" {
+			if vc.diskU(d.idx) != minCount || vc.diskReason(d.idx, req) != "" {
 				continue
 			}
 			if bestDisk < 0 || w.usable(d.idx) > w.usable(bestDisk) {
@@ -563,7 +588,7 @@ func (vc *volCtx) reasons(req *request) map[string]int {
 			inAny = inAny || t(n)
 		}
 		if !inAny {
-			if !vc.zoneSoft && vc.zoneUse[node.Zone].used() {
+			if !vc.zoneSoft && vc.zoneU(n).used() {
 				out[ReasonZoneAntiAffinity]++
 			} else {
 				out[ReasonNodeAntiAffinity]++
