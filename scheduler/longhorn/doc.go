@@ -87,6 +87,15 @@
 // replica never returns to a disk it left, so the passes reach a fixed
 // point.
 //
+// # Concurrency
+//
+// The planners ([Place], [Rebalance], [RebalanceUntilStable], [PlanCPU],
+// [MigrateDeprecatedCPU]) only read their Cluster, so any number may run at
+// once on one Cluster once it has been indexed ([ReadState], [Loader.Cluster]
+// and [Cluster.Index] do that; do not call Index concurrently with a
+// planner). The values they return belong to the caller. A [Loader] is for
+// one goroutine at a time. Nothing in the package keeps global state.
+//
 // # CPU reservation
 //
 // [PlanCPU] follows Longhorn 1.1-1.4 (guaranteed-engine-manager-cpu and
