@@ -247,7 +247,7 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 	// most and least loaded owners differ by 2 or more, to a least-loaded
 	// owner in the same zone or in a zone with fewer replicas than the
 	// source's (so zone spread never worsens).
-	owners := maps(b.nodeCount)
+	owners := cloneCounts(b.nodeCount)
 	for _, n := range b.open {
 		if _, ok := owners[n]; !ok {
 			owners[n] = 0
@@ -317,7 +317,7 @@ func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	return Move{}, false
 }
 
-func maps(m map[int]int) map[int]int {
+func cloneCounts(m map[int]int) map[int]int {
 	out := make(map[int]int, len(m))
 	for k, v := range m {
 		out[k] = v
