@@ -49,4 +49,3 @@ func BenchmarkBalance(b *testing.B) {
 		})
 	}
 }
-

@@ -176,7 +176,8 @@ func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
 				raw[k] += vecs[i][k]
 			}
 		}
-		if len(nodes[i].instMap) > 0 {
+		if len(nodes[i].locTags) > 0 {
+			// Location exclusion pairs can appear on this node.
 			a.hasMap = true
 		}
 	}
@@ -266,7 +267,9 @@ func (a *aggregates) estimate(ch []change) float64 {
 		if a.twins && loadTwins[k] {
 			continue
 		}
-		changed := false
+		// The map metric has no per-node number; it changes whenever a
+		// cluster has location exclusion pairs at all.
+		changed := metricKinds[k] == mMap && a.hasMap
 		for i := range ch {
 			if ch[i].old[k] != ch[i].new[k] {
 				changed = true

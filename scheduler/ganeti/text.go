@@ -2,6 +2,7 @@ package ganeti
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -120,6 +121,13 @@ func (p *textParser) parse(data string) (*Cluster, error) {
 				return nil, err
 			}
 		}
+	}
+	if err := validate(c); err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			pe.File = p.file
+		}
+		return nil, err
 	}
 	return c, nil
 }

@@ -15,11 +15,7 @@ import (
 // CI, which installs ganeti-htools-3.0), in which case it fails.
 func findTool(t testing.TB, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	p := filepath.Join("/usr/lib/ganeti/3.0/usr/bin", name)
-	if _, err := os.Stat(p); err == nil {
+	if p, err := findToolPath(name); err == nil {
 		return p
 	}
 	msg := name + " not found (install Debian's ganeti-htools-3.0 to run the differential tests against Ganeti)"
@@ -28,6 +24,17 @@ func findTool(t testing.TB, name string) string {
 	}
 	t.Skip(msg)
 	return ""
+}
+
+func findToolPath(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	p := filepath.Join("/usr/lib/ganeti/3.0/usr/bin", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // runHsqueeze runs hsqueeze on a file and returns its action and node list.
