@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
@@ -246,6 +247,39 @@ type rawSetting struct {
 	Value    *string    `json:"value"`
 }
 
+// diskMap decodes a map of disks entry by entry so that an error names the
+// disk: "spec.disks[disk-1].storageReserved: ...".
+type diskMap[T any] map[string]*T
+
+func (m *diskMap[T]) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	field := "spec.disks"
+	if _, status := any((*T)(nil)).(*rawDiskStatus); status {
+		field = "status.diskStatus"
+	}
+	out := make(diskMap[T], len(raw))
+	for name, r := range raw {
+		if string(r) == "null" {
+			out[name] = nil
+			continue
+		}
+		v := new(T)
+		if err := json.Unmarshal(r, v); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return &fieldError{msg: fmt.Sprintf("%s[%s].%s: cannot use JSON %s as %s", field, name, te.Field, te.Value, te.Type)}
+			}
+			return &fieldError{msg: fmt.Sprintf("%s[%s]: %v", field, name, err)}
+		}
+		out[name] = v
+	}
+	*m = out
+	return nil
+}
+
 type rawDiskSpec struct {
 	DiskType          string     `json:"diskType"`
 	Path              string     `json:"path"`
@@ -268,19 +302,19 @@ type rawLonghornNode struct {
 	where    string
 	Metadata objectMeta `json:"metadata"`
 	Spec     struct {
-		Disks                     map[string]*rawDiskSpec `json:"disks"`
-		AllowScheduling           bool                    `json:"allowScheduling"`
-		EvictionRequested         bool                    `json:"evictionRequested"`
-		Tags                      []string                `json:"tags"`
-		EngineManagerCPURequest   int64Field              `json:"engineManagerCPURequest"`
-		ReplicaManagerCPURequest  int64Field              `json:"replicaManagerCPURequest"`
-		InstanceManagerCPURequest int64Field              `json:"instanceManagerCPURequest"`
+		Disks                     diskMap[rawDiskSpec] `json:"disks"`
+		AllowScheduling           bool                 `json:"allowScheduling"`
+		EvictionRequested         bool                 `json:"evictionRequested"`
+		Tags                      []string             `json:"tags"`
+		EngineManagerCPURequest   int64Field           `json:"engineManagerCPURequest"`
+		ReplicaManagerCPURequest  int64Field           `json:"replicaManagerCPURequest"`
+		InstanceManagerCPURequest int64Field           `json:"instanceManagerCPURequest"`
 	} `json:"spec"`
 	Status struct {
-		Conditions []rawCondition            `json:"conditions"`
-		DiskStatus map[string]*rawDiskStatus `json:"diskStatus"`
-		Region     string                    `json:"region"`
-		Zone       string                    `json:"zone"`
+		Conditions []rawCondition         `json:"conditions"`
+		DiskStatus diskMap[rawDiskStatus] `json:"diskStatus"`
+		Region     string                 `json:"region"`
+		Zone       string                 `json:"zone"`
 	} `json:"status"`
 }
 
