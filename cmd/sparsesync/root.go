@@ -16,7 +16,11 @@ type globalOpts struct {
 }
 
 // subcommands lists the constructors of every subcommand, one per cmd_<name>.go file.
-var subcommands = []func(*globalOpts) *cobra.Command{}
+var subcommands = []func(*globalOpts) *cobra.Command{
+	newBalanceCommand,
+	newSqueezeCommand,
+	newPlanCommand,
+}
 
 const exitCodesHelp = `
 Exit status:
