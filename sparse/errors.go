@@ -23,6 +23,10 @@ var (
 	ErrMalformed = errors.New("sparse: encoded map malformed")
 )
 
+// ErrNotRegular is returned for files that are neither regular files nor
+// block devices (pipes, sockets, character devices): they have no extents.
+var ErrNotRegular = errors.New("sparse: not a regular file or block device")
+
 // mapError ties a specific validation failure to ErrInvalidMap so callers can
 // match either the family or the exact cause.
 type mapError struct {

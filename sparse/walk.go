@@ -2,7 +2,6 @@ package sparse
 
 import (
 	"context"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -50,12 +49,11 @@ func NewWalker(f *os.File) (*Walker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !info.Mode.IsRegular() && !info.BlockDevice {
-		e := syscall.EINVAL
-		if info.Mode.IsDir() {
-			e = syscall.EISDIR
-		}
-		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("not a regular file or block device (%s): %w", info.Mode.Type(), e)}
+	switch {
+	case info.Mode.IsDir():
+		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: syscall.EISDIR}
+	case !info.Mode.IsRegular() && !info.BlockDevice:
+		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: ErrNotRegular}
 	}
 	return &Walker{f: f, info: info, holesKnown: true}, nil
 }

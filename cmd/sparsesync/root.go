@@ -17,6 +17,7 @@ type globalOpts struct {
 
 // subcommands lists the constructors of every subcommand, one per cmd_<name>.go file.
 var subcommands = []func(*globalOpts) *cobra.Command{
+	newExtentsCommand,
 	newBalanceCommand,
 	newSqueezeCommand,
 	newPlanCommand,

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// execute runs the CLI in-process and returns stdout, stderr and the exit code.
+func execute(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	g := &globalOpts{stdout: &stdout, stderr: &stderr}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	ctx := context.Background()
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		stderr.WriteString(errorLine(err) + "\n")
+	}
+	return stdout.String(), stderr.String(), exitCode(ctx, err)
+}
+
+// TestExtentsJSONMatrix is the acceptance check: on ext4, XFS, btrfs and
+// tmpfs, `extents --json` agrees with a plain SEEK_DATA/SEEK_HOLE walk for
+// the standard layouts (empty, 1 GiB hole, last byte only, unaligned size,
+// 100,000 extents).
+func TestExtentsJSONMatrix(t *testing.T) {
+	loopfs.Run(t, loopfs.DefaultSize, func(t *testing.T, kind loopfs.Kind, dir string) {
+		for _, l := range layout.Standard() {
+			t.Run(l.Name, func(t *testing.T) {
+				path := filepath.Join(dir, l.Name)
+				layout.Create(t, path, l)
+				stdout, stderr, code := execute(t, "extents", "--json", path)
+				require.Equal(t, 0, code, stderr)
+				require.Empty(t, stderr)
+				var doc extentsJSON
+				dec := json.NewDecoder(strings.NewReader(stdout))
+				dec.DisallowUnknownFields()
+				require.NoError(t, dec.Decode(&doc))
+				require.False(t, dec.More(), "more than one JSON value on stdout")
+				require.Equal(t, path, doc.Path)
+				require.Equal(t, l.Size, doc.Size)
+				var want []extentJSON
+				var data int64
+				for _, r := range layout.SeekWalk(t, path) {
+					want = append(want, extentJSON{r.Off, r.Len})
+					data += r.Len
+				}
+				if want == nil {
+					want = []extentJSON{}
+				}
+				require.Equal(t, want, doc.Extents)
+				require.Equal(t, data, doc.DataBytes)
+				st, err := os.Stat(path)
+				require.NoError(t, err)
+				require.Equal(t, st.Sys().(*syscallStat).Blocks*512, doc.AllocatedBytes)
+				require.NoError(t, os.Remove(path))
+			})
+		}
+	})
+}
+
+func TestExtentsPlain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "img")
+	layout.Create(t, path, layout.Layout{Size: 1 << 20, Data: layout.Ranges(0, 4096, 1<<19, 8192)})
+	stdout, _, code := execute(t, "extents", "--map", "always", path)
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "size:       1048576 (1.0 MiB)")
+	require.Contains(t, stdout, "data:       12288 (12.0 KiB, 1.17%)")
+	require.Contains(t, stdout, "extents:    2")
+	require.Contains(t, stdout, "524288               8192                 532480")
+	lines := strings.Split(stdout, "\n")
+	var mapLine string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[") {
+			mapLine = l
+		}
+	}
+	require.Len(t, mapLine, 80, "map line fills the default width")
+	require.Equal(t, byte('+'), mapLine[1])
+	stdout, _, _ = execute(t, "extents", path)
+	require.NotContains(t, stdout, "[", "no map when stdout is not a terminal")
+}
+
+func TestExtentsErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"missing", []string{"extents", filepath.Join(dir, "nope")}, 1, "sparsesync: extents: open " + filepath.Join(dir, "nope") + ": no such file or directory"},
+		{"directory", []string{"extents", dir}, 1, "sparsesync: extents: walk " + dir + ": is a directory"},
+		{"character device", []string{"extents", "/dev/null"}, 1, "sparsesync: extents: walk /dev/null: sparse: not a regular file or block device"},
+		{"no argument", []string{"extents"}, 2, "sparsesync: accepts 1 arg(s), received 0"},
+		{"bad flag", []string{"extents", "--nope", dir}, 2, "sparsesync: unknown flag: --nope"},
+		{"bad map", []string{"extents", "--map", "sometimes", dir}, 2, `sparsesync: extents: --map must be auto, always or never, not "sometimes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := execute(t, tc.args...)
+			require.Equal(t, tc.code, code)
+			require.Empty(t, stdout)
+			require.Equal(t, tc.want+"\n", stderr, "one line naming the file and the cause")
+		})
+	}
+}
+
+func TestDataMapLine(t *testing.T) {
+	mk := func(size int64, e ...sparse.Extent) sparse.Map {
+		m, err := sparse.NewMap(size, e...)
+		require.NoError(t, err)
+		return m
+	}
+	for _, tc := range []struct {
+		name  string
+		m     sparse.Map
+		width int
+		want  string
+	}{
+		{"empty file", mk(0), 4, "    "},
+		{"all hole", mk(100), 5, "....."},
+		{"all data", mk(100, sparse.Extent{Off: 0, Len: 100}), 5, "#####"},
+		{"last byte", mk(1000, sparse.Extent{Off: 999, Len: 1}), 4, "...+"},
+		{"half cell", mk(100, sparse.Extent{Off: 10, Len: 10}), 5, "#...."},
+		{"sliver", mk(100, sparse.Extent{Off: 50, Len: 1}), 5, "..+.."},
+		{"wider than size", mk(3, sparse.Extent{Off: 1, Len: 1}), 6, ".#."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, dataMapLine(tc.m, tc.width))
+		})
+	}
+}

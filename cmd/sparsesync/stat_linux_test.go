@@ -1,0 +1,5 @@
+package main
+
+import "syscall"
+
+type syscallStat = syscall.Stat_t
