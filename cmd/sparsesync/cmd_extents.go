@@ -118,7 +118,7 @@ func dataMapLine(m sparse.Map, width int) string {
 		return strings.Repeat(" ", width)
 	}
 	width = int(min(int64(width), size)) // every cell covers at least one byte
-	cells := make([]int64, width) // data bytes per cell
+	cells := make([]int64, width)        // data bytes per cell
 	cellStart := func(i int) int64 { return int64(float64(size) * float64(i) / float64(width)) }
 	for _, e := range m.Extents() {
 		first := int(float64(e.Off) / float64(size) * float64(width))
