@@ -24,6 +24,7 @@ type squeezeOptions struct {
 	commands  bool
 	noHeaders bool
 	verbose   int
+	search    string
 }
 
 func newSqueezeCommand(g *globalOpts) *cobra.Command {
@@ -44,6 +45,12 @@ By default only externally mirrored instances move; --drbd also moves DRBD
 instances; --all moves every instance hbal would move, which is exactly what
 hsqueeze does.
 
+--search exact runs hsqueeze's algorithm (same decisions); pruned tries each
+instance only on the best-ranked nodes for its size; incremental also
+continues from the last accepted state instead of re-balancing every
+candidate set (much faster, not always hsqueeze's decision). auto picks
+exact on small clusters, pruned on medium ones, incremental on large ones.
+
 Output: 'Nodes to offline', 'Nodes to online' or 'No action', then the node
 names; -C adds the moves, tag and power commands; --json prints one object
 {"action", "nodes", "moves", "commands", "score_before", "score_after"}.
@@ -63,6 +70,7 @@ names; -C adds the moves, tag and power commands; --json prints one object
 	f.BoolVarP(&opts.commands, "print-commands", "C", false, "print the moves, tag and power commands")
 	f.BoolVar(&opts.noHeaders, "no-headers", false, "do not print the action header")
 	f.CountVarP(&opts.verbose, "verbose", "v", "more output (twice: candidate lists and notes)")
+	f.StringVar(&opts.search, "search", "auto", "search strategy: exact (hsqueeze's), pruned, incremental, or auto (exact on small clusters)")
 	_ = cmd.MarkFlagRequired("text-data")
 	return cmd
 }
@@ -81,6 +89,17 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 	case opts.drbd:
 		so.Moves = ganeti.MoveDRBD
 	}
+	switch opts.search {
+	case "", "auto":
+	case "exact":
+		so.Search = ganeti.SearchExact
+	case "pruned":
+		so.Search = ganeti.SearchPruned
+	case "incremental":
+		so.Search = ganeti.SearchIncremental
+	default:
+		return usageError{fmt.Errorf("--search: want auto, exact, pruned or incremental, got %q", opts.search)}
+	}
 	if err := so.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -91,6 +110,10 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 	res, err := ganeti.Squeeze(c, so)
 	if err != nil {
 		return fmt.Errorf("%s: %w", opts.file, err)
+	}
+	if opts.verbose > 0 {
+		fmt.Fprintf(g.stderr, "search: %s (%d balancing runs, %d steps, %d candidate sets ruled out by resource totals)\n",
+			res.Search, res.Stats.Balances, res.Stats.Steps, res.Stats.Pruned)
 	}
 	if opts.json {
 		out := struct {

@@ -3,7 +3,10 @@ package ganeti
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
 )
 
 // BalanceOptions configures Balance. The zero value is not hbal's default;
@@ -208,6 +211,22 @@ type balancer struct {
 	online []int
 	cands  []cand
 	r      moveResult
+	// parallel is the number of goroutines a large step may use.
+	parallel int
+	workers  []scanWorker
+	// Migration target cache: the vector of node t after adding an
+	// externally mirrored instance of shape h (with or without the soft
+	// checks), valid until node t changes.
+	shape   []int32 // per instance; -1 if not cached
+	shapeOf []int   // a representative instance per shape
+	tc      []tcEntry
+	tcValid []bool
+	// topK > 0 prunes the scan: an instance is only tried on the topK
+	// nodes ranked best for its shape (see rankTargets).
+	topK    int
+	ranks   [][]int
+	rankAge int   // steps since rankTargets ran
+	fresh   []int // nodes changed since then (tried for every instance)
 	// Stats
 	steps, evals, exacts int
 }
@@ -220,12 +239,15 @@ type cand struct {
 }
 
 func newBalancer(s *State, f moveFilter) *balancer {
-	b := &balancer{s: s, filter: f}
+	b := &balancer{s: s, filter: f, parallel: runtime.GOMAXPROCS(0)}
+	b.initShapes()
 	b.reset()
 	return b
 }
 
-// reset recomputes vectors, aggregates and the exact score from the state.
+// reset recomputes vectors, aggregates and the exact score from the state;
+// cached migration targets stay valid for nodes that did not change (see
+// invalidate).
 func (b *balancer) reset() {
 	s := b.s
 	if cap(b.vecs) < len(s.nodes) {
@@ -250,19 +272,18 @@ const estimateWindow = 1e-5
 
 // evaluate applies one candidate to scratch space and returns its estimated
 // score.
-func (b *balancer) evaluate(ii int, kind MoveKind, tdx int, force bool) (float64, bool) {
-	if !b.s.applyMove(ii, kind, tdx, force, true, &b.r) {
+func (b *balancer) evaluate(r *moveResult, ii int, kind MoveKind, tdx int, force bool) (float64, bool) {
+	if !b.s.applyMove(ii, kind, tdx, force, true, r) {
 		return 0, false
 	}
-	b.evals++
 	var ch [3]change
 	var nv [3]metricVec
-	for k := 0; k < b.r.nn; k++ {
-		i := b.r.idx[k]
-		nv[k] = b.r.nodes[k].vector()
-		ch[k] = change{old: &b.vecs[i], new: &nv[k], oldN: &b.s.nodes[i], newN: &b.r.nodes[k]}
+	for k := 0; k < r.nn; k++ {
+		i := r.idx[k]
+		nv[k] = r.nodes[k].vector()
+		ch[k] = change{old: &b.vecs[i], new: &nv[k], oldN: &b.s.nodes[i], newN: &r.nodes[k]}
 	}
-	return b.agg.estimate(ch[:b.r.nn]), true
+	return b.agg.estimate(ch[:r.nn]), true
 }
 
 // exact returns the exact (Ganeti) score of a candidate.
@@ -295,84 +316,188 @@ func (b *balancer) exact(c cand, force bool) float64 {
 	return exactScore(len(b.s.nodes), vec, node, &metricWeights)
 }
 
+type tcEntry struct {
+	vec metricVec
+	ok  bool
+}
+
+// initShapes groups externally mirrored instances by everything that
+// decides how adding them changes a node.
+func (b *balancer) initShapes() {
+	type key struct {
+		mem, dsk, vcpus, su, sp, loc int
+		status                       string
+		tmpl                         DiskTemplate
+		util                         dynUtil
+		fc                           bool
+		excl, dsrd                   string
+	}
+	ids := map[key]int32{}
+	b.shape = make([]int32, len(b.s.insts))
+	b.shapeOf = b.shapeOf[:0]
+	for i := range b.s.insts {
+		in := &b.s.insts[i]
+		b.shape[i] = -1
+		if in.tmpl.Mirror() == MirrorNone {
+			continue
+		}
+		k := key{in.mem, in.dsk, in.vcpus, in.spindleUse, in.spindles, in.locScore, in.status, in.tmpl, in.util,
+			in.forthcoming, strings.Join(in.exclTags, "\x00"), strings.Join(in.dsrdTags, "\x00")}
+		id, ok := ids[k]
+		if !ok {
+			id = int32(len(b.shapeOf))
+			ids[k] = id
+			b.shapeOf = append(b.shapeOf, i)
+		}
+		b.shape[i] = id
+	}
+	b.tc = make([]tcEntry, len(b.s.nodes)*len(b.shapeOf)*2)
+	b.tcValid = make([]bool, len(b.s.nodes))
+}
+
+// invalidateAll drops every cached migration target.
+func (b *balancer) invalidateAll() {
+	for i := range b.tcValid {
+		b.tcValid[i] = false
+	}
+}
+
+// refreshTargets recomputes the cache rows of nodes that changed.
+func (b *balancer) refreshTargets() {
+	ns := len(b.shapeOf)
+	for _, t := range b.online {
+		if b.tcValid[t] {
+			continue
+		}
+		for h, rep := range b.shapeOf {
+			in := &b.s.insts[rep]
+			for f := 0; f < 2; f++ {
+				e := &b.tc[(t*ns+h)*2+f]
+				n := b.s.nodes[t]
+				if in.tmpl == DRBD {
+					// Only used to rank targets (pruned mode): the node
+					// as a new secondary.
+					e.ok = f == 0 && n.addSec(in, -1, false, true)
+				} else {
+					e.ok = n.addPri(in, f == 1)
+				}
+				if e.ok {
+					e.vec = n.vector()
+				}
+			}
+		}
+		b.tcValid[t] = true
+	}
+}
+
+// rankEvery is how many steps a ranking is reused; nodes changed in between
+// are tried in addition to the ranked ones.
+const rankEvery = 4
+
+// rankTargets keeps, per shape, the topK online nodes whose score improves
+// most (or worsens least) when they take in an instance of that shape,
+// sorted by node index (Ganeti's scan order).
+func (b *balancer) rankTargets() {
+	ns := len(b.shapeOf)
+	if len(b.ranks) != ns {
+		b.ranks = make([][]int, ns)
+	}
+	type kv struct {
+		key float64
+		t   int
+	}
+	best := make([]kv, 0, b.topK+1)
+	for h := 0; h < ns; h++ {
+		best = best[:0]
+		for _, t := range b.online {
+			e := &b.tc[(t*ns+h)*2]
+			if !e.ok {
+				continue
+			}
+			ch := [1]change{{old: &b.vecs[t], new: &e.vec, oldN: &b.s.nodes[t]}}
+			k := b.agg.estimate(ch[:])
+			if len(best) == b.topK && !(k < best[len(best)-1].key) {
+				continue
+			}
+			i := len(best)
+			if i < b.topK {
+				best = append(best, kv{})
+			} else {
+				i--
+			}
+			for i > 0 && best[i-1].key > k {
+				best[i] = best[i-1]
+				i--
+			}
+			best[i] = kv{k, t}
+		}
+		r := b.ranks[h][:0]
+		for _, x := range best {
+			r = append(r, x.t)
+		}
+		slices.Sort(r)
+		b.ranks[h] = r
+	}
+}
+
+// scanWorker is the scratch space of one goroutine scanning candidates.
+type scanWorker struct {
+	targets []int
+	r       moveResult
+	cands   []cand
+	best    float64
+	evals   int
+}
+
+// parallelThreshold is the number of candidate (instance, node) pairs from
+// which a step scans instances on several goroutines.
+const parallelThreshold = 4000
+
 // step performs one hbal balancing step: the first strictly best move in
 // Ganeti's scan order, if it satisfies the gain rules.
 func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) (PlannedMove, bool) {
 	s := b.s
-	b.cands = b.cands[:0]
-	best := math.Inf(1)
-	try := func(ii int, kind MoveKind, tdx int) {
-		est, ok := b.evaluate(ii, kind, tdx, force)
-		if !ok || !(est <= best+estimateWindow) {
-			return
-		}
-		b.cands = append(b.cands, cand{ii: int32(ii), tdx: int32(tdx), kind: kind, est: est})
-		if est < best {
-			best = est
-		}
+	n := b.parallel
+	if n < 1 || len(s.insts)*len(b.online) < parallelThreshold {
+		n = 1
 	}
-	var src, tgt nodeState
-	var srcVec, tgtVec metricVec
-	for ii := range s.insts {
-		in := &s.insts[ii]
-		if !in.movable || !in.autoBalance || !b.filter.allows(in) {
-			continue
+	if !b.agg.hasMap || b.topK > 0 {
+		b.refreshTargets()
+	}
+	if b.topK > 0 {
+		if b.ranks == nil || b.rankAge >= rankEvery {
+			b.rankTargets()
+			b.rankAge = 0
+			b.fresh = b.fresh[:0]
 		}
-		mt := in.tmpl.Mirror()
-		if mt == MirrorNone {
-			continue
+		b.rankAge++
+	}
+	if len(b.workers) < n {
+		b.workers = append(b.workers, make([]scanWorker, n-len(b.workers))...)
+	}
+	if n == 1 {
+		b.scan(&b.workers[0], 0, len(s.insts), force, noDiskMoves)
+	} else {
+		var wg sync.WaitGroup
+		per := (len(s.insts) + n - 1) / n
+		for k := 0; k < n; k++ {
+			lo, hi := min(k*per, len(s.insts)), min((k+1)*per, len(s.insts))
+			wg.Add(1)
+			go func(w *scanWorker) {
+				defer wg.Done()
+				b.scan(w, lo, hi, force, noDiskMoves)
+			}(&b.workers[k])
 		}
-		useSec := in.sNode >= 0 && !s.nodes[in.sNode].offline
-		srcReady := false
-		if mt == MirrorInternal && useSec {
-			try(ii, Failover, -1)
-		}
-		for _, tdx := range b.online {
-			if tdx == in.pNode || tdx == in.sNode {
-				continue
-			}
-			if mt == MirrorExternal {
-				// Fast path for migrations (most candidates): the source
-				// side is the same for every target.
-				if !srcReady {
-					src = s.nodes[in.pNode]
-					src.removePri(in)
-					srcVec = src.vector()
-					srcReady = true
-				}
-				op := &s.nodes[in.pNode]
-				if !migrationOK(op, &s.nodes[tdx]) {
-					continue
-				}
-				tgt = s.nodes[tdx]
-				if !tgt.addPri(in, op.offline || force) {
-					continue
-				}
-				b.evals++
-				tgtVec = tgt.vector()
-				ch := [2]change{
-					{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
-					{old: &b.vecs[tdx], new: &tgtVec, oldN: &s.nodes[tdx], newN: &tgt},
-				}
-				est := b.agg.estimate(ch[:])
-				if est <= best+estimateWindow {
-					b.cands = append(b.cands, cand{ii: int32(ii), tdx: int32(tdx), kind: Migrate, est: est})
-					if est < best {
-						best = est
-					}
-				}
-				continue
-			}
-			if noDiskMoves {
-				continue
-			}
-			try(ii, ReplaceSecondary, tdx)
-			try(ii, ReplaceAndFailover, tdx)
-			if useSec {
-				try(ii, ReplacePrimary, tdx)
-				try(ii, FailoverAndReplace, tdx)
-			}
-		}
+		wg.Wait()
+	}
+	// Merge in scan order (workers cover consecutive instance ranges).
+	best := math.Inf(1)
+	b.cands = b.cands[:0]
+	for k := 0; k < n; k++ {
+		w := &b.workers[k]
+		best = min(best, w.best)
+		b.cands = append(b.cands, w.cands...)
+		b.evals += w.evals
 	}
 	// Re-score the near-best candidates exactly; the first minimum wins.
 	bestExact := b.cur
@@ -398,6 +523,15 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 	before := s.insts[ii]
 	s.applyMove(ii, win.kind, int(win.tdx), force, false, &b.r)
 	s.commit(ii, &b.r)
+	for k := 0; k < b.r.nn; k++ {
+		i := b.r.idx[k]
+		b.tcValid[i] = false
+		if b.topK > 0 && !s.nodes[i].offline {
+			if j, found := slices.BinarySearch(b.fresh, i); !found {
+				b.fresh = slices.Insert(b.fresh, j, i)
+			}
+		}
+	}
 	b.reset()
 	b.cur = bestExact
 	b.steps++
@@ -409,6 +543,129 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 		Score:    bestExact,
 		Commands: moveCommands(win.kind, s.instName(ii), s.nodeAlias(int(win.tdx))),
 	}, true
+}
+
+// scan scores the candidate moves of instances [lo, hi) in Ganeti's order,
+// keeping those within estimateWindow of the best estimate seen.
+func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
+	s := b.s
+	w.cands = w.cands[:0]
+	w.best = math.Inf(1)
+	w.evals = 0
+	record := func(ii int, kind MoveKind, tdx int, est float64) {
+		if !(est <= w.best+estimateWindow) {
+			return
+		}
+		w.cands = append(w.cands, cand{ii: int32(ii), tdx: int32(tdx), kind: kind, est: est})
+		if est < w.best {
+			w.best = est
+		}
+	}
+	try := func(ii int, kind MoveKind, tdx int) {
+		if est, ok := b.evaluate(&w.r, ii, kind, tdx, force); ok {
+			w.evals++
+			record(ii, kind, tdx, est)
+		}
+	}
+	var src, tgt nodeState
+	var srcVec, tgtVec metricVec
+	for ii := lo; ii < hi; ii++ {
+		in := &s.insts[ii]
+		if !in.movable || !in.autoBalance || !b.filter.allows(in) {
+			continue
+		}
+		mt := in.tmpl.Mirror()
+		if mt == MirrorNone {
+			continue
+		}
+		useSec := in.sNode >= 0 && !s.nodes[in.sNode].offline
+		srcReady := false
+		if mt == MirrorInternal && useSec {
+			try(ii, Failover, -1)
+		}
+		targets := b.online
+		if b.topK > 0 {
+			targets = mergeSorted(w.targets[:0], b.ranks[b.shape[ii]], b.fresh)
+			w.targets = targets
+		}
+		for _, tdx := range targets {
+			if tdx == in.pNode || tdx == in.sNode {
+				continue
+			}
+			if mt == MirrorExternal {
+				// Fast path for migrations (most candidates): the source
+				// side is the same for every target.
+				if !srcReady {
+					src = s.nodes[in.pNode]
+					src.removePri(in)
+					srcVec = src.vector()
+					srcReady = true
+				}
+				op := &s.nodes[in.pNode]
+				if !migrationOK(op, &s.nodes[tdx]) {
+					continue
+				}
+				if !b.agg.hasMap && in.tmpl.Mirror() == MirrorExternal {
+					fb := 0
+					if op.offline || force {
+						fb = 1
+					}
+					e := &b.tc[(tdx*len(b.shapeOf)+int(b.shape[ii]))*2+fb]
+					if !e.ok {
+						continue
+					}
+					w.evals++
+					ch := [2]change{
+						{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
+						{old: &b.vecs[tdx], new: &e.vec, oldN: &s.nodes[tdx], newN: nil},
+					}
+					record(ii, Migrate, tdx, b.agg.estimate(ch[:]))
+					continue
+				}
+				tgt = s.nodes[tdx]
+				if !tgt.addPri(in, op.offline || force) {
+					continue
+				}
+				w.evals++
+				tgtVec = tgt.vector()
+				ch := [2]change{
+					{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
+					{old: &b.vecs[tdx], new: &tgtVec, oldN: &s.nodes[tdx], newN: &tgt},
+				}
+				record(ii, Migrate, tdx, b.agg.estimate(ch[:]))
+				continue
+			}
+			if noDiskMoves {
+				continue
+			}
+			try(ii, ReplaceSecondary, tdx)
+			try(ii, ReplaceAndFailover, tdx)
+			if useSec {
+				try(ii, ReplacePrimary, tdx)
+				try(ii, FailoverAndReplace, tdx)
+			}
+		}
+	}
+}
+
+// mergeSorted merges two sorted index lists without duplicates into dst.
+func mergeSorted(dst, a, b []int) []int {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			dst = append(dst, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			dst = append(dst, b[j])
+			j++
+		default:
+			dst = append(dst, a[i])
+			i++
+			j++
+		}
+	}
+	return dst
 }
 
 // moveCommands are the gnt-instance commands hbal prints for a move.

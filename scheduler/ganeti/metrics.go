@@ -159,6 +159,10 @@ type aggregates struct {
 	hasMap    bool
 	cur       metricVec // current value of every metric
 	twins     bool      // metrics 7, 8 and 10 are equal on every node
+	active    []int     // metrics estimate recomputes
+	w         metricVec // their weights (twins folded)
+	base      float64   // current score from the cached values
+	invN      float64
 }
 
 func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
@@ -215,6 +219,7 @@ func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
 	for _, c := range a.mapCounts {
 		a.mapVal += c - 1
 	}
+	a.invN = 1 / a.nOn
 	a.twins = true
 	for i := range vecs {
 		if vecs[i][7] != vecs[i][8] || vecs[i][7] != vecs[i][10] {
@@ -232,8 +237,20 @@ type change struct {
 }
 
 // prepare caches the current value of every metric so that estimate only
-// recomputes the metrics a move changes.
+// recomputes the metrics a move changes, and the list of metrics estimate
+// looks at (the load twins are folded into metric 7).
 func (a *aggregates) prepare() {
+	a.active = a.active[:0]
+	for k := 0; k < nMetrics; k++ {
+		a.w[k] = metricWeights[k]
+		if metricKinds[k] == mMap || (a.twins && loadTwins[k]) {
+			continue
+		}
+		a.active = append(a.active, k)
+	}
+	if a.twins {
+		a.w[7] = metricWeights[7] + metricWeights[8] + metricWeights[10]
+	}
 	for k := 0; k < nMetrics; k++ {
 		switch metricKinds[k] {
 		case mStdDev:
@@ -244,11 +261,15 @@ func (a *aggregates) prepare() {
 			a.cur[k] = a.s[k]
 		}
 	}
+	a.base = 0
+	for k := 0; k < nMetrics; k++ {
+		a.base += metricWeights[k] * a.cur[k]
+	}
 }
 
 func (a *aggregates) sd(s, q float64) float64 {
-	m := s / a.nOn
-	v := q/a.nOn - m*m
+	m := s * a.invN
+	v := q*a.invN - m*m
 	if v < 0 {
 		v = 0
 	}
@@ -260,65 +281,49 @@ func (a *aggregates) sd(s, q float64) float64 {
 // has the same unit utilisation); estimate computes them once.
 var loadTwins = [nMetrics]bool{8: true, 10: true}
 
-// estimate returns the score with the given nodes replaced.
+// estimate returns the score with the given nodes replaced. Metrics the
+// change leaves alone contribute their cached value.
 func (a *aggregates) estimate(ch []change) float64 {
-	score := 0.0
-	for k := 0; k < nMetrics; k++ {
-		if a.twins && loadTwins[k] {
-			continue
-		}
-		// The map metric has no per-node number; it changes whenever a
-		// cluster has location exclusion pairs at all.
-		changed := metricKinds[k] == mMap && a.hasMap
-		for i := range ch {
-			if ch[i].old[k] != ch[i].new[k] {
-				changed = true
-				break
+	var ds, dq metricVec
+	var touched [nMetrics]bool
+	for i := range ch {
+		c := &ch[i]
+		off := c.oldN.offline
+		for _, k := range a.active {
+			o, nw := c.old[k], c.new[k]
+			if o == nw {
+				continue
+			}
+			kind := metricKinds[k]
+			if (kind == mSumOffline) != off {
+				continue
+			}
+			touched[k] = true
+			if kind == mStdDev {
+				o -= a.shift[k]
+				nw -= a.shift[k]
+				ds[k] += nw - o
+				dq[k] += nw*nw - o*o
+			} else {
+				ds[k] += nw - o
 			}
 		}
-		w := metricWeights[k]
-		if a.twins && k == 7 {
-			w = metricWeights[7] + metricWeights[8] + metricWeights[10]
-		}
-		if !changed {
-			score += w * a.cur[k]
+	}
+	score := a.base
+	for _, k := range a.active {
+		if !touched[k] {
 			continue
 		}
 		var val float64
-		switch metricKinds[k] {
-		case mStdDev:
-			s, q := a.s[k], a.q[k]
-			for _, c := range ch {
-				if c.oldN.offline {
-					continue
-				}
-				o := c.old[k] - a.shift[k]
-				nw := c.new[k] - a.shift[k]
-				s += nw - o
-				q += nw*nw - o*o
-			}
-			val = a.sd(s, q)
-		case mSumOnline:
-			val = a.s[k]
-			for _, c := range ch {
-				if !c.oldN.offline {
-					val += c.new[k] - c.old[k]
-				}
-			}
-		case mSumOffline:
-			val = a.s[k]
-			for _, c := range ch {
-				if c.oldN.offline {
-					val += c.new[k] - c.old[k]
-				}
-			}
-		case mMap:
-			val = float64(a.mapVal)
-			if a.hasMap {
-				val = float64(a.mapEstimate(ch))
-			}
+		if metricKinds[k] == mStdDev {
+			val = a.sd(a.s[k]+ds[k], a.q[k]+dq[k])
+		} else {
+			val = a.s[k] + ds[k]
 		}
-		score += w * val
+		score += a.w[k] * (val - a.cur[k])
+	}
+	if a.hasMap {
+		score += metricWeights[18] * (float64(a.mapEstimate(ch)) - a.cur[18])
 	}
 	return score
 }
@@ -331,6 +336,9 @@ func (a *aggregates) mapEstimate(ch []change) int {
 		}
 		for k, v := range c.oldN.instMap {
 			delta[k] -= v
+		}
+		if c.newN == nil {
+			continue // ranking estimate without the node (see rankTargets)
 		}
 		for k, v := range c.newN.instMap {
 			delta[k] += v

@@ -31,12 +31,6 @@ type moveResult struct {
 	inst  instState
 }
 
-func (r *moveResult) set(i int, n nodeState) {
-	r.idx[r.nn] = i
-	r.nodes[r.nn] = n
-	r.nn++
-}
-
 // locScoreFor is Ganeti's setInstanceLocationScore.
 func locScoreFor(a, b *nodeState) int { return intersectCount(a.locTags, b.locTags) }
 
@@ -50,6 +44,12 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force, dry bool, r *mo
 	r.inst = *in
 	opdx, osdx := in.pNode, in.sNode
 	op := &s.nodes[opdx]
+	// slot copies node i into the result and returns it for updating.
+	slot := func(k, i int) *nodeState {
+		r.idx[k] = i
+		r.nodes[k] = s.nodes[i]
+		return &r.nodes[k]
+	}
 	switch kind {
 	case Failover:
 		if osdx < 0 {
@@ -59,7 +59,7 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force, dry bool, r *mo
 		if !migrationOK(op, os) {
 			return false
 		}
-		intP, intS := *op, *os
+		intP, intS := slot(0, opdx), slot(1, osdx)
 		intP.removePri(in)
 		intS.removeSec(in, dry)
 		if !intS.addPri(in, op.offline || force) {
@@ -69,129 +69,116 @@ func (s *State) applyMove(ii int, kind MoveKind, tdx int, force, dry bool, r *mo
 			return false
 		}
 		r.inst.pNode, r.inst.sNode = osdx, opdx
-		r.set(opdx, intP)
-		r.set(osdx, intS)
+		r.nn = 2
 	case Migrate:
 		tn := &s.nodes[tdx]
 		if !migrationOK(op, tn) {
 			return false
 		}
-		newT := *tn
+		newT := slot(1, tdx)
 		if !newT.addPri(in, op.offline || force) {
 			return false
 		}
-		oldP := *op
-		oldP.removePri(in)
+		slot(0, opdx).removePri(in)
 		r.inst.pNode = tdx
-		r.set(opdx, oldP)
-		r.set(tdx, newT)
+		r.nn = 2
 	case ReplacePrimary:
 		if osdx < 0 {
 			return false
 		}
 		os := &s.nodes[osdx]
 		tn := &s.nodes[tdx]
-		intP, intS := *op, *os
-		intP.removePri(in)
-		intS.removeSec(in, dry)
-		r.inst.locScore = locScoreFor(tn, &intS)
-		r.inst.pNode = tdx
-		ni := &r.inst
-		forceP := op.offline || force
 		if !migrationOK(op, os) || !migrationOK(os, tn) {
 			return false
 		}
-		tmpS := intS
+		intP, tmpS := slot(0, opdx), slot(1, osdx)
+		intP.removePri(in)
+		tmpS.removeSec(in, dry)
+		r.inst.locScore = locScoreFor(tn, tmpS)
+		r.inst.pNode = tdx
+		ni := &r.inst
+		forceP := op.offline || force
 		if !tmpS.addPri(ni, forceP) {
 			return false
 		}
 		tmpS.removePri(ni)
-		newP := *tn
+		newP := slot(2, tdx)
 		if !newP.addPri(ni, forceP) {
 			return false
 		}
 		if !tmpS.addSec(ni, tdx, forceP, dry) {
 			return false
 		}
-		r.set(opdx, intP)
-		r.set(osdx, tmpS)
-		r.set(tdx, newP)
+		r.nn = 3
 	case ReplaceSecondary:
 		if osdx < 0 {
 			return false
 		}
 		os := &s.nodes[osdx]
 		tn := &s.nodes[tdx]
-		pnode := *op
+		pnode, intS := slot(0, opdx), slot(2, osdx)
 		pnode.removePri(in)
-		intS := *os
 		intS.removeSec(in, dry)
 		forceS := os.offline || force
 		r.inst.locScore = locScoreFor(op, tn)
 		r.inst.sNode = tdx
 		ni := &r.inst
-		newS := *tn
+		newS := slot(1, tdx)
 		if !newS.addSec(ni, opdx, forceS, dry) {
 			return false
 		}
 		if !pnode.addPri(ni, true) {
 			return false
 		}
-		r.set(opdx, pnode)
-		r.set(tdx, newS)
-		r.set(osdx, intS)
+		r.nn = 3
 	case ReplaceAndFailover:
 		if osdx < 0 {
 			return false
 		}
 		os := &s.nodes[osdx]
 		tn := &s.nodes[tdx]
-		intP, intS := *op, *os
-		intP.removePri(in)
-		intS.removeSec(in, dry)
-		r.inst.locScore = locScoreFor(tn, &intP)
-		r.inst.pNode, r.inst.sNode = tdx, opdx
-		ni := &r.inst
-		forceS := os.offline || force
 		if !migrationOK(op, tn) {
 			return false
 		}
-		newP := *tn
+		intP, intS := slot(1, opdx), slot(2, osdx)
+		intP.removePri(in)
+		intS.removeSec(in, dry)
+		r.inst.locScore = locScoreFor(tn, intP)
+		r.inst.pNode, r.inst.sNode = tdx, opdx
+		ni := &r.inst
+		forceS := os.offline || force
+		newP := slot(0, tdx)
 		if !newP.addPri(ni, force) {
 			return false
 		}
 		if !intP.addSec(ni, tdx, forceS, dry) {
 			return false
 		}
-		r.set(tdx, newP)
-		r.set(opdx, intP)
-		r.set(osdx, intS)
+		r.nn = 3
 	case FailoverAndReplace:
 		if osdx < 0 {
 			return false
 		}
 		os := &s.nodes[osdx]
 		tn := &s.nodes[tdx]
-		intP, intS := *op, *os
-		intP.removePri(in)
-		intS.removeSec(in, dry)
-		forceP := op.offline || force
-		r.inst.locScore = locScoreFor(&intS, tn)
-		r.inst.pNode, r.inst.sNode = osdx, tdx
-		ni := &r.inst
 		if !migrationOK(op, os) {
 			return false
 		}
+		intS, intP := slot(1, osdx), slot(2, opdx)
+		intP.removePri(in)
+		intS.removeSec(in, dry)
+		forceP := op.offline || force
+		r.inst.locScore = locScoreFor(intS, tn)
+		r.inst.pNode, r.inst.sNode = osdx, tdx
+		ni := &r.inst
 		if !intS.addPri(ni, forceP) {
 			return false
 		}
-		newS := *tn
+		newS := slot(0, tdx)
 		if !newS.addSec(ni, osdx, forceP, dry) {
 			return false
 		}
-		r.set(tdx, newS)
-		r.set(osdx, intS)
-		r.set(opdx, intP)
+		r.nn = 3
 	default:
 		return false
 	}

@@ -132,7 +132,8 @@ func TestIncrementalScoreMatchesScratch(t *testing.T) {
 				continue
 			}
 			force := r.IntN(4) == 0
-			est, ok := b.evaluate(ii, k, tdx, force)
+			var sr moveResult
+			est, ok := b.evaluate(&sr, ii, k, tdx, force)
 			if !ok {
 				continue
 			}
@@ -150,6 +151,7 @@ func TestIncrementalScoreMatchesScratch(t *testing.T) {
 				// Continue the sequence from the moved state.
 				s.applyMove(ii, k, tdx, force, false, &mr)
 				s.commit(ii, &mr)
+				b.invalidateAll()
 				b.reset()
 				require.Equal(t, s.Score(), b.cur)
 				requirePeersConsistent(t, s)
