@@ -31,7 +31,7 @@ func FuzzReadText(f *testing.F) {
 			return
 		}
 		_ = s.Score()
-		if len(c.Nodes) > 12 || len(c.Instances) > 40 {
+		if len(c.Nodes) > 8 || len(c.Instances) > 16 {
 			return
 		}
 		o := DefaultBalanceOptions()
