@@ -19,20 +19,26 @@ var benchSpecs = []struct {
 func BenchmarkSqueeze(b *testing.B) {
 	for _, bs := range benchSpecs {
 		c := genCluster(bs.seed, bs.spec)
-		b.Run(bs.name, func(b *testing.B) {
-			b.ReportAllocs()
-			var res *SqueezeResult
-			for b.Loop() {
-				var err error
-				res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll})
-				if err != nil {
-					b.Fatal(err)
+		searches := []Search{SearchAuto}
+		if bs.spec.Nodes <= 40 {
+			searches = []Search{SearchExact, SearchPruned}
+		}
+		for _, search := range searches {
+			b.Run(bs.name+"/search="+search.String(), func(b *testing.B) {
+				b.ReportAllocs()
+				var res *SqueezeResult
+				for b.Loop() {
+					var err error
+					res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll, Search: search})
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(len(res.Nodes)), "nodes")
-			b.ReportMetric(float64(res.Stats.Balances), "balances")
-			b.ReportMetric(float64(res.Stats.Steps), "steps")
-		})
+				b.ReportMetric(float64(len(res.Nodes)), "nodes")
+				b.ReportMetric(float64(res.Stats.Balances), "balances")
+				b.ReportMetric(float64(res.Stats.Steps), "steps")
+			})
+		}
 	}
 }
 
