@@ -41,6 +41,7 @@ func TestExtentsJSONMatrix(t *testing.T) {
 			t.Run(l.Name, func(t *testing.T) {
 				path := filepath.Join(dir, l.Name)
 				layout.Create(t, path, l)
+				syncFile(t, path) // so allocation stops changing under writeback
 				stdout, stderr, code := execute(t, "extents", "--json", path)
 				require.Equal(t, 0, code, stderr)
 				require.Empty(t, stderr)
@@ -69,6 +70,14 @@ func TestExtentsJSONMatrix(t *testing.T) {
 			})
 		}
 	})
+}
+
+func syncFile(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Sync())
 }
 
 func TestExtentsPlain(t *testing.T) {
