@@ -318,6 +318,7 @@ func (b *balancer) exact(c cand, force bool) float64 {
 
 type tcEntry struct {
 	vec metricVec
+	d   delta // vec against the node's current vector
 	ok  bool
 }
 
@@ -383,6 +384,7 @@ func (b *balancer) refreshTargets() {
 				}
 				if e.ok {
 					e.vec = n.vector()
+					b.agg.delta(&b.vecs[t], &e.vec, false, &e.d)
 				}
 			}
 		}
@@ -569,6 +571,7 @@ func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
 	}
 	var src, tgt nodeState
 	var srcVec, tgtVec metricVec
+	var srcD delta
 	for ii := lo; ii < hi; ii++ {
 		in := &s.insts[ii]
 		if !in.movable || !in.autoBalance || !b.filter.allows(in) {
@@ -599,6 +602,7 @@ func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
 					src = s.nodes[in.pNode]
 					src.removePri(in)
 					srcVec = src.vector()
+					b.agg.delta(&b.vecs[in.pNode], &srcVec, src.offline, &srcD)
 					srcReady = true
 				}
 				op := &s.nodes[in.pNode]
@@ -615,11 +619,7 @@ func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
 						continue
 					}
 					w.evals++
-					ch := [2]change{
-						{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
-						{old: &b.vecs[tdx], new: &e.vec, oldN: &s.nodes[tdx], newN: nil},
-					}
-					record(ii, Migrate, tdx, b.agg.estimate(ch[:]))
+					record(ii, Migrate, tdx, b.agg.estimate2(&srcD, &e.d))
 					continue
 				}
 				tgt = s.nodes[tdx]

@@ -1,6 +1,9 @@
 package ganeti
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // Metric indices, weights and kinds: hbal's cluster score components in
 // Ganeti's order.
@@ -163,10 +166,75 @@ type aggregates struct {
 	w         metricVec // their weights (twins folded)
 	base      float64   // current score from the cached values
 	invN      float64
+	shiftSet  bool
 }
 
+// delta is the change one node makes to the running sums: for each metric
+// in mask, the change of the (shifted) sum and sum of squares.
+type delta struct {
+	mask   uint32
+	ds, dq metricVec
+}
+
+// delta computes the change of node (old -> new); offline tells whether the
+// node is offline (it then only counts in the offline metrics).
+func (a *aggregates) delta(old, new *metricVec, offline bool, d *delta) {
+	d.mask = 0
+	for _, k := range a.active {
+		o, nw := old[k], new[k]
+		if o == nw {
+			continue
+		}
+		kind := metricKinds[k]
+		if (kind == mSumOffline) != offline {
+			continue
+		}
+		d.mask |= 1 << k
+		if kind == mStdDev {
+			o -= a.shift[k]
+			nw -= a.shift[k]
+			d.ds[k] = nw - o
+			d.dq[k] = nw*nw - o*o
+		} else {
+			d.ds[k] = nw - o
+			d.dq[k] = 0
+		}
+	}
+}
+
+// estimate2 is estimate for two nodes given as deltas (no map metric).
+func (a *aggregates) estimate2(x, y *delta) float64 {
+	score := a.base
+	m := x.mask | y.mask
+	for m != 0 {
+		k := bits.TrailingZeros32(m)
+		m &= m - 1
+		var ds, dq float64
+		if x.mask&(1<<k) != 0 {
+			ds, dq = x.ds[k], x.dq[k]
+		}
+		if y.mask&(1<<k) != 0 {
+			ds += y.ds[k]
+			dq += y.dq[k]
+		}
+		var val float64
+		if metricKinds[k] == mStdDev {
+			val = a.sd(a.s[k]+ds, a.q[k]+dq)
+		} else {
+			val = a.s[k] + ds
+		}
+		score += a.w[k] * (val - a.cur[k])
+	}
+	return score
+}
+
+// build computes the aggregates from scratch. The shift (the reference the
+// running sums are taken from) is the mean at the first build and then kept,
+// so that cached deltas (see delta) stay valid across steps.
 func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
-	*a = aggregates{}
+	shift, shiftSet := a.shift, a.shiftSet
+	active := a.active[:0]
+	*a = aggregates{active: active}
 	var raw metricVec
 	for i := range nodes {
 		if nodes[i].offline {
@@ -185,11 +253,16 @@ func (a *aggregates) build(nodes []nodeState, vecs []metricVec) {
 			a.hasMap = true
 		}
 	}
-	for k := 0; k < nMetrics; k++ {
-		if metricKinds[k] == mStdDev && a.nOn > 0 {
-			a.shift[k] = raw[k] / a.nOn
+	if shiftSet {
+		a.shift = shift
+	} else {
+		for k := 0; k < nMetrics; k++ {
+			if metricKinds[k] == mStdDev && a.nOn > 0 {
+				a.shift[k] = raw[k] / a.nOn
+			}
 		}
 	}
+	a.shiftSet = true
 	for i := range nodes {
 		if nodes[i].offline {
 			continue
