@@ -401,18 +401,20 @@ const rankEvery = 4
 // sorted by node index (Ganeti's scan order).
 func (b *balancer) rankTargets() {
 	ns := len(b.shapeOf)
-	if len(b.ranks) != ns {
-		b.ranks = make([][]int, ns)
+	if len(b.ranks) != 2*ns {
+		b.ranks = make([][]int, 2*ns)
 	}
 	type kv struct {
 		key float64
 		t   int
 	}
 	best := make([]kv, 0, b.topK+1)
-	for h := 0; h < ns; h++ {
+	for h := 0; h < 2*ns; h++ {
+		// Entry h/2 of the cache, strict (even h) or with the soft checks
+		// skipped (odd h: moves off offline nodes).
 		best = best[:0]
 		for _, t := range b.online {
-			e := &b.tc[(t*ns+h)*2]
+			e := &b.tc[t*2*ns+h]
 			if !e.ok {
 				continue
 			}
@@ -588,7 +590,11 @@ func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
 		}
 		targets := b.online
 		if b.topK > 0 {
-			targets = mergeSorted(w.targets[:0], b.ranks[b.shape[ii]], b.fresh)
+			h := 2 * int(b.shape[ii])
+			if mt == MirrorExternal && (s.nodes[in.pNode].offline || force) {
+				h++
+			}
+			targets = mergeSorted(w.targets[:0], b.ranks[h], b.fresh)
 			w.targets = targets
 		}
 		for _, tdx := range targets {

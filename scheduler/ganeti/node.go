@@ -17,9 +17,6 @@ func computePDsk(free int, total float64) float64 {
 }
 
 func newNodeState(n *Node) nodeState {
-	if n.Offline && n.TotalMem == 0 && n.TotalCPU == 0 && n.TotalDisk == 0 && n.FreeMem == 0 {
-		// A node with unknown ("?") resources: Ganeti creates it empty.
-	}
 	speed := n.CPUSpeed
 	s := nodeState{
 		tMem: n.TotalMem, nMem: n.NodeMem, fMem: n.FreeMem, fMemFth: n.FreeMem,
@@ -237,8 +234,9 @@ func peerFind(ps []peer, pdx int) int {
 	return 0
 }
 
-// peerAdd sets (or with accumulate adds to) the entry of pdx; it returns a
-// new slice unless inPlace ownership is given by accumulate during loading.
+// peerAdd sets the entry of pdx in a new slice (copy on write); with
+// accumulate it adds to the entry in place instead (loading only, when the
+// slice is not shared yet).
 func peerAdd(ps []peer, pdx, mem int, accumulate bool) []peer {
 	i, ok := slices.BinarySearchFunc(ps, pdx, func(p peer, k int) int { return p.pdx - k })
 	if accumulate {
