@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,21 +14,6 @@ import (
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// execute runs the CLI in-process and returns stdout, stderr and the exit code.
-func execute(t testing.TB, args ...string) (string, string, int) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	g := &globalOpts{stdout: &stdout, stderr: &stderr}
-	root := newRootCommand(g)
-	root.SetArgs(args)
-	ctx := context.Background()
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		stderr.WriteString(errorLine(err) + "\n")
-	}
-	return stdout.String(), stderr.String(), exitCode(ctx, err)
-}
-
 // TestExtentsJSONMatrix is the acceptance check: on ext4, XFS, btrfs and
 // tmpfs, `extents --json` agrees with a plain SEEK_DATA/SEEK_HOLE walk for
 // the standard layouts (empty, 1 GiB hole, last byte only, unaligned size,
@@ -42,7 +25,7 @@ func TestExtentsJSONMatrix(t *testing.T) {
 				path := filepath.Join(dir, l.Name)
 				layout.Create(t, path, l)
 				syncFile(t, path) // so allocation stops changing under writeback
-				stdout, stderr, code := execute(t, "extents", "--json", path)
+				stdout, stderr, code, _ := runCLI(t, "extents", "--json", path)
 				require.Equal(t, 0, code, stderr)
 				require.Empty(t, stderr)
 				var doc extentsJSON
@@ -83,7 +66,7 @@ func syncFile(t testing.TB, path string) {
 func TestExtentsPlain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "img")
 	layout.Create(t, path, layout.Layout{Size: 1 << 20, Data: layout.Ranges(0, 4096, 1<<19, 8192)})
-	stdout, _, code := execute(t, "extents", "--map", "always", path)
+	stdout, _, code, _ := runCLI(t, "extents", "--map", "always", path)
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "size:       1048576 (1.0 MiB)")
 	require.Contains(t, stdout, "data:       12288 (12.0 KiB, 1.17%)")
@@ -98,7 +81,7 @@ func TestExtentsPlain(t *testing.T) {
 	}
 	require.Len(t, mapLine, 80, "map line fills the default width")
 	require.Equal(t, byte('+'), mapLine[1])
-	stdout, _, _ = execute(t, "extents", path)
+	stdout, _, _, _ = runCLI(t, "extents", path)
 	require.NotContains(t, stdout, "[", "no map when stdout is not a terminal")
 }
 
@@ -118,7 +101,7 @@ func TestExtentsErrors(t *testing.T) {
 		{"bad map", []string{"extents", "--map", "sometimes", dir}, 2, `sparsesync: extents: --map must be auto, always or never, not "sometimes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := execute(t, tc.args...)
+			stdout, stderr, code, _ := runCLI(t, tc.args...)
 			require.Equal(t, tc.code, code)
 			require.Empty(t, stdout)
 			require.Equal(t, tc.want+"\n", stderr, "one line naming the file and the cause")

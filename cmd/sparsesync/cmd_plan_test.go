@@ -47,22 +47,12 @@ func writeState(t *testing.T, name, content string) string {
 	return p
 }
 
-// runPlanCLI runs "sparsesync args..." in-process and returns stdout and the
-// exit status main would use.
+// runPlanCLI runs "sparsesync args..." in-process and returns stdout, the
+// exit status main would use, and the error.
 func runPlanCLI(t *testing.T, args ...string) (string, int, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	g := &globalOpts{stdout: &out, stderr: &errOut}
-	root := newRootCommand(g)
-	if c, _, err := root.Find([]string{"plan"}); err != nil || c == root {
-		// root.go lists newPlanCommand; TestPlanRegistered fails when it
-		// does not, the other tests still exercise the command.
-		root.AddCommand(newPlanCommand(g))
-	}
-	root.SetArgs(args)
-	ctx := context.Background()
-	err := root.ExecuteContext(ctx)
-	return out.String(), exitCode(ctx, err), err
+	out, _, code, err := runCLI(t, args...)
+	return out, code, err
 }
 
 func TestPlanRegistered(t *testing.T) {
