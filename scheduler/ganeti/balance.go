@@ -316,6 +316,8 @@ func (b *balancer) exact(c cand, force bool) float64 {
 	return exactScore(len(b.s.nodes), vec, node, &metricWeights)
 }
 
+var noDelta delta
+
 type tcEntry struct {
 	vec metricVec
 	d   delta // vec against the node's current vector
@@ -393,7 +395,8 @@ func (b *balancer) refreshTargets() {
 }
 
 // rankEvery is how many steps a ranking is reused; nodes changed in between
-// are tried in addition to the ranked ones.
+// are tried in addition to the ranked ones. Ranking from the cached deltas is
+// cheap enough to redo every step.
 const rankEvery = 4
 
 // rankTargets keeps, per shape, the topK online nodes whose score improves
@@ -418,8 +421,7 @@ func (b *balancer) rankTargets() {
 			if !e.ok {
 				continue
 			}
-			ch := [1]change{{old: &b.vecs[t], new: &e.vec, oldN: &b.s.nodes[t]}}
-			k := b.agg.estimate(ch[:])
+			k := b.agg.estimate2(&e.d, &noDelta)
 			if len(best) == b.topK && !(k < best[len(best)-1].key) {
 				continue
 			}
@@ -594,8 +596,13 @@ func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
 			if mt == MirrorExternal && (s.nodes[in.pNode].offline || force) {
 				h++
 			}
-			targets = mergeSorted(w.targets[:0], b.ranks[h], b.fresh)
-			w.targets = targets
+			targets = b.ranks[h]
+			if mt == MirrorExternal {
+				// Changed nodes are cheap to try for migrations; DRBD
+				// moves (four per node) keep to the ranking.
+				targets = mergeSorted(w.targets[:0], b.ranks[h], b.fresh)
+				w.targets = targets
+			}
 		}
 		for _, tdx := range targets {
 			if tdx == in.pNode || tdx == in.sNode {
