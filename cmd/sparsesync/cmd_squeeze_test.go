@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/scheduler/ganeti"
 )
 
 func TestRunSqueezePlain(t *testing.T) {
@@ -89,4 +93,24 @@ func TestRunSqueezeUsage(t *testing.T) {
 	err = runSqueeze(t.Context(), g, squeezeOptions{file: ganetiTestdata + "hsqueeze-overutilized.data", minimal: -1, target: 2})
 	require.ErrorAs(t, err, new(usageError))
 	require.Equal(t, 2, exitCode(t.Context(), err))
+}
+
+func TestRunSqueezeSearchAndJSONInput(t *testing.T) {
+	// The same cluster as JSON (what ganeti.WriteJSON writes) gives the same
+	// decision, with every search strategy.
+	c, err := readCluster(ganetiTestdata + "hsqueeze-underutilized.data")
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, ganeti.WriteJSON(f, c))
+	require.NoError(t, f.Close())
+	for _, search := range []string{"auto", "exact", "pruned", "incremental"} {
+		g, out := testGlobals()
+		require.NoError(t, runSqueeze(t.Context(), g, squeezeOptions{file: path, minimal: 2, target: 2, search: search, noHeaders: true}))
+		require.Equal(t, "node-01-004\nnode-01-005\n", out.String(), search)
+	}
+	g, _ := testGlobals()
+	err = runSqueeze(t.Context(), g, squeezeOptions{file: path, minimal: 2, target: 2, search: "greedy"})
+	require.ErrorAs(t, err, new(usageError))
 }
