@@ -378,10 +378,9 @@ func cpuCap(n *nodeState, res *instState) int {
 }
 
 // succeeds balances from (a copy of) from with nodes set offline (or
-// online) and reports whether hsqueeze's conditions hold afterwards; set is
-// the whole candidate set, for the feasibility check on the initial state.
-func (sq *squeezer) succeeds(from *State, nodes, set []int, offline bool, res *instState) (balanceRun, bool) {
-	if !sq.feasible(set, offline, res) {
+// online) and reports whether hsqueeze's conditions hold afterwards.
+func (sq *squeezer) succeeds(from *State, nodes []int, offline bool, res *instState) (balanceRun, bool) {
+	if !sq.feasible(nodes, offline, res) {
 		sq.stats.Pruned++
 		return balanceRun{}, false
 	}
@@ -420,14 +419,12 @@ func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
 		var chosen []int
 		var run balanceRun
 		found := false
-		from, nodes := s, []int(nil)
-		var done []PlannedMove // pruned search: moves of earlier prefixes
+		from := s
+		var done []PlannedMove // incremental search: moves of earlier prefixes
 		for k := 0; k <= len(onCand); k++ {
-			nodes = onCand[:k]
-			if sq.incremental && k > 0 {
-				nodes = onCand[k-1 : k]
-			}
-			r, ok := sq.succeeds(from, nodes, onCand[:k], false, &minimal)
+			// Setting the whole prefix is idempotent on a state that has
+			// part of it online already (incremental search).
+			r, ok := sq.succeeds(from, onCand[:k], false, &minimal)
 			if ok {
 				chosen, run, found = onCand[:k], r, true
 				break
@@ -440,11 +437,7 @@ func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
 		if !found {
 			chosen = onCand
 			res.Notes = append(res.Notes, "Onlining all nodes will not yield enough capacity")
-			if sq.incremental {
-				run = sq.setAndBalance(from, nil, false)
-			} else {
-				run = sq.setAndBalance(s, chosen, false)
-			}
+			run = sq.setAndBalance(from, chosen, false)
 		}
 		run.moves = append(done, run.moves...)
 		for _, i := range chosen {
@@ -458,14 +451,10 @@ func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
 	var kept []int // in candidate-list order
 	var last balanceRun
 	from := s
-	var done []PlannedMove // pruned search: moves of accepted sets
+	var done []PlannedMove // incremental search: moves of accepted sets
 	for k := len(offCand) - 1; k >= 0; k-- {
 		set := append([]int{offCand[k]}, kept...)
-		nodes := set
-		if sq.incremental {
-			nodes = set[:1] // the others are offline in from already
-		}
-		r, ok := sq.succeeds(from, nodes, set, true, &target)
+		r, ok := sq.succeeds(from, set, true, &target)
 		if ok {
 			kept, last = set, r
 			if sq.incremental {
