@@ -122,6 +122,9 @@ func pick1(r *rand.Rand, xs ...string) string { return xs[r.IntN(len(xs))] }
 // genSqueezeCase returns the i-th cluster of the differential suite with its
 // hsqueeze options (minimal, target).
 func genSqueezeCase(i int) (*Cluster, float64, float64) {
+	if i >= 60 {
+		return genLargerSqueezeCase(i - 60)
+	}
 	r := rand.New(rand.NewPCG(uint64(i), 42))
 	sp := genSpec{
 		Nodes:     5 + r.IntN(6),
@@ -135,6 +138,19 @@ func genSqueezeCase(i int) (*Cluster, float64, float64) {
 	sp.Instances = sp.Nodes * (2 + r.IntN(4))
 	c := genCluster(uint64(1000+i), sp)
 	opts := [][2]float64{{2, 2}, {2, 0}, {2, 1}, {2, 3}, {0, 5}, {1, 5}, {3, 5}, {4, 5}, {1, 1}}
+	o := opts[r.IntN(len(opts))]
+	return c, o[0], o[1]
+}
+
+// genLargerSqueezeCase returns clusters of 12 to 18 nodes and up to 90
+// instances (hsqueeze still decides them in about a second).
+func genLargerSqueezeCase(i int) (*Cluster, float64, float64) {
+	r := rand.New(rand.NewPCG(uint64(i), 7))
+	sp := genSpec{Nodes: 12 + r.IntN(7), Standby: r.IntN(3), Offline: r.IntN(2), DRBD: []float64{0, 0.1, 0.2}[r.IntN(3)],
+		Load: []float64{0.3, 0.5, 0.8, 1.0}[r.IntN(4)]}
+	sp.Instances = sp.Nodes * (3 + r.IntN(3))
+	c := genCluster(uint64(5000+i), sp)
+	opts := [][2]float64{{2, 2}, {2, 1}, {1, 5}, {3, 5}}
 	o := opts[r.IntN(len(opts))]
 	return c, o[0], o[1]
 }
