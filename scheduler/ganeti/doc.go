@@ -75,7 +75,7 @@
 // Squeeze has three strategies (SearchAuto picks by size):
 //
 //	exact        hsqueeze's search; the decisions are hsqueeze's (checked
-//	             against Debian's hsqueeze on Ganeti's clusters and 60
+//	             against Debian's hsqueeze on Ganeti's clusters and 80
 //	             generated ones)
 //	pruned       each step tries an instance only on the TopK nodes ranked
 //	             best for its shape (size, template, status, tags) plus the

@@ -52,8 +52,8 @@ type SqueezeOptions struct {
 	// is exact on small clusters.
 	Search Search
 	// ExactLimit and PrunedLimit are the largest instances × online nodes
-	// products SearchAuto searches exactly (default 200,000) and with
-	// pruning (default 1,000,000).
+	// products SearchAuto searches exactly (default 50,000, e.g. 500
+	// instances on 100 nodes) and with pruning (default 500,000).
 	ExactLimit, PrunedLimit int
 	// TopK is the number of target nodes per instance shape the pruned
 	// and incremental searches try (default 4).
@@ -106,10 +106,10 @@ func (o *SqueezeOptions) setDefaults() {
 		o.TargetResources = 2.0
 	}
 	if o.ExactLimit == 0 {
-		o.ExactLimit = 200000
+		o.ExactLimit = 50000
 	}
 	if o.PrunedLimit == 0 {
-		o.PrunedLimit = 1000000
+		o.PrunedLimit = 500000
 	}
 	if o.TopK <= 0 {
 		o.TopK = 4
