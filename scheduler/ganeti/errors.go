@@ -14,6 +14,8 @@ var (
 	// ErrInvalid marks input whose values are inconsistent (for example a
 	// DRBD instance whose primary and secondary node are the same).
 	ErrInvalid = errors.New("ganeti: invalid cluster")
+	// ErrOptions marks planner options that cannot be used.
+	ErrOptions = errors.New("ganeti: invalid options")
 )
 
 // ParseError describes a problem in cluster input: the file (the name given

@@ -120,7 +120,7 @@ func (o *SqueezeOptions) setDefaults() {
 func (o *SqueezeOptions) Validate() error {
 	for _, f := range []float64{o.MinimalResources, o.TargetResources} {
 		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e6 {
-			return fmt.Errorf("%w: resource factor %v must be a finite number >= 0", ErrInvalid, f)
+			return fmt.Errorf("%w: resource factor %v must be a finite number >= 0", ErrOptions, f)
 		}
 	}
 	return nil
