@@ -98,5 +98,7 @@
 // # Concurrency
 //
 // Cluster values are plain data. A State is not safe for concurrent use;
-// planners copy what they need, so distinct calls may run in parallel.
+// planners copy what they need, so distinct calls may run in parallel. A
+// balancing step on a large cluster scans instances on GOMAXPROCS
+// goroutines that only read the state.
 package ganeti
