@@ -119,6 +119,9 @@ func CATLS(caPEM []byte, serverName string) (*tls.Config, error) {
 // PushFile sends the local file path to remote (relative to the server's
 // root) at addr.
 func PushFile(ctx context.Context, addr, path, remote string, o *Options) (Stats, error) {
+	if err := ValidateName(remote); err != nil {
+		return Stats{}, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return Stats{}, err

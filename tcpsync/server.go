@@ -236,7 +236,7 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 	}
 	d := dec{b: body, t: fOpen}
 	op, flags, bs := d.u8(), d.u32(), d.u32()
-	name := string(d.bytes(maxPath))
+	name := string(d.bytes(2 * maxPath)) // longer names get ValidateName's error
 	if err := d.end(); err != nil {
 		return Stats{}, err
 	}
