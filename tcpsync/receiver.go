@@ -182,6 +182,7 @@ func (r *receiver) quick(srcMap sparse.Map) error {
 		return err
 	}
 	r.st.QuickCheck, r.st.Verified = true, true
+	r.t.unlock()
 	r.st.DataBytes = srcMap.RoundOut(r.p.bs).Bytes()
 	r.st.UnchangedBytes = r.st.DataBytes
 	if r.t.tmp != "" {
@@ -533,6 +534,7 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 		_ = r.t.saveSidecar(&r.sc)
 	}
 	r.st.Verified = true
+	r.t.unlock()
 	a := q.frame(fDoneAck)
 	a.u64(uint64(r.st.PunchedBytes))
 	a.u64(uint64(r.st.CopiedBytes))

@@ -126,6 +126,19 @@ func openTemp(dir dirOps, rel, display string, final *os.File) (*target, error) 
 	return t, nil
 }
 
+// unlock releases the session's lock early (after the final sync), so the
+// next session of a client that got its answer does not find it busy.
+func (t *target) unlock() {
+	for _, f := range []*os.File{t.f, t.final} {
+		if f == nil {
+			continue
+		}
+		if rc, err := f.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { _ = unix.Flock(int(fd), unix.LOCK_UN) })
+		}
+	}
+}
+
 func flock(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
