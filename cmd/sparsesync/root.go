@@ -20,6 +20,9 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newBalanceCommand,
 	newSqueezeCommand,
 	newPlanCommand,
+	newServeCommand,
+	newPushCommand,
+	newPullCommand,
 }
 
 const exitCodesHelp = `
