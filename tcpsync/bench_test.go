@@ -324,4 +324,3 @@ func BenchmarkManyExtents(b *testing.B) {
 		})
 	}
 }
-
