@@ -22,6 +22,11 @@ const (
 	// receiver's answer (16 MiB of data each at 4 KiB blocks).
 	window   = 8
 	nBuffers = 8
+	// autoWindow is how much data CompressAuto sends between decisions.
+	autoWindow = 4 << 20
+	// autoMaxRate is the send rate (bytes/s) above which CompressAuto never
+	// compresses: zstd level 1 would then cost more time than it saves.
+	autoMaxRate = 250e6
 )
 
 // syncParams are the per-session settings both roles share.
@@ -335,10 +340,13 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 					return total, context.Cause(ctx)
 				}
 				n := min(e.End()-off, maxDataPayload)
+				waitStart := time.Now()
 				pb, err := s.pool.get(ctx)
 				if err != nil {
 					return total, err
 				}
+				// Waiting for a buffer means the writer (the network) is behind.
+				s.q.blocked.Add(int64(time.Since(waitStart)))
 				buf := pb.b[:n]
 				if err := readFull(s.src, buf, off); err != nil {
 					pb.unref()
@@ -399,10 +407,14 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 				pb.unref()
 				off += n
 				if compress == CompressAuto {
-					if sinceCheck += n; sinceCheck >= 16<<20 {
+					if sinceCheck += n; sinceCheck >= autoWindow {
 						now, bl := time.Now(), s.q.blocked.Load()
-						frac := float64(bl-autoBlocked) / float64(now.Sub(autoMark))
-						autoOn = (autoOn && frac > 0.1) || frac > 0.5
+						el := now.Sub(autoMark)
+						frac := float64(bl-autoBlocked) / float64(el)
+						rate := float64(sinceCheck) / el.Seconds()
+						// Compress while we mostly wait for the network and
+						// it is slower than zstd-1 compresses mixed data.
+						autoOn = rate < autoMaxRate && ((autoOn && frac > 0.1) || frac > 0.5)
 						autoMark, autoBlocked, sinceCheck = now, bl, 0
 					}
 				}
