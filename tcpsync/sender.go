@@ -56,6 +56,7 @@ type sender struct {
 	zeroed  atomic.Int64
 	encoder encoder // the producer's
 	fixEnc  encoder // the fixer's
+	sample  []byte  // scratch for CompressAuto's compressibility probe
 }
 
 type doneAck struct {
@@ -334,48 +335,49 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 			mine = make([]uint64, 0, c.ncmp)
 		}
 		ci := 0
-		for _, e := range c.ext {
-			for off := e.Off; off < e.End(); {
-				if err := ctx.Err(); err != nil {
-					return total, context.Cause(ctx)
+		for _, pc := range pieces(c.ext) {
+			if err := ctx.Err(); err != nil {
+				return total, context.Cause(ctx)
+			}
+			off, n := pc.start, pc.end-pc.start
+			waitStart := time.Now()
+			pb, err := s.pool.get(ctx)
+			if err != nil {
+				return total, err
+			}
+			// Waiting for a buffer means the writer (the network) is behind.
+			s.q.blocked.Add(int64(time.Since(waitStart)))
+			buf := pb.b[:n]
+			if err := readFull(s.src, buf, off); err != nil {
+				pb.unref()
+				return total, err
+			}
+			codec := compress
+			if compress == CompressAuto {
+				codec = CompressNone
+				if autoOn {
+					codec = CompressZstd
 				}
-				n := min(e.End()-off, maxDataPayload)
-				waitStart := time.Now()
-				pb, err := s.pool.get(ctx)
-				if err != nil {
-					return total, err
+			}
+			// Classify blocks into runs: data to send, zeros, compare.
+			runStart, runKind := int64(0), 0 // 0 none, 1 data, 2 zero
+			flushRun := func(end int64) error {
+				if runKind == 0 || end == runStart {
+					return nil
 				}
-				// Waiting for a buffer means the writer (the network) is behind.
-				s.q.blocked.Add(int64(time.Since(waitStart)))
-				buf := pb.b[:n]
-				if err := readFull(s.src, buf, off); err != nil {
-					pb.unref()
-					return total, err
+				var err error
+				if runKind == 1 {
+					err = s.sendData(ctx, &s.encoder, pb, buf[runStart:end], off+runStart, codec)
+				} else {
+					err = s.sendZero(ctx, off+runStart, end-runStart)
 				}
-				codec := compress
-				if compress == CompressAuto {
-					codec = CompressNone
-					if autoOn {
-						codec = CompressZstd
-					}
-				}
-				// Classify blocks into runs: data to send, zeros, compare.
-				runStart, runKind := int64(0), 0 // 0 none, 1 data, 2 zero
-				flushRun := func(end int64) error {
-					if runKind == 0 || end == runStart {
-						return nil
-					}
-					var err error
-					if runKind == 1 {
-						err = s.sendData(ctx, &s.encoder, pb, buf[runStart:end], off+runStart, codec)
-					} else {
-						err = s.sendZero(ctx, off+runStart, end-runStart)
-					}
-					runKind = 0
-					return err
-				}
-				for p := int64(0); p < n; p += bs {
-					blk := buf[p:min(p+bs, n)]
+				runKind = 0
+				return err
+			}
+			for _, se := range pc.ext {
+				lo, hi := se.Off-off, se.End()-off
+				for p := lo; p < hi; p += bs {
+					blk := buf[p:min(p+bs, hi)]
 					at := off + p
 					zero := sparse.IsZero(blk)
 					if !zero {
@@ -400,25 +402,24 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 						runStart, runKind = p, kind
 					}
 				}
-				if err := flushRun(n); err != nil {
+				if err := flushRun(hi); err != nil {
 					pb.unref()
 					return total, err
 				}
-				pb.unref()
-				off += n
-				if compress == CompressAuto {
-					if sinceCheck += n; sinceCheck >= autoWindow {
-						now, bl := time.Now(), s.q.blocked.Load()
-						el := now.Sub(autoMark)
-						frac := float64(bl-autoBlocked) / float64(el)
-						rate := float64(sinceCheck) / el.Seconds()
-						// Compress while we mostly wait for the network and
-						// it is slower than zstd-1 compresses mixed data.
-						autoOn = rate < autoMaxRate && ((autoOn && frac > 0.1) || frac > 0.5)
-						autoMark, autoBlocked, sinceCheck = now, bl, 0
-					}
+			}
+			if compress == CompressAuto {
+				if sinceCheck += n; sinceCheck >= autoWindow {
+					now, bl := time.Now(), s.q.blocked.Load()
+					el := now.Sub(autoMark)
+					frac := float64(bl-autoBlocked) / float64(el)
+					rate := float64(sinceCheck) / el.Seconds()
+					// Compress while we mostly wait for the network, it is
+					// slower than zstd-1 compresses, and the data shrinks.
+					autoOn = rate < autoMaxRate && ((autoOn && frac > 0.1) || frac > 0.5) && s.compressible(buf)
+					autoMark, autoBlocked, sinceCheck = now, bl, 0
 				}
 			}
+			pb.unref()
 		}
 		if len(mine) != c.ncmp {
 			return total, fmt.Errorf("tcpsync: internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
@@ -458,6 +459,47 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 		}
 	}
 	return total, nil
+}
+
+// piece is one read: a span of at most maxDataPayload bytes covering
+// source-data extents separated by small holes.
+type piece struct {
+	start, end int64
+	ext        []sparse.Extent
+}
+
+// maxReadGap is the largest hole read through to join two extents in one
+// read (holes read as zeros without I/O; they are never sent).
+const maxReadGap = 64 << 10
+
+// pieces cuts a chunk's data extents into reads: large extents into
+// maxDataPayload pieces, small neighbours merged into one read.
+func pieces(ext []sparse.Extent) []piece {
+	var out []piece
+	for _, e := range ext {
+		for off := e.Off; off < e.End(); {
+			n := min(e.End()-off, maxDataPayload)
+			sub := sparse.Extent{Off: off, Len: n}
+			if k := len(out) - 1; k >= 0 && off-out[k].end <= maxReadGap && off+n-out[k].start <= maxDataPayload {
+				out[k].ext = append(out[k].ext, sub)
+				out[k].end = off + n
+			} else {
+				out = append(out, piece{start: off, end: off + n, ext: []sparse.Extent{sub}})
+			}
+			off += n
+		}
+	}
+	return out
+}
+
+// compressible samples b: does zstd-1 shrink it below 90%?
+func (s *sender) compressible(b []byte) bool {
+	b = b[:min(len(b), 128<<10)]
+	if s.sample == nil {
+		s.sample = make([]byte, 0, len(b)+len(b)/2+1024)
+	}
+	out, fl := s.encoder.compress(CompressZstd, b, s.sample[:0:cap(s.sample)])
+	return fl != 0 && len(out) < len(b)*9/10
 }
 
 func appendHashes(b []byte, h []uint64) []byte {
