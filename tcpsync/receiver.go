@@ -494,7 +494,14 @@ func (r *receiver) checkpoint(force bool) {
 		return
 	}
 	off := r.plan.chunks[r.water-1].end
-	if off <= r.lastCP.off || (!force && off-r.lastCP.off < checkpointBytes && time.Since(r.lastCP.at) < checkpointInterval) {
+	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
+	if r.p.cpBytes > 0 {
+		cpBytes = r.p.cpBytes
+	}
+	if r.p.cpEvery > 0 {
+		cpEvery = r.p.cpEvery
+	}
+	if off <= r.lastCP.off || (!force && off-r.lastCP.off < cpBytes && time.Since(r.lastCP.at) < cpEvery) {
 		return
 	}
 	if r.t.sync() != nil {

@@ -37,6 +37,10 @@ type syncParams struct {
 	fullCompare bool
 	logger      *slog.Logger
 	progress    *Progress
+	// Receiver checkpoints: every cpBytes of settled data or cpEvery
+	// (defaults checkpointBytes, checkpointInterval).
+	cpBytes int64
+	cpEvery time.Duration
 }
 
 // sender streams a Source to a receiver over an authenticated framer.

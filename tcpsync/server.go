@@ -41,6 +41,10 @@ type Server struct {
 	MaxConns, MaxConnsPerHost, MaxSessions int
 	// FailDelay is the pause before refusing a wrong token (1 s).
 	FailDelay time.Duration
+	// CheckpointBytes and CheckpointInterval set how often a receiving
+	// session makes its progress durable for resuming (256 MiB, 5 s).
+	CheckpointBytes    int64
+	CheckpointInterval time.Duration
 	// OnSession, if set, is called after every session (for metrics).
 	OnSession func(SessionEvent)
 
@@ -241,7 +245,8 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 		return Stats{}, err
 	}
 	ev.Path = sanitize(name)
-	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone}
+	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone,
+		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval}
 	switch op {
 	case opPush:
 		ev.Op = "push"
