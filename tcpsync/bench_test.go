@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,7 +134,8 @@ func cpSparse(b *testing.B, src, dst string) {
 // extents, mixed random/text/zero content) to `sparsesync serve` and to an
 // rsync daemon, both on 127.0.0.1, both as separate processes, and reports
 // medians of SPARSESYNC_BENCH_RUNS (3) runs: wall seconds, client and server
-// CPU seconds and wire bytes, plus tcpsync/rsync ratios. Run with
+// CPU seconds and wire bytes, plus tcpsync/rsync ratios. tcpsync's receiver
+// fdatasyncs the target before it answers; rsync never syncs. Run with
 //
 //	go test ./tcpsync -run XXX -bench VsRsync -benchtime 1x
 func BenchmarkVsRsync(b *testing.B) {
@@ -258,6 +260,7 @@ func BenchmarkVsRsync(b *testing.B) {
 					var ms []measurement
 					for range runs {
 						tl.setup()
+						syscall.Sync() // the setup's copy must not be flushed inside the timing
 						ms = append(ms, tl.run())
 						check(tl.src, tl.dst)
 					}
