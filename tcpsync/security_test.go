@@ -269,7 +269,7 @@ func TestSilentClientDropped(t *testing.T) {
 }
 
 func TestConnectionCaps(t *testing.T) {
-	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.MaxConnsPerHost = 2; s.HandshakeTimeout = 5 * time.Second })
+	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.MaxPreAuthPerHost = 2; s.HandshakeTimeout = 5 * time.Second })
 	var conns []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)

@@ -37,8 +37,9 @@ type Server struct {
 	// IdleTimeout ends an authenticated session that sends nothing (2 min).
 	IdleTimeout time.Duration
 	// MaxConns caps connections in total (128), MaxConnsPerHost per peer
-	// address (64) and MaxSessions authenticated sessions (64).
-	MaxConns, MaxConnsPerHost, MaxSessions int
+	// address (64), MaxPreAuthPerHost unauthenticated connections per peer
+	// address (16) and MaxSessions authenticated sessions (64).
+	MaxConns, MaxConnsPerHost, MaxPreAuthPerHost, MaxSessions int
 	// FailDelay is the pause before refusing a wrong token (1 s).
 	FailDelay time.Duration
 	// CheckpointBytes and CheckpointInterval set how often a receiving
@@ -52,6 +53,7 @@ type Server struct {
 	mu       sync.Mutex
 	conns    int
 	perHost  map[string]int
+	preAuth  map[string]int
 	sessions int
 	wg       sync.WaitGroup
 }
@@ -90,6 +92,9 @@ func (s *Server) setDefaults() {
 	if s.MaxConnsPerHost <= 0 {
 		s.MaxConnsPerHost = 64
 	}
+	if s.MaxPreAuthPerHost <= 0 {
+		s.MaxPreAuthPerHost = 16
+	}
 	if s.MaxSessions <= 0 {
 		s.MaxSessions = 64
 	}
@@ -117,6 +122,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer root.Close()
 	s.root = root
 	s.perHost = map[string]int{}
+	s.preAuth = map[string]int{}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	for {
@@ -143,8 +149,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		s.wg.Go(func() {
+			authDone := false
 			defer s.release(host)
-			s.serveConn(ctx, c)
+			defer s.authenticated(host, &authDone)
+			s.serveConn(ctx, c, func() { s.authenticated(host, &authDone) })
 		})
 	}
 }
@@ -159,12 +167,26 @@ func hostOf(a net.Addr) string {
 func (s *Server) admit(host string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conns >= s.MaxConns || s.perHost[host] >= s.MaxConnsPerHost {
+	if s.conns >= s.MaxConns || s.perHost[host] >= s.MaxConnsPerHost || s.preAuth[host] >= s.MaxPreAuthPerHost {
 		return false
 	}
 	s.conns++
 	s.perHost[host]++
+	s.preAuth[host]++
 	return true
+}
+
+// authenticated moves a connection out of the pre-auth count (once).
+func (s *Server) authenticated(host string, done *bool) {
+	if *done {
+		return
+	}
+	*done = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.preAuth[host]--; s.preAuth[host] <= 0 {
+		delete(s.preAuth, host)
+	}
 }
 
 func (s *Server) release(host string) {
@@ -176,7 +198,7 @@ func (s *Server) release(host string) {
 	}
 }
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -185,7 +207,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	ev := SessionEvent{Remote: c.RemoteAddr().String()}
 	var f *framer
-	ev.Stats, ev.Err = s.session(ctx, c, &ev, &f)
+	ev.Stats, ev.Err = s.session(ctx, c, &ev, &f, authed)
 	if f != nil {
 		ev.Stats.WireBytesReceived = f.in.n.Load()
 		ev.Stats.WireBytesSent = f.out.n.Load()
@@ -209,7 +231,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 }
 
-func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp **framer) (Stats, error) {
+func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp **framer, authed func()) (Stats, error) {
 	if s.TLSConfig != nil {
 		cfg := s.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
@@ -226,6 +248,7 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 	if err != nil {
 		return Stats{}, err
 	}
+	authed()
 	f.budget = 0
 	_ = c.SetDeadline(time.Time{})
 	f.idle = s.IdleTimeout
