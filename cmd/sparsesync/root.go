@@ -21,6 +21,9 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newBalanceCommand,
 	newSqueezeCommand,
 	newPlanCommand,
+	newServeCommand,
+	newPushCommand,
+	newPullCommand,
 }
 
 const exitCodesHelp = `

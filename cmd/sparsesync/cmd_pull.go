@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparsesync/sparsesync/tcpsync"
+)
+
+func newPullCommand(g *globalOpts) *cobra.Command {
+	opts := netOptions{}
+	cmd := &cobra.Command{
+		Use:   "pull [flags] ADDR REMOTE DST",
+		Short: "Fetch a sparse file from a sparsesync server, only what differs",
+		Long: `Fetch REMOTE (a path relative to the server's --root) from the server at
+ADDR into the local file DST, creating it if needed. Only data DST lacks
+travels, the result is verified end to end, and DST.tcpsync records
+progress so an interrupted pull resumes.
+
+--json prints one object {"src", "dst", "size", "data_bytes",
+"copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
+"wire_bytes_received", "seconds", "verified"}.
+` + exitCodesHelp,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPull(cmd.Context(), g, opts, args[0], args[1], args[2])
+		},
+	}
+	opts.register(cmd.Flags())
+	return cmd
+}
+
+func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, dst string) error {
+	co, err := opts.clientOptions(addr)
+	if err != nil {
+		return err
+	}
+	bar := startProgress(g.stderr, "pull", opts.progress, progressOf(co.Progress))
+	st, err := tcpsync.Pull(ctx, addr, remote, dst, co)
+	bar.stop()
+	if err != nil {
+		return fmt.Errorf("pull %s %s to %s: %w", addr, remote, dst, err)
+	}
+	return printResult(g, opts.json, "pulled", "tcp://"+addr+"/"+remote, dst, st)
+}

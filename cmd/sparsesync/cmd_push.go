@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sparsesync/sparsesync/tcpsync"
+)
+
+// netOptions are the flags push and pull share.
+type netOptions struct {
+	tokenFile   string
+	noAuth      bool
+	tlsCA       string
+	tlsPin      string
+	tlsName     string
+	compress    string
+	atomic      bool
+	fullCompare bool
+	blockSize   int
+	retries     int
+	json        bool
+	progress    bool
+}
+
+func (o *netOptions) register(f *pflag.FlagSet) {
+	f.StringVar(&o.tokenFile, "token-file", "", "file holding the shared token (mode 0600, at least 32 random bytes)")
+	f.BoolVar(&o.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
+	f.StringVar(&o.tlsCA, "tls-ca", "", "use TLS 1.3 and verify the server against this CA (PEM)")
+	f.StringVar(&o.tlsPin, "tls-pin", "", "use TLS 1.3 and accept only the server certificate with this SHA-256 (hex)")
+	f.StringVar(&o.tlsName, "tls-server-name", "", "server name to verify with --tls-ca (default: the host of ADDR)")
+	f.StringVar(&o.compress, "compress", "auto", "compression of data: auto, none, lz4 or zstd")
+	f.BoolVar(&o.atomic, "atomic", false, "write a temporary file and rename it over the target at the end")
+	f.BoolVar(&o.fullCompare, "full-compare", false, "compare every block even if the receiver recorded this source version")
+	f.IntVar(&o.blockSize, "block-size", 4096, "compare granularity in bytes (power of two, 4096 to 1048576)")
+	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection (0: none)")
+	f.BoolVar(&o.json, "json", false, "print the result as one JSON object")
+	f.BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal")
+}
+
+// clientOptions turns the flags into library options.
+func (o *netOptions) clientOptions(addr string) (*tcpsync.Options, error) {
+	c, err := tcpsync.ParseCompression(o.compress)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	opts := &tcpsync.Options{Compress: c, Atomic: o.atomic, FullCompare: o.fullCompare, BlockSize: o.blockSize,
+		Retries: o.retries, NoAuth: o.noAuth, Progress: new(tcpsync.Progress)}
+	if o.retries == 0 {
+		opts.Retries = -1
+	}
+	switch {
+	case o.noAuth && o.tokenFile != "":
+		return nil, usageError{errors.New("--no-auth and --token-file are exclusive")}
+	case !o.noAuth && o.tokenFile == "":
+		return nil, usageError{errors.New("--token-file is required (or --no-auth for a loopback server)")}
+	case o.tokenFile != "":
+		if opts.Token, err = tcpsync.LoadToken(o.tokenFile); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case o.tlsCA != "" && o.tlsPin != "":
+		return nil, usageError{errors.New("--tls-ca and --tls-pin are exclusive")}
+	case o.tlsPin != "":
+		pin, err := hex.DecodeString(o.tlsPin)
+		if err != nil || len(pin) != 32 {
+			return nil, usageError{fmt.Errorf("--tls-pin %q is not a hex SHA-256", o.tlsPin)}
+		}
+		opts.TLSConfig = tcpsync.PinnedTLS(pin)
+	case o.tlsCA != "":
+		pem, err := os.ReadFile(o.tlsCA)
+		if err != nil {
+			return nil, err
+		}
+		name := o.tlsName
+		if name == "" {
+			if name, _, err = net.SplitHostPort(addr); err != nil {
+				return nil, usageError{fmt.Errorf("address %q: %w", addr, err)}
+			}
+		}
+		var cfg *tls.Config
+		if cfg, err = tcpsync.CATLS(pem, name); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.tlsCA, err)
+		}
+		opts.TLSConfig = cfg
+	}
+	return opts, nil
+}
+
+func newPushCommand(g *globalOpts) *cobra.Command {
+	opts := netOptions{}
+	cmd := &cobra.Command{
+		Use:   "push [flags] SRC ADDR REMOTE",
+		Short: "Send a sparse file to a sparsesync server, only what differs",
+		Long: `Send the local file SRC to REMOTE (a path relative to the server's --root)
+on the server at ADDR (host:port). Only data the server lacks travels:
+holes are never read or sent, blocks both sides hold are compared by
+seeded hashes, all-zero blocks become holes. The result is verified end
+to end; a dropped connection is retried and resumes where it stopped.
+
+--json prints one object {"src", "dst", "size", "data_bytes",
+"copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
+"wire_bytes_received", "seconds", "verified"}.
+` + exitCodesHelp,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPush(cmd.Context(), g, opts, args[0], args[1], args[2])
+		},
+	}
+	opts.register(cmd.Flags())
+	return cmd
+}
+
+func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {
+	co, err := opts.clientOptions(addr)
+	if err != nil {
+		return err
+	}
+	bar := startProgress(g.stderr, "push", opts.progress, progressOf(co.Progress))
+	st, err := tcpsync.PushFile(ctx, addr, src, remote, co)
+	bar.stop()
+	if err != nil {
+		return fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)
+	}
+	return printResult(g, opts.json, "pushed", src, "tcp://"+addr+"/"+remote, st)
+}
+
+func progressOf(p *tcpsync.Progress) func() (int64, int64, int64) {
+	return func() (int64, int64, int64) { return p.Done.Load(), p.Total.Load(), p.Wire.Load() }
+}
+
+type syncResult struct {
+	Src               string  `json:"src"`
+	Dst               string  `json:"dst"`
+	Size              int64   `json:"size"`
+	DataBytes         int64   `json:"data_bytes"`
+	CopiedBytes       int64   `json:"copied_bytes"`
+	UnchangedBytes    int64   `json:"unchanged_bytes"`
+	PunchedBytes      int64   `json:"punched_bytes"`
+	WireBytesSent     int64   `json:"wire_bytes_sent"`
+	WireBytesReceived int64   `json:"wire_bytes_received"`
+	Seconds           float64 `json:"seconds"`
+	Verified          bool    `json:"verified"`
+}
+
+func printResult(g *globalOpts, asJSON bool, verb, src, dst string, st tcpsync.Stats) error {
+	if asJSON {
+		return json.NewEncoder(g.stdout).Encode(syncResult{Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes,
+			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
+			WireBytesSent: st.WireBytesSent, WireBytesReceived: st.WireBytesReceived, Seconds: st.Elapsed.Seconds(),
+			Verified: st.Verified})
+	}
+	how := "verified"
+	if st.QuickCheck {
+		how = "unchanged (quick check)"
+	}
+	_, err := fmt.Fprintf(g.stdout, "%s %s to %s: %s data, %s copied, %s unchanged, %s punched; wire %s sent, %s received; %.2f s, %s\n",
+		verb, src, dst, humanBytes(st.DataBytes), humanBytes(st.CopiedBytes), humanBytes(st.UnchangedBytes),
+		humanBytes(st.PunchedBytes), humanBytes(st.WireBytesSent), humanBytes(st.WireBytesReceived), st.Elapsed.Seconds(), how)
+	return err
+}

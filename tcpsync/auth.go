@@ -1,0 +1,218 @@
+package tcpsync
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+const (
+	protoVersion = 1
+	helloLen     = 4 + 1 + 4 + 32
+	// MinTokenLen is the least number of bytes a token must have.
+	MinTokenLen = 32
+	// featNoAuth, set by a server, says it authenticates nobody (loopback only).
+	featNoAuth = 1 << 0
+)
+
+var magic = [4]byte{'T', 'S', 'Y', 'N'}
+
+// LoadToken reads a pre-shared token from path. The file must not be
+// readable or writable by group or others, and must hold at least
+// MinTokenLen bytes (surrounding white space is ignored; a hex-encoded
+// token is decoded). Use NewToken to make one.
+func LoadToken(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTokenFile, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTokenFile, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrTokenFile, path)
+	}
+	if p := st.Mode().Perm(); p&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %04o, must not be accessible by group or others (chmod 600)", ErrTokenFile, path, p)
+	}
+	b := make([]byte, 4097)
+	n, _ := f.Read(b)
+	if n > 4096 {
+		return nil, fmt.Errorf("%w: %s is larger than 4 KiB", ErrTokenFile, path)
+	}
+	tok := bytes.TrimSpace(b[:n])
+	if d, err := hex.DecodeString(string(tok)); err == nil {
+		tok = d
+	}
+	if len(tok) < MinTokenLen {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, need at least %d random bytes", ErrTokenFile, path, len(tok), MinTokenLen)
+	}
+	return tok, nil
+}
+
+// NewToken returns 32 random bytes, hex-encoded, to store in a 0600 token file.
+func NewToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type hello struct {
+	version  uint8
+	features uint32
+	nonce    [32]byte
+}
+
+func (h hello) marshal() []byte {
+	b := append([]byte(nil), magic[:]...)
+	b = append(b, h.version)
+	b = binary.LittleEndian.AppendUint32(b, h.features)
+	return append(b, h.nonce[:]...)
+}
+
+func parseHello(b []byte) (hello, error) {
+	var h hello
+	if len(b) != helloLen || !bytes.Equal(b[:4], magic[:]) {
+		return h, fmt.Errorf("%w: not a tcpsync peer (bad HELLO)", ErrProtocol)
+	}
+	h.version = b[4]
+	h.features = binary.LittleEndian.Uint32(b[5:])
+	copy(h.nonce[:], b[9:])
+	if h.version != protoVersion {
+		return h, fmt.Errorf("%w: peer speaks version %d, we speak %d", ErrVersion, h.version, protoVersion)
+	}
+	return h, nil
+}
+
+func newHello(features uint32) hello {
+	h := hello{version: protoVersion, features: features}
+	_, _ = rand.Read(h.nonce[:])
+	return h
+}
+
+// transcript is T = SHA-256(client HELLO ‖ server HELLO ‖ TLS exporter).
+func transcript(f *framer, ch, sh []byte) []byte {
+	t := sha256.New()
+	t.Write(ch)
+	t.Write(sh)
+	if tc, ok := f.c.(*tls.Conn); ok {
+		cs := tc.ConnectionState()
+		if ekm, err := cs.ExportKeyingMaterial("EXPORTER-tcpsync", nil, 32); err == nil {
+			t.Write(ekm)
+		}
+	}
+	return t.Sum(nil)
+}
+
+func proof(token []byte, label string, t []byte) []byte {
+	m := hmac.New(sha256.New, token)
+	m.Write([]byte("tcpsync/1 " + label))
+	m.Write(t)
+	return m.Sum(nil)
+}
+
+// sessionSeed derives the per-session block-hash seed: secret to anyone
+// without the token (and unpredictable to both peers before the nonces).
+func sessionSeed(token, t []byte) uint64 {
+	return binary.LittleEndian.Uint64(proof(token, "seed", t))
+}
+
+// clientHandshake runs the client side: HELLO both ways, then mutual HMAC
+// proofs unless both sides run without authentication. It returns the
+// session seed.
+func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) (uint64, error) {
+	var feat uint32
+	if noAuth {
+		feat = featNoAuth
+	}
+	ch := newHello(feat).marshal()
+	if err := f.send(fHello, 0, ch); err != nil {
+		return 0, err
+	}
+	_, sb, err := f.expect(fHello)
+	if err != nil {
+		return 0, err
+	}
+	sh := bytes.Clone(sb)
+	srv, err := parseHello(sh)
+	if err != nil {
+		return 0, err
+	}
+	t := transcript(f, ch, sh)
+	if srv.features&featNoAuth != 0 {
+		if !noAuth {
+			return 0, fmt.Errorf("%w: the server does not authenticate itself (it runs with --no-auth) but we have a token", ErrUnauthorized)
+		}
+		return sessionSeed(nil, t), nil
+	}
+	if noAuth {
+		return 0, fmt.Errorf("%w: the server requires a token", ErrUnauthorized)
+	}
+	if err := f.send(fAuth, 0, proof(token, "client", t)); err != nil {
+		return 0, err
+	}
+	_, sp, err := f.expect(fAuth)
+	if err != nil {
+		return 0, err
+	}
+	if !hmac.Equal(sp, proof(token, "server", t)) {
+		return 0, fmt.Errorf("%w: the server could not prove it holds the token", ErrUnauthorized)
+	}
+	return sessionSeed(token, t), nil
+}
+
+// serverHandshake runs the server side. On a wrong proof it waits failDelay
+// (bounded by ctx) before returning, to slow guessing.
+func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, failDelay time.Duration) (uint64, error) {
+	_, cb, err := f.expect(fHello)
+	if err != nil {
+		return 0, err
+	}
+	ch := bytes.Clone(cb)
+	if _, err := parseHello(ch); err != nil {
+		return 0, err
+	}
+	var feat uint32
+	if noAuth {
+		feat = featNoAuth
+	}
+	sh := newHello(feat).marshal()
+	if err := f.send(fHello, 0, sh); err != nil {
+		return 0, err
+	}
+	t := transcript(f, ch, sh)
+	if noAuth {
+		return sessionSeed(nil, t), nil
+	}
+	_, cp, err := f.expect(fAuth)
+	if err != nil {
+		if strings.Contains(err.Error(), "got") { // a frame other than AUTH
+			err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
+		}
+		return 0, err
+	}
+	if !hmac.Equal(cp, proof(token, "client", t)) {
+		tm := time.NewTimer(failDelay)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+		}
+		return 0, fmt.Errorf("%w: wrong client proof", ErrUnauthorized)
+	}
+	if err := f.send(fAuth, 0, proof(token, "server", t)); err != nil {
+		return 0, err
+	}
+	return sessionSeed(token, t), nil
+}

@@ -1,0 +1,277 @@
+package tcpsync
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"time"
+)
+
+// Options configure a client call (Push, Pull). The zero value means: no
+// token (which fails unless NoAuth), auto compression, 4 KiB blocks, 5
+// retries with backoff from 1 s to 30 s.
+type Options struct {
+	// Token is the pre-shared key (LoadToken). Required unless NoAuth.
+	Token []byte
+	// NoAuth talks to a server started without authentication (loopback).
+	NoAuth bool
+	// TLSConfig, if set, speaks TLS 1.3 (see PinnedTLS for pinning).
+	TLSConfig *tls.Config
+	// Compress selects DATA compression (sending side).
+	Compress Compression
+	// Atomic writes a temporary file and renames it over the target at
+	// the end (no resume).
+	Atomic bool
+	// FullCompare skips the quick check and compares every block.
+	FullCompare bool
+	// BlockSize is the compare granularity: a power of two in 4 KiB-1 MiB.
+	BlockSize int
+	// Retries is how many times a failed transfer is retried (5; -1: none).
+	Retries int
+	// MinBackoff and MaxBackoff bound the pause between attempts (1 s, 30 s).
+	MinBackoff, MaxBackoff time.Duration
+	// IdleTimeout ends a connection on which nothing arrives (2 min).
+	IdleTimeout time.Duration
+	// Dial opens connections (tests insert proxies); default net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Logger receives retries and failures; nil discards.
+	Logger *slog.Logger
+	// Progress, if set, is updated while data moves.
+	Progress *Progress
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = 4096
+	}
+	if !validBlockSize(uint32(c.BlockSize)) || c.BlockSize > maxBlock {
+		return c, fmt.Errorf("tcpsync: block size %d is not a power of two in [%d, %d]", c.BlockSize, minBlock, maxBlock)
+	}
+	if c.Retries == 0 {
+		c.Retries = 5
+	}
+	if c.Retries < 0 {
+		c.Retries = 0
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		c.Dial = d.DialContext
+	}
+	if !c.NoAuth && len(c.Token) < MinTokenLen {
+		return c, fmt.Errorf("%w: token of %d bytes, need at least %d (or NoAuth)", ErrTokenFile, len(c.Token), MinTokenLen)
+	}
+	return c, nil
+}
+
+// PinnedTLS returns a client TLS config that accepts exactly the server
+// certificate whose SHA-256 (of the DER) is pin, whatever its name or issuer.
+func PinnedTLS(pin []byte) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // replaced by the pin check below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("tcpsync: server sent no certificate")
+			}
+			sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
+			if subtle.ConstantTimeCompare(sum[:], pin) != 1 {
+				return fmt.Errorf("tcpsync: server certificate %x does not match the pin", sum)
+			}
+			return nil
+		},
+	}
+}
+
+// CATLS returns a client TLS config verifying the server against the PEM
+// CA certificates in caPEM and the host name serverName.
+func CATLS(caPEM []byte, serverName string) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("tcpsync: no CA certificate in the PEM data")
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: serverName}, nil
+}
+
+// PushFile sends the local file path to remote (relative to the server's
+// root) at addr.
+func PushFile(ctx context.Context, addr, path, remote string, o *Options) (Stats, error) {
+	if err := ValidateName(remote); err != nil {
+		return Stats{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer f.Close()
+	src, err := NewFileSource(f)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Push(ctx, addr, src, remote, o)
+}
+
+// Push sends src to remote at addr, retrying transport failures; the server
+// resumes from its checkpoint. The remote target is verified before it is
+// reported complete.
+func Push(ctx context.Context, addr string, src Source, remote string, o *Options) (Stats, error) {
+	if err := ValidateName(remote); err != nil {
+		return Stats{}, err
+	}
+	return withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
+		if err := f.send(fOpen, 0, openBody(opPush, openFlags(c), uint32(c.BlockSize), remote)); err != nil {
+			return Stats{}, err
+		}
+		if _, _, err := f.expect(fOpened); err != nil {
+			return Stats{}, err
+		}
+		return sendSource(ctx, f, src, c.params(seed))
+	})
+}
+
+// Pull fetches remote from the server at addr into the local file dst,
+// creating it if needed. Resume state lives in dst + ".tcpsync".
+func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, error) {
+	if err := ValidateName(remote); err != nil {
+		return Stats{}, err
+	}
+	return withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
+		t, err := openTarget(localDir{}, dst, dst, c.Atomic)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer t.close()
+		flags := openFlags(c) | uint32(c.Compress)<<8
+		if err := f.send(fOpen, 0, openBody(opPull, flags, uint32(c.BlockSize), remote)); err != nil {
+			return Stats{}, err
+		}
+		if _, _, err := f.expect(fOpened); err != nil {
+			return Stats{}, err
+		}
+		return receiveTarget(ctx, f, t, c.params(seed))
+	})
+}
+
+func openFlags(c *Options) uint32 {
+	var fl uint32
+	if c.Atomic {
+		fl |= openAtomic
+	}
+	if c.FullCompare {
+		fl |= openFullCompare
+	}
+	return fl
+}
+
+func (c *Options) params(seed uint64) syncParams {
+	return syncParams{seed: seed, bs: int64(c.BlockSize), compress: c.Compress, fullCompare: c.FullCompare,
+		logger: c.Logger, progress: c.Progress}
+}
+
+type attemptFunc func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error)
+
+// withRetries dials, authenticates and runs fn, retrying retryable failures
+// with exponential backoff and jitter; a verification failure is retried
+// once with a full compare.
+func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (Stats, error) {
+	start := time.Now()
+	c, err := o.withDefaults()
+	if err != nil {
+		return Stats{}, err
+	}
+	var total Stats
+	verifyRetried := false
+	for attempt := 0; ; attempt++ {
+		st, err := attemptOnce(ctx, addr, &c, fn)
+		total.WireBytesSent += st.WireBytesSent
+		total.WireBytesReceived += st.WireBytesReceived
+		if err == nil {
+			st.WireBytesSent, st.WireBytesReceived = total.WireBytesSent, total.WireBytesReceived
+			st.Attempts = attempt + 1
+			st.Elapsed = time.Since(start)
+			return st, nil
+		}
+		if ctx.Err() != nil {
+			return total, err
+		}
+		again := retryable(err) && attempt < c.Retries
+		if errors.Is(err, ErrVerify) && !verifyRetried && !c.FullCompare {
+			verifyRetried, again = true, true
+			c.FullCompare = true
+		}
+		if !again {
+			total.Attempts = attempt + 1
+			return total, err
+		}
+		d := min(c.MaxBackoff, c.MinBackoff<<min(attempt, 16))
+		d = d/2 + rand.N(d/2+1)
+		c.Logger.Warn("sync attempt failed, retrying", "attempt", attempt+1, "backoff", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return total, fmt.Errorf("%w (after: %w)", context.Cause(ctx), err)
+		}
+	}
+}
+
+func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (Stats, error) {
+	conn, err := c.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return Stats{}, fmt.Errorf("tcpsync: dial: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if c.TLSConfig != nil {
+		cfg := c.TLSConfig.Clone()
+		if cfg.MinVersion < tls.VersionTLS13 {
+			cfg.MinVersion = tls.VersionTLS13
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return Stats{}, fmt.Errorf("tcpsync: TLS handshake: %w", err)
+		}
+		conn = tc
+	}
+	f := newFramer(conn)
+	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)
+	var st Stats
+	if err == nil {
+		_ = conn.SetDeadline(time.Time{})
+		f.idle = c.IdleTimeout
+		st, err = fn(ctx, c, f, seed)
+	}
+	st.WireBytesSent, st.WireBytesReceived = f.out.n.Load(), f.in.n.Load()
+	if c.Progress != nil {
+		c.Progress.Wire.Add(st.WireBytesSent + st.WireBytesReceived)
+	}
+	return st, err
+}

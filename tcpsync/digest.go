@@ -1,0 +1,32 @@
+package tcpsync
+
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// digest is the end-to-end check of one chunk (and, summed, of the file):
+// over every non-zero block of the result, mix(offset, length, unseeded
+// xxhash64 of the bytes), accumulated two ways. Both sides compute it from
+// the pass they already make (the sender's read, the receiver's compare
+// read and the bytes it receives), so verification costs no extra I/O; the
+// order of accumulation does not matter. Zero blocks and holes contribute
+// nothing, so only logical content counts.
+type digest struct{ a, b uint64 }
+
+func (d *digest) addBlock(off int64, data []byte) {
+	d.addHash(off, len(data), xxhash.Sum64(data))
+}
+
+func (d *digest) addHash(off int64, n int, h uint64) {
+	var buf [24]byte
+	binary.LittleEndian.PutUint64(buf[0:], uint64(off))
+	binary.LittleEndian.PutUint64(buf[8:], uint64(n))
+	binary.LittleEndian.PutUint64(buf[16:], h)
+	m := xxhash.Sum64(buf[:])
+	d.a += m
+	d.b += m*m | 1
+}
+
+func (d *digest) add(o digest) { d.a += o.a; d.b += o.b }

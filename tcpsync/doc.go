@@ -1,0 +1,66 @@
+// Package tcpsync synchronises a sparse file between two machines over one
+// TCP connection, sending only the data that differs and proving the result
+// identical.
+//
+// A Server (sparsesync serve) holds files beneath a root. A client pushes a
+// Source into it (Push, PushFile) or pulls a file out of it (Pull). In both
+// directions one side is the sender (it reads the source) and the other the
+// receiver (the only writer of the target).
+//
+// # Protocol
+//
+// Frames have an 8-byte header (type, flags, reserved, length) and bounded
+// bodies: at most 1 MiB + 64 bytes for DATA, 64 KiB otherwise, 4 KiB in
+// total before authentication. Limits are checked before anything is
+// allocated.
+//
+//	client → server  HELLO (magic, version, features, nonce)
+//	server → client  HELLO
+//	client → server  AUTH  HMAC-SHA256(token, "client" ‖ SHA-256(hellos ‖ TLS exporter))
+//	server → client  AUTH  the same with "server": mutual authentication
+//	client → server  OPEN  push|pull, flags, block size, relative path
+//	server → client  OPENED or ERROR
+//	sender → receiver SRCINFO (size, block size, identity) + EXTENTS (sparse encoding)
+//	receiver → sender DSTINFO (size, quick check, resume offset) + EXTENTS
+//
+// Both sides then derive the same plan from the two maps: the source's data
+// blocks (4 KiB by default) are cut into chunks of 4096 blocks; a block is
+// "compared" when the destination also holds data there, otherwise it is
+// sent. The receiver punches destination data over source holes itself.
+//
+//	for each chunk k (sender, pipelined, up to 8 chunks awaiting answers):
+//	    DATA/ZERO for blocks the receiver lacks (zero blocks as markers)
+//	    SEGEND(k, xxhash of the seeded block hashes of compared blocks, digest)
+//	receiver: equal sum → RESULT(k); else HASHES(k, 8 bytes per block)
+//	sender on HASHES: DATA/ZERO for differing blocks, then FIXEND(k)
+//	sender: DONE(size, digest)      receiver: fdatasync, DONEACK
+//
+// Block hashes are xxhash64 seeded per session from the authentication
+// transcript, so a writer of the data cannot craft collisions that hide a
+// change. The digest is an order-free sum over (offset, length, unseeded
+// xxhash64) of every non-zero block of the result; both sides compute it
+// from the reads they already do, per chunk and for the file, and the
+// receiver refuses to settle a chunk whose digest differs.
+//
+// # Resume, atomic, quick check
+//
+// The receiver keeps a sidecar "<target>.tcpsync" that says "incomplete"
+// from before the first write until verification, and records the offset
+// below which every chunk is verified and durable (fdatasync every 256 MiB
+// or 5 s, and when a session fails or the server shuts down). A retry with
+// the same source identity skips those chunks. After a verified sync the
+// sidecar says "complete" with the source identity and the target's inode
+// and ctime: the next sync of the same source version ends after one round
+// trip (the quick check). With Atomic the receiver writes a temporary file
+// (seeded from the target with copy_file_range) and renames it at the end.
+//
+// # Security
+//
+// Every byte from the network is hostile: remote names are validated
+// (ValidateName), resolved beneath an os.Root with O_NOFOLLOW and no
+// symlink on the path, and the file must be regular; ranges are
+// overflow-checked against the size; the peer never chooses memory, threads
+// or timeouts. Connections are capped in total and per host, handshakes
+// have a deadline from accept, sessions an idle timeout. Errors go back to
+// the peer as a code and a sanitized message.
+package tcpsync

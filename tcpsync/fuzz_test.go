@@ -1,0 +1,212 @@
+package tcpsync
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+)
+
+// streamConn is a net.Conn that reads a fixed byte stream and discards writes.
+type streamConn struct {
+	r io.Reader
+}
+
+func (c *streamConn) Read(b []byte) (int, error)       { return c.r.Read(b) }
+func (c *streamConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (c *streamConn) Close() error                     { return nil }
+func (c *streamConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *streamConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *streamConn) SetDeadline(time.Time) error      { return nil }
+func (c *streamConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *streamConn) SetWriteDeadline(time.Time) error { return nil }
+func newStreamConn(b []byte) *streamConn               { return &streamConn{r: bytes.NewReader(b)} }
+func (c *streamConn) String() string                   { return "stream" }
+
+// teeConn records what is written through it.
+type teeConn struct {
+	net.Conn
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (c *teeConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.out.Write(b)
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// recordSenderStream runs a real sync over net.Pipe and returns the bytes
+// the sender sent: a realistic seed for the receiver fuzzer.
+func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.Layout) []byte {
+	src := filepath.Join(dir, "seed-src")
+	layout.Create(t, src, l)
+	dst := filepath.Join(dir, "seed-dst")
+	os.Remove(dst)
+	os.Remove(dst + sidecarSuffix)
+	if dstL != nil {
+		layout.Create(t, dst, *dstL)
+	}
+	a, b := net.Pipe()
+	tee := &teeConn{Conn: a}
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fs, err := NewFileSource(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := openTarget(localDir{}, dst, dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.close()
+	p := syncParams{bs: 4096, compress: CompressLZ4}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := sendSource(context.Background(), newFramer(tee), fs, p)
+		if err != nil {
+			t.Error(err)
+		}
+		a.Close()
+	})
+	if _, err := receiveTarget(context.Background(), newFramer(b), tg, p); err != nil {
+		t.Error(err)
+	}
+	b.Close()
+	wg.Wait()
+	return tee.out.Bytes()
+}
+
+// writeSeed stores a seed under testdata/fuzz when TCPSYNC_WRITE_SEEDS is
+// set (to refresh them after a protocol change).
+func writeSeed(t testing.TB, fuzzer, name string, b []byte) {
+	if os.Getenv("TCPSYNC_WRITE_SEEDS") == "" {
+		return
+	}
+	dir := filepath.Join("testdata", "fuzz", fuzzer)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := "go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n"
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzReceiver feeds arbitrary sender streams to a receiver writing a
+// scratch target: it must never panic, hang, allocate beyond the limits or
+// write outside the announced size.
+func FuzzReceiver(f *testing.F) {
+	dir := f.TempDir()
+	small := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 20_000, 9000, 65_536, 4464)}
+	changed := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 30_000, 9000)}
+	full := recordSenderStream(f, dir, small, nil)
+	delta := recordSenderStream(f, dir, small, &changed)
+	writeSeed(f, "FuzzReceiver", "recorded-full", full)
+	writeSeed(f, "FuzzReceiver", "recorded-delta", delta)
+	f.Add(full)
+	f.Add(delta)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		dst := filepath.Join(dir, "fuzz-dst")
+		os.Remove(dst + sidecarSuffix)
+		layout.Create(t, dst, changed)
+		tg, err := openTarget(localDir{}, dst, dst, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tg.close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		fr := newFramer(newStreamConn(stream))
+		st, err := receiveTarget(ctx, fr, tg, syncParams{})
+		if err == nil && !st.Verified {
+			t.Fatal("success without verification")
+		}
+		if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
+			t.Fatalf("target grew to %d bytes", fi.Size())
+		}
+	})
+}
+
+// FuzzFrame reads frames from arbitrary bytes and decodes every body kind.
+func FuzzFrame(f *testing.F) {
+	f.Add([]byte{byte(fData), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{byte(fExtents), flagLast, 0, 0, 3, 0, 0, 0, 1, 0, 0})
+	f.Add([]byte{byte(fError), 0, 0, 0, 4, 0, 0, 0, 2, 0, 'h', 'i'})
+	f.Add([]byte{byte(fHello), 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	writeSeed(f, "FuzzFrame", "data", []byte{byte(fData), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := newFramer(newStreamConn(b))
+		fr.budget = maxPreAuth * 4
+		for range 64 {
+			ft, _, body, err := fr.readFrame()
+			if err != nil {
+				return
+			}
+			if len(body) > frameLimit(ft) {
+				t.Fatalf("%s body of %d bytes over its limit", ft, len(body))
+			}
+			d := dec{b: body, t: ft}
+			switch ft {
+			case fHello:
+				_, _ = parseHello(body)
+			case fError:
+				_ = decodeError(body)
+			case fOpen:
+				d.u8()
+				d.u32()
+				d.u32()
+				d.bytes(2 * maxPath)
+				_ = d.end()
+			case fSrcInfo:
+				d.u64()
+				d.u32()
+				d.u32()
+				d.bytes(maxIdentity)
+				_ = d.end()
+			case fDoneAck:
+				_, _ = parseDoneAck(body)
+			case fData, fZero, fSegEnd, fHashes:
+				for d.err == nil {
+					d.u64()
+				}
+			}
+		}
+	})
+}
+
+// FuzzHandshake plays arbitrary client bytes against the server handshake:
+// without the token nobody gets through.
+func FuzzHandshake(f *testing.F) {
+	ch := newHello(0).marshal()
+	var seed bytes.Buffer
+	fw := newFramer(&streamConn{r: bytes.NewReader(nil)})
+	fw.w.Reset(&seed)
+	_ = fw.writeFrame(fHello, 0, ch)
+	_ = fw.writeFrame(fAuth, 0, make([]byte, 32))
+	_ = fw.flush()
+	writeSeed(f, "FuzzHandshake", "hello-auth", seed.Bytes())
+	f.Add(seed.Bytes())
+	f.Add([]byte("TSYN"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := newFramer(newStreamConn(b))
+		fr.budget = maxPreAuth
+		_, err := serverHandshake(context.Background(), fr, testToken, false, 0)
+		if err == nil {
+			t.Fatal("handshake succeeded without the token")
+		}
+	})
+}

@@ -1,0 +1,554 @@
+package tcpsync
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+const (
+	checkpointBytes    = 256 << 20
+	checkpointInterval = 5 * time.Second
+)
+
+// receiver applies a sender's stream to a target.
+type receiver struct {
+	f      *framer
+	t      *target
+	p      syncParams
+	plan   *plan
+	dstMap sparse.Map
+	st     Stats
+	states []rstate
+	first  int // first chunk of this session (resume)
+	next   int // next SEGEND expected
+	water  int // chunks below are settled
+	sc     sidecar
+	lastCP struct {
+		off int64
+		at  time.Time
+	}
+	dec     decoder
+	scratch []byte
+	blk     *blockhash.Hasher
+}
+
+// rstate is a chunk's progress on the receiving side.
+type rstate struct {
+	recv     digest // blocks received in this chunk
+	sender   digest // the sender's digest, from SEGEND
+	pending  *ownHashes
+	replaced []bool
+	settled  bool
+}
+
+// ownHashes are the receiver's hashes of a chunk's compare blocks.
+type ownHashes struct {
+	k      int
+	seeded []uint64
+	mix    []digest // per block (zero for all-zero blocks)
+	err    error
+}
+
+// receiveTarget runs the receiver's side of one sync.
+func receiveTarget(ctx context.Context, f *framer, t *target, p syncParams) (st Stats, err error) {
+	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed)}
+	defer r.dec.close()
+	err = r.run(ctx)
+	return r.st, err
+}
+
+func (r *receiver) run(ctx context.Context) error {
+	_, body, err := r.f.expect(fSrcInfo)
+	if err != nil {
+		return err
+	}
+	d := dec{b: body, t: fSrcInfo}
+	size, bs, flags := d.u64(), d.u32(), d.u32()
+	ident := string(d.bytes(maxIdentity))
+	if err := d.end(); err != nil {
+		return err
+	}
+	if size > maxSize {
+		return fmt.Errorf("%w: source size %d over the limit %d", ErrProtocol, size, int64(maxSize))
+	}
+	if !validBlockSize(bs) {
+		return fmt.Errorf("%w: block size %d (want a power of two in [%d, %d])", ErrProtocol, bs, minBlock, maxBlock)
+	}
+	r.p.bs = int64(bs)
+	fullCompare := r.p.fullCompare || flags&1 != 0
+	srcMap, err := readMap(r.f, int64(size))
+	if err != nil {
+		return err
+	}
+	r.st.Size = int64(size)
+	old := r.t.loadSidecar()
+	// Quick check: a verified sync of this very source version, untouched since.
+	if !fullCompare && ident != "" && old != nil && old.State == stateComplete && old.Identity == ident &&
+		old.Size == int64(size) && r.t.unchangedSince(old) {
+		return r.quick(srcMap)
+	}
+	var resume int64
+	if ident != "" && old != nil && old.State == stateIncomplete && old.Identity == ident &&
+		old.Size == int64(size) && old.BlockSize == int64(bs) && old.Done > 0 && old.Done <= int64(size) && r.t.tmp == "" {
+		resume = old.Done
+	}
+	if r.t.final == nil {
+		r.dstMap, _ = sparse.NewMap(0)
+	} else {
+		w, err := sparse.NewWalker(r.t.final)
+		if err != nil {
+			return err
+		}
+		if r.dstMap, err = w.Map(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.t.seedTemp(r.dstMap); err != nil {
+		return err
+	}
+	r.plan, err = newPlan(srcMap, r.dstMap, r.p.bs)
+	if err != nil {
+		return err
+	}
+	r.first, err = r.plan.firstChunkAfter(resume)
+	if err != nil {
+		resume, r.first = 0, 0
+	}
+	// Mark the target incomplete before changing a byte of it.
+	r.sc = sidecar{State: stateIncomplete, Identity: ident, Size: int64(size), BlockSize: r.p.bs, Done: resume}
+	if r.t.tmp == "" {
+		if err := r.t.saveSidecar(&r.sc); err != nil {
+			return err
+		}
+	}
+	r.lastCP.off, r.lastCP.at = resume, time.Now()
+	r.st.ResumedFrom = resume
+	r.st.DataBytes = r.plan.dataBytes
+
+	b := binary.LittleEndian.AppendUint64(nil, uint64(r.dstMap.Size()))
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, uint64(resume))
+	if err := r.f.writeFrame(fDstInfo, 0, b); err != nil {
+		return err
+	}
+	if err := sendMap(r.f, r.dstMap); err != nil {
+		return err
+	}
+	if err := r.f.flush(); err != nil {
+		return err
+	}
+	if r.p.progress != nil {
+		r.p.progress.Total.Store(r.plan.dataBytes)
+	}
+
+	// Shape the target: size, then holes where the source has none.
+	if r.dstMap.Size() != int64(size) {
+		if err := r.t.f.Truncate(int64(size)); err != nil {
+			return fmt.Errorf("tcpsync: truncating %s: %w", r.t.display, err)
+		}
+	}
+	for _, e := range r.plan.punch.Extents() {
+		if _, err := sparse.PunchHole(r.t.f, e.Off, e.Len); err != nil {
+			return err
+		}
+		r.st.PunchedBytes += e.Len
+	}
+	r.states = make([]rstate, len(r.plan.chunks))
+	r.next, r.water = r.first, r.first
+	err = r.stream(ctx)
+	if err != nil && r.t.tmp == "" {
+		r.checkpoint(true)
+	}
+	return err
+}
+
+// quick answers a matching quick check: nothing to do.
+func (r *receiver) quick(srcMap sparse.Map) error {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(r.st.Size))
+	b = append(b, 1)
+	b = binary.LittleEndian.AppendUint64(b, 0)
+	if err := r.f.send(fDstInfo, 0, b); err != nil {
+		return err
+	}
+	if _, _, err := r.f.expect(fDone); err != nil {
+		return err
+	}
+	r.st.QuickCheck, r.st.Verified = true, true
+	r.t.unlock()
+	r.st.DataBytes = srcMap.RoundOut(r.p.bs).Bytes()
+	r.st.UnchangedBytes = r.st.DataBytes
+	if r.t.tmp != "" {
+		_ = r.t.dir.Remove(r.t.tmp)
+		r.t.tmp = ""
+	}
+	return r.f.send(fDoneAck, 0, make([]byte, 24))
+}
+
+// stream handles the data phase: frames in, answers out through a writer
+// goroutine, own hashes computed ahead by a hasher goroutine.
+func (r *receiver) stream(ctx context.Context) error {
+	g, gctx := newGroup(ctx)
+	// A failure anywhere unblocks reads and writes on the connection, so
+	// no goroutine of the group can stay stuck in the socket.
+	stop := context.AfterFunc(gctx, func() { _ = r.f.c.SetDeadline(time.Now()) })
+	defer stop()
+	q := newSendq(r.f, window+4)
+	own := make(chan *ownHashes, 2)
+	g.Go(func() error { return q.run(gctx) })
+	g.Go(func() error { return r.hashAhead(gctx, own) })
+	g.Go(func() error {
+		err := r.apply(gctx, q, own)
+		if err == nil {
+			q.close()
+		}
+		return err
+	})
+	return g.Wait()
+}
+
+// hashAhead reads and hashes the target's compare blocks, chunk by chunk,
+// before any DATA can touch them (DATA for compare blocks only follows our
+// HASHES for their chunk).
+func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
+	defer close(out)
+	h := blockhash.New(r.p.seed)
+	buf := make([]byte, maxDataPayload)
+	for k := r.first; k < len(r.plan.chunks); k++ {
+		c := &r.plan.chunks[k]
+		if c.ncmp == 0 {
+			continue
+		}
+		o := &ownHashes{k: k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
+		m, err := sparse.FromExtents(r.plan.size, c.cmp)
+		if err == nil {
+			err = h.Walk(ctx, r.t.f, m, r.p.bs, buf, func(off int64, b []byte, sum uint64) error {
+				o.seeded = append(o.seeded, sum)
+				var d digest
+				if !sparse.IsZero(b) {
+					d.addBlock(off, b)
+				}
+				o.mix = append(o.mix, d)
+				return nil
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("tcpsync: hashing %s: %w", r.t.display, err)
+		}
+		select {
+		case out <- o:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		t, flags, body, err := r.f.readFrame()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case fData:
+			err = r.onData(flags, body)
+		case fZero:
+			err = r.onZero(body)
+		case fSegEnd:
+			err = r.onSegEnd(ctx, q, own, body)
+		case fFixEnd:
+			err = r.onFixEnd(body)
+		case fDone:
+			return r.onDone(ctx, q, body)
+		case fError:
+			return decodeError(body)
+		default:
+			err = fmt.Errorf("%w: unexpected %s from the sender", ErrProtocol, t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// span validates a DATA or ZERO range: block-aligned, inside one unsettled
+// chunk, and either clear of its compare blocks (first pass) or inside them
+// (fix-up after our HASHES).
+func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chunk, error) {
+	o, l, err := offLen(t, off, n, r.plan.size)
+	if err != nil {
+		return 0, 0, nil, nil, err
+	}
+	bs := r.p.bs
+	if o%bs != 0 || ((o+l)%bs != 0 && o+l != r.plan.size) {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) not block-aligned", ErrProtocol, t, o, o+l)
+	}
+	k := r.plan.chunkAt(o)
+	if k < r.first || k < 0 || o+l > r.plan.chunks[k].end || r.states[k].settled {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) outside the chunks being sent", ErrProtocol, t, o, o+l)
+	}
+	c, st := &r.plan.chunks[k], &r.states[k]
+	i := sort.Search(len(c.cmp), func(i int) bool { return c.cmp[i].End() > o })
+	inCmp := i < len(c.cmp) && c.cmp[i].Off < o+l
+	if st.pending == nil && inCmp {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s at %d for a block not yet compared", ErrProtocol, t, o)
+	}
+	if st.pending != nil {
+		if !inCmp || c.cmp[i].Off > o || c.cmp[i].End() < o+l {
+			return 0, 0, nil, nil, fmt.Errorf("%w: fix-up %s at %d outside the differing blocks", ErrProtocol, t, o)
+		}
+		// Mark the replaced compare blocks.
+		idx := 0
+		for _, e := range c.cmp[:i] {
+			idx += int(blocksIn(e.Len, bs))
+		}
+		idx += int((o - c.cmp[i].Off) / bs)
+		for p := o; p < o+l; p += bs {
+			if st.replaced[idx] {
+				return 0, 0, nil, nil, fmt.Errorf("%w: block at %d sent twice", ErrProtocol, p)
+			}
+			st.replaced[idx] = true
+			idx++
+		}
+	}
+	return o, l, st, c, nil
+}
+
+func (r *receiver) onData(flags uint8, body []byte) error {
+	d := dec{b: body, t: fData}
+	off, rawLen := d.u64(), d.u32()
+	if d.err != nil {
+		return d.err
+	}
+	if rawLen == 0 || rawLen > maxDataPayload {
+		return fmt.Errorf("%w: DATA of %d bytes (limit %d)", ErrProtocol, rawLen, maxDataPayload)
+	}
+	o, l, st, _, err := r.span(fData, off, uint64(rawLen))
+	if err != nil {
+		return err
+	}
+	if r.scratch == nil && flags&flagCodecMask != 0 {
+		r.scratch = make([]byte, max(maxDataPayload, lz4.CompressBlockBound(maxDataPayload)))
+	}
+	raw, err := r.dec.decompress(flags, d.b, int(l), r.scratch)
+	if err != nil {
+		return err
+	}
+	if _, err := r.t.f.WriteAt(raw, o); err != nil {
+		return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, o, err)
+	}
+	for p := int64(0); p < l; p += r.p.bs {
+		b := raw[p:min(p+r.p.bs, l)]
+		if !sparse.IsZero(b) {
+			st.recv.addBlock(o+p, b)
+		}
+	}
+	r.st.CopiedBytes += l
+	if r.p.progress != nil {
+		r.p.progress.Done.Add(l)
+	}
+	return nil
+}
+
+func (r *receiver) onZero(body []byte) error {
+	d := dec{b: body, t: fZero}
+	off, n := d.u64(), d.u64()
+	if err := d.end(); err != nil {
+		return err
+	}
+	o, l, _, _, err := r.span(fZero, off, n)
+	if err != nil {
+		return err
+	}
+	// Only destination data needs punching; holes already read as zeros.
+	ext := r.dstMap.Extents()
+	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > o })
+	if i < len(ext) && ext[i].Off < o+l && o < r.dstMap.Size() {
+		if _, err := sparse.PunchHole(r.t.f, o, l); err != nil {
+			return err
+		}
+		r.st.PunchedBytes += l
+	}
+	r.st.ZeroBytes += l
+	if r.p.progress != nil {
+		r.p.progress.Done.Add(l)
+	}
+	return nil
+}
+
+func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes, body []byte) error {
+	d := dec{b: body, t: fSegEnd}
+	k, hasCmp, cmpSum := d.u32(), d.u8(), d.u64()
+	sd := digest{d.u64(), d.u64()}
+	if err := d.end(); err != nil {
+		return err
+	}
+	if int(k) != r.next || int(k) >= len(r.plan.chunks) {
+		return fmt.Errorf("%w: SEGEND for chunk %d, expected %d", ErrProtocol, k, r.next)
+	}
+	r.next++
+	c, st := &r.plan.chunks[k], &r.states[k]
+	st.sender = sd
+	if (c.ncmp > 0) != (hasCmp != 0) {
+		return fmt.Errorf("%w: SEGEND %d disagrees on compare blocks", ErrProtocol, k)
+	}
+	if c.ncmp == 0 {
+		return r.settle(int(k))
+	}
+	var o *ownHashes
+	select {
+	case o = <-own:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if o == nil || o.k != int(k) || len(o.seeded) != c.ncmp {
+		return fmt.Errorf("tcpsync: internal: own hashes out of step at chunk %d", k)
+	}
+	hb := appendHashes(make([]byte, 0, 8*len(o.seeded)), o.seeded)
+	if r.blk.Sum(hb) == cmpSum {
+		for i, m := range o.mix {
+			st.recv.add(m)
+			_ = i
+		}
+		r.st.UnchangedBytes += cmpBytes(c)
+		if r.p.progress != nil {
+			r.p.progress.Done.Add(cmpBytes(c))
+		}
+		a := q.frame(fResult)
+		a.u32(k)
+		if err := q.put(ctx, a); err != nil {
+			return err
+		}
+		return r.settle(int(k))
+	}
+	st.pending = o
+	st.replaced = make([]bool, c.ncmp)
+	a := q.frame(fHashes)
+	a.u32(k)
+	a.u32(uint32(len(o.seeded)))
+	a.payload = hb
+	return q.put(ctx, a)
+}
+
+func cmpBytes(c *chunk) int64 {
+	var n int64
+	for _, e := range c.cmp {
+		n += e.Len
+	}
+	return n
+}
+
+func (r *receiver) onFixEnd(body []byte) error {
+	d := dec{b: body, t: fFixEnd}
+	k := d.u32()
+	if err := d.end(); err != nil {
+		return err
+	}
+	if int(k) >= len(r.states) || r.states[k].pending == nil {
+		return fmt.Errorf("%w: FIXEND for chunk %d, which awaits no fix-up", ErrProtocol, k)
+	}
+	st, c := &r.states[k], &r.plan.chunks[k]
+	idx := 0
+	for _, e := range c.cmp {
+		for p := e.Off; p < e.End(); p += r.p.bs {
+			if !st.replaced[idx] {
+				st.recv.add(st.pending.mix[idx])
+				r.st.UnchangedBytes += min(r.p.bs, e.End()-p)
+				if r.p.progress != nil {
+					r.p.progress.Done.Add(min(r.p.bs, e.End()-p))
+				}
+			}
+			idx++
+		}
+	}
+	st.pending, st.replaced = nil, nil
+	return r.settle(int(k))
+}
+
+// settle verifies a chunk's digest and advances the durable watermark.
+func (r *receiver) settle(k int) error {
+	st := &r.states[k]
+	if st.recv != st.sender {
+		c := &r.plan.chunks[k]
+		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, c.start, c.end)
+	}
+	st.settled = true
+	for r.water < len(r.states) && r.states[r.water].settled {
+		r.water++
+	}
+	r.checkpoint(false)
+	return nil
+}
+
+// checkpoint makes settled chunks durable and records them in the sidecar,
+// every checkpointBytes or checkpointInterval (or now, when forced).
+func (r *receiver) checkpoint(force bool) {
+	if r.t.tmp != "" || r.water <= r.first {
+		return
+	}
+	off := r.plan.chunks[r.water-1].end
+	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
+	if r.p.cpBytes > 0 {
+		cpBytes = r.p.cpBytes
+	}
+	if r.p.cpEvery > 0 {
+		cpEvery = r.p.cpEvery
+	}
+	if off <= r.lastCP.off || (!force && off-r.lastCP.off < cpBytes && time.Since(r.lastCP.at) < cpEvery) {
+		return
+	}
+	if r.t.sync() != nil {
+		return
+	}
+	r.sc.Done = off
+	if r.t.saveSidecar(&r.sc) == nil {
+		r.lastCP.off, r.lastCP.at = off, time.Now()
+	}
+}
+
+func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
+	d := dec{b: body, t: fDone}
+	size := d.u64()
+	sd := digest{d.u64(), d.u64()}
+	if err := d.end(); err != nil {
+		return err
+	}
+	if int64(size) != r.plan.size || r.water != len(r.states) || r.next != len(r.states) {
+		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, len(r.states))
+	}
+	var mine digest
+	for k := r.first; k < len(r.states); k++ {
+		mine.add(r.states[k].recv)
+	}
+	if mine != sd {
+		return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
+	}
+	if err := r.t.sync(); err != nil {
+		return err
+	}
+	if err := r.t.commit(); err != nil {
+		return err
+	}
+	r.sc.State, r.sc.Done = stateComplete, r.plan.size
+	if err := r.t.stamp(&r.sc); err == nil {
+		_ = r.t.saveSidecar(&r.sc)
+	}
+	r.st.Verified = true
+	r.t.unlock()
+	a := q.frame(fDoneAck)
+	a.u64(uint64(r.st.PunchedBytes))
+	a.u64(uint64(r.st.CopiedBytes))
+	a.u64(uint64(r.st.UnchangedBytes))
+	return q.put(ctx, a)
+}

@@ -1,0 +1,421 @@
+package tcpsync
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Server receives pushes into, and serves pulls from, files beneath Root.
+// Configure the fields, then call Serve; the fields must not change after.
+// Serve may be called once per Server. A Server is safe for concurrent use.
+type Server struct {
+	// Root is the directory every remote name is resolved beneath.
+	Root string
+	// Token is the pre-shared key (LoadToken); at least MinTokenLen bytes.
+	Token []byte
+	// NoAuth disables authentication; Serve refuses it unless the listener
+	// is on a loopback address.
+	NoAuth bool
+	// TLSConfig, if set, wraps every connection in TLS (1.3 minimum).
+	TLSConfig *tls.Config
+	// Logger receives one line per session; nil discards.
+	Logger *slog.Logger
+	// HandshakeTimeout bounds the time from accept to authentication (10 s).
+	HandshakeTimeout time.Duration
+	// IdleTimeout ends an authenticated session that sends nothing (2 min).
+	IdleTimeout time.Duration
+	// MaxConns caps connections in total (128), MaxConnsPerHost per peer
+	// address (64), MaxPreAuthPerHost unauthenticated connections per peer
+	// address (16) and MaxSessions authenticated sessions (64).
+	MaxConns, MaxConnsPerHost, MaxPreAuthPerHost, MaxSessions int
+	// FailDelay is the pause before refusing a wrong token (1 s).
+	FailDelay time.Duration
+	// CheckpointBytes and CheckpointInterval set how often a receiving
+	// session makes its progress durable for resuming (256 MiB, 5 s).
+	CheckpointBytes    int64
+	CheckpointInterval time.Duration
+	// OnSession, if set, is called after every session (for metrics).
+	OnSession func(SessionEvent)
+
+	root     *os.Root
+	mu       sync.Mutex
+	conns    int
+	perHost  map[string]int
+	preAuth  map[string]int
+	sessions int
+	wg       sync.WaitGroup
+}
+
+// SessionEvent describes a finished session.
+type SessionEvent struct {
+	Remote  string // peer address
+	Op      string // "push", "pull" or "" when the session ended before OPEN
+	Path    string // remote name (sanitized)
+	Stats   Stats
+	Err     error
+	Elapsed time.Duration
+}
+
+const (
+	opPush = 1
+	opPull = 2
+
+	openAtomic      = 1 << 0
+	openFullCompare = 1 << 1
+)
+
+func (s *Server) setDefaults() {
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.HandshakeTimeout <= 0 {
+		s.HandshakeTimeout = 10 * time.Second
+	}
+	if s.IdleTimeout <= 0 {
+		s.IdleTimeout = 2 * time.Minute
+	}
+	if s.MaxConns <= 0 {
+		s.MaxConns = 128
+	}
+	if s.MaxConnsPerHost <= 0 {
+		s.MaxConnsPerHost = 64
+	}
+	if s.MaxPreAuthPerHost <= 0 {
+		s.MaxPreAuthPerHost = 16
+	}
+	if s.MaxSessions <= 0 {
+		s.MaxSessions = 64
+	}
+	if s.FailDelay <= 0 {
+		s.FailDelay = time.Second
+	}
+}
+
+// Serve accepts connections on ln until ctx ends, then stops accepting,
+// cancels running sessions (receivers checkpoint their targets so a later
+// push resumes) and waits for them. It returns nil after such a shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.setDefaults()
+	if s.NoAuth {
+		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			return fmt.Errorf("tcpsync: --no-auth is only allowed on a loopback listener, not %s", ln.Addr())
+		}
+	} else if len(s.Token) < MinTokenLen {
+		return fmt.Errorf("%w: token of %d bytes, need at least %d", ErrTokenFile, len(s.Token), MinTokenLen)
+	}
+	root, err := os.OpenRoot(s.Root)
+	if err != nil {
+		return fmt.Errorf("tcpsync: root: %w", err)
+	}
+	defer root.Close()
+	s.root = root
+	s.perHost = map[string]int{}
+	s.preAuth = map[string]int{}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.wg.Wait()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.wg.Wait()
+			return fmt.Errorf("tcpsync: accept: %w", err)
+		}
+		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
+		host := hostOf(c.RemoteAddr())
+		if !s.admit(host) {
+			s.Logger.Warn("connection refused: too many connections", "remote", c.RemoteAddr().String())
+			f := newFramer(c)
+			f.sendError(fmt.Errorf("%w: too many connections", ErrBusy))
+			c.Close()
+			continue
+		}
+		s.wg.Go(func() {
+			authDone := false
+			defer s.release(host)
+			defer s.authenticated(host, &authDone)
+			s.serveConn(ctx, c, func() { s.authenticated(host, &authDone) })
+		})
+	}
+}
+
+func hostOf(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	return a.String()
+}
+
+func (s *Server) admit(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns >= s.MaxConns || s.perHost[host] >= s.MaxConnsPerHost || s.preAuth[host] >= s.MaxPreAuthPerHost {
+		return false
+	}
+	s.conns++
+	s.perHost[host]++
+	s.preAuth[host]++
+	return true
+}
+
+// authenticated moves a connection out of the pre-auth count (once).
+func (s *Server) authenticated(host string, done *bool) {
+	if *done {
+		return
+	}
+	*done = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.preAuth[host]--; s.preAuth[host] <= 0 {
+		delete(s.preAuth, host)
+	}
+}
+
+func (s *Server) release(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conns--
+	if s.perHost[host]--; s.perHost[host] <= 0 {
+		delete(s.perHost, host)
+	}
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	defer c.Close()
+	ev := SessionEvent{Remote: c.RemoteAddr().String()}
+	var f *framer
+	ev.Stats, ev.Err = s.session(ctx, c, &ev, &f, authed)
+	if f != nil {
+		ev.Stats.WireBytesReceived = f.in.n.Load()
+		ev.Stats.WireBytesSent = f.out.n.Load()
+		if ev.Err != nil {
+			err := ev.Err
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrShutdown, err)
+			}
+			f.sendError(err)
+		}
+	}
+	ev.Elapsed = time.Since(start)
+	if ev.Err != nil {
+		s.Logger.Warn("session failed", "remote", ev.Remote, "op", ev.Op, "path", ev.Path, "err", sanitize(ev.Err.Error()))
+	} else {
+		s.Logger.Info("session done", "remote", ev.Remote, "op", ev.Op, "path", ev.Path,
+			"copied", ev.Stats.CopiedBytes, "unchanged", ev.Stats.UnchangedBytes, "elapsed", ev.Elapsed)
+	}
+	if s.OnSession != nil {
+		s.OnSession(ev)
+	}
+}
+
+func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp **framer, authed func()) (Stats, error) {
+	if s.TLSConfig != nil {
+		cfg := s.TLSConfig.Clone()
+		cfg.MinVersion = tls.VersionTLS13
+		tc := tls.Server(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return Stats{}, fmt.Errorf("tcpsync: TLS handshake: %w", err)
+		}
+		c = tc
+	}
+	f := newFramer(c)
+	*fp = f
+	f.budget = maxPreAuth
+	seed, err := serverHandshake(ctx, f, s.Token, s.NoAuth, s.FailDelay)
+	if err != nil {
+		return Stats{}, err
+	}
+	authed()
+	f.budget = 0
+	_ = c.SetDeadline(time.Time{})
+	f.idle = s.IdleTimeout
+	if !s.startSession() {
+		return Stats{}, fmt.Errorf("%w: too many sessions", ErrBusy)
+	}
+	defer s.endSession()
+
+	_, body, err := f.expect(fOpen)
+	if err != nil {
+		return Stats{}, err
+	}
+	d := dec{b: body, t: fOpen}
+	op, flags, bs := d.u8(), d.u32(), d.u32()
+	name := string(d.bytes(2 * maxPath)) // longer names get ValidateName's error
+	if err := d.end(); err != nil {
+		return Stats{}, err
+	}
+	ev.Path = sanitize(name)
+	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone,
+		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval}
+	switch op {
+	case opPush:
+		ev.Op = "push"
+		t, err := s.openForWrite(name, flags&openAtomic != 0)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer t.close()
+		if err := f.send(fOpened, 0); err != nil {
+			return Stats{}, err
+		}
+		return receiveTarget(ctx, f, t, p)
+	case opPull:
+		ev.Op = "pull"
+		if !validBlockSize(bs) {
+			return Stats{}, fmt.Errorf("%w: block size %d", ErrProtocol, bs)
+		}
+		p.bs = int64(bs)
+		p.compress = Compression(flags >> 8 & 3)
+		src, file, err := s.openForRead(name)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer file.Close()
+		if err := f.send(fOpened, 0); err != nil {
+			return Stats{}, err
+		}
+		return sendSource(ctx, f, src, p)
+	}
+	return Stats{}, fmt.Errorf("%w: unknown operation %d", ErrProtocol, op)
+}
+
+func (s *Server) startSession() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions >= s.MaxSessions {
+		return false
+	}
+	s.sessions++
+	return true
+}
+
+func (s *Server) endSession() {
+	s.mu.Lock()
+	s.sessions--
+	s.mu.Unlock()
+}
+
+// ValidateName checks a remote name before it is resolved: a clean relative
+// path of at most 4096 bytes, components of at most 255 bytes, no empty,
+// "." or ".." components, no NUL or control characters, and not one of the
+// names tcpsync keeps next to targets.
+func ValidateName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrBadPath, sanitize(name), why) }
+	switch {
+	case name == "":
+		return bad("empty")
+	case len(name) > maxPath:
+		return bad("longer than 4096 bytes")
+	case strings.HasPrefix(name, "/"):
+		return bad("absolute")
+	case strings.HasSuffix(name, sidecarSuffix) || strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, sidecarSuffix+".new"):
+		return bad("reserved suffix")
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return bad("control character")
+		}
+	}
+	for comp := range strings.SplitSeq(name, "/") {
+		switch {
+		case comp == "":
+			return bad("empty component")
+		case comp == "." || comp == "..":
+			return bad("dot component")
+		case len(comp) > maxComponent:
+			return bad("component longer than 255 bytes")
+		}
+	}
+	return nil
+}
+
+// checkDirs refuses a name whose directories are symlinks or missing.
+func (s *Server) checkDirs(name string) error {
+	comps := strings.Split(name, "/")
+	for i := 1; i < len(comps); i++ {
+		dir := strings.Join(comps[:i], "/")
+		fi, err := s.root.Lstat(dir)
+		if err != nil {
+			return pathErr(sanitize(name), err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %q: %s is a symlink", ErrPathOutsideRoot, sanitize(name), sanitize(dir))
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%w: %q: %s is not a directory", ErrNotFound, sanitize(name), sanitize(dir))
+		}
+	}
+	if fi, err := s.root.Lstat(name); err == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %q is a symlink", ErrPathOutsideRoot, sanitize(name))
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %q is %s", ErrNotRegular, sanitize(name), fi.Mode().Type())
+		}
+	}
+	return nil
+}
+
+func (s *Server) openForWrite(name string, atomic bool) (*target, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := s.checkDirs(name); err != nil {
+		return nil, err
+	}
+	return openTarget(s.root, name, sanitize(name), atomic)
+}
+
+func (s *Server) openForRead(name string) (*FileSource, *os.File, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkDirs(name); err != nil {
+		return nil, nil, err
+	}
+	f, err := s.root.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, pathErr(sanitize(name), err)
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %q", ErrNotRegular, sanitize(name))
+	}
+	src, err := NewFileSource(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return src, f, nil
+}
+
+func openBody(op uint8, flags uint32, bs uint32, name string) []byte {
+	b := []byte{op}
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	b = binary.LittleEndian.AppendUint32(b, bs)
+	return appendBytes(b, []byte(name))
+}

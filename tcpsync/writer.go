@@ -1,0 +1,196 @@
+package tcpsync
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// pbuf is a pooled buffer shared by the frames that point into it.
+type pbuf struct {
+	b    []byte
+	refs atomic.Int32
+	pool *bufPool
+}
+
+func (p *pbuf) ref() { p.refs.Add(1) }
+
+func (p *pbuf) unref() {
+	if p.refs.Add(-1) == 0 {
+		p.pool.put(p)
+	}
+}
+
+// bufPool is a fixed set of buffers: taking one blocks when all are in
+// flight, which bounds a session's memory.
+type bufPool struct{ free chan *pbuf }
+
+func newBufPool(n, size int) *bufPool {
+	p := &bufPool{free: make(chan *pbuf, n)}
+	for range n {
+		p.free <- &pbuf{b: make([]byte, size), pool: p}
+	}
+	return p
+}
+
+func (p *bufPool) get(ctx context.Context) (*pbuf, error) {
+	select {
+	case b := <-p.free:
+		b.refs.Store(1)
+		return b, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+func (p *bufPool) put(b *pbuf) { p.free <- b }
+
+// outFrame is a frame queued for the writer goroutine.
+type outFrame struct {
+	t       frameType
+	flags   uint8
+	head    [48]byte
+	headN   int
+	payload []byte
+	buf     *pbuf // released after the write
+}
+
+func (o *outFrame) u8(v uint8) { o.head[o.headN] = v; o.headN++ }
+func (o *outFrame) u32(v uint32) {
+	binary.LittleEndian.PutUint32(o.head[o.headN:], v)
+	o.headN += 4
+}
+func (o *outFrame) u64(v uint64) {
+	binary.LittleEndian.PutUint64(o.head[o.headN:], v)
+	o.headN += 8
+}
+
+// sendq feeds one writer goroutine; it flushes whenever the queue drains.
+type sendq struct {
+	ch      chan *outFrame
+	f       *framer
+	blocked atomic.Int64 // nanoseconds producers waited for queue space
+	pool    sync.Pool
+}
+
+func newSendq(f *framer, depth int) *sendq {
+	return &sendq{ch: make(chan *outFrame, depth), f: f, pool: sync.Pool{New: func() any { return new(outFrame) }}}
+}
+
+func (q *sendq) frame(t frameType) *outFrame {
+	o := q.pool.Get().(*outFrame)
+	*o = outFrame{t: t}
+	return o
+}
+
+// put queues o; ctx ends the wait.
+func (q *sendq) put(ctx context.Context, o *outFrame) error {
+	select {
+	case q.ch <- o:
+		return nil
+	default:
+	}
+	start := time.Now()
+	defer func() { q.blocked.Add(int64(time.Since(start))) }()
+	select {
+	case q.ch <- o:
+		return nil
+	case <-ctx.Done():
+		if o.buf != nil {
+			o.buf.unref()
+		}
+		return context.Cause(ctx)
+	}
+}
+
+// close ends the queue; run returns after writing what is queued.
+func (q *sendq) close() { close(q.ch) }
+
+// run writes frames until the queue is closed or ctx ends.
+func (q *sendq) run(ctx context.Context) error {
+	for {
+		var o *outFrame
+		var ok bool
+		select {
+		case o, ok = <-q.ch:
+		default:
+			if err := q.f.flush(); err != nil {
+				return err
+			}
+			select {
+			case o, ok = <-q.ch:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		if !ok {
+			return q.f.flush()
+		}
+		err := q.f.writeFrame(o.t, o.flags, o.head[:o.headN], o.payload)
+		if o.buf != nil {
+			o.buf.unref()
+		}
+		q.pool.Put(o)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// sendMap sends an encoded map as EXTENTS frames.
+func sendMap(f *framer, m sparse.Map) error {
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	const piece = maxFrame
+	for {
+		n := min(len(b), piece)
+		var flags uint8
+		if n == len(b) {
+			flags = flagLast
+		}
+		if err := f.writeFrame(fExtents, flags, b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+		if flags != 0 {
+			return nil
+		}
+	}
+}
+
+// readMap reads EXTENTS frames into a map of the announced size, bounded
+// by maxMapBytes and maxExtents.
+func readMap(f *framer, size int64) (sparse.Map, error) {
+	var b []byte
+	for {
+		flags, body, err := f.expect(fExtents)
+		if err != nil {
+			return sparse.Map{}, err
+		}
+		if len(b)+len(body) > maxMapBytes {
+			return sparse.Map{}, fmt.Errorf("%w: extent map larger than %d bytes", ErrFrameTooLarge, maxMapBytes)
+		}
+		b = append(b, body...)
+		if flags&flagLast != 0 {
+			break
+		}
+	}
+	m, err := sparse.DecodeMap(b)
+	if err != nil {
+		return sparse.Map{}, fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	if m.Size() != size {
+		return sparse.Map{}, fmt.Errorf("%w: extent map of size %d for a file of %d", ErrProtocol, m.Size(), size)
+	}
+	if m.Len() > maxExtents {
+		return sparse.Map{}, fmt.Errorf("%w: %d extents (limit %d)", ErrProtocol, m.Len(), maxExtents)
+	}
+	return m, nil
+}
