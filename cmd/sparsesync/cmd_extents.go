@@ -152,23 +152,3 @@ func dataMapLine(m sparse.Map, width int) string {
 	}
 	return b.String()
 }
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 5; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-func percent(part, whole int64) string {
-	if whole == 0 {
-		return "0%"
-	}
-	return fmt.Sprintf("%.2f%%", 100*float64(part)/float64(whole))
-}

@@ -65,16 +65,3 @@ func (p *progressBar) stop() {
 	close(p.stopC)
 	<-p.fin
 }
-
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, u := float64(n), 0
-	for f >= unit && u < 4 {
-		f /= unit
-		u++
-	}
-	return fmt.Sprintf("%.1f %cB", f, "kMGTP"[u-1])
-}
