@@ -149,16 +149,16 @@ type CheckReport struct {
 // Check runs the start check over the replica directories of one volume
 // and says which are RW and why the others are ERR. It only reads.
 //
-//	1. unreadable metadata or head: ERR
-//	2. recorded counter mode differs from the volume's: ERR
-//	3. replica.hdr of another volume (minority volume id), or an epoch
-//	   below the highest (demoted by the engine): ERR
-//	4. counter on: unreadable/garbage counter: ERR; count below the
-//	   highest: ERR
-//	5. counter off + salvage: candidates have head mtime strictly within
-//	   5 s of the newest; the one with the most allocated bytes wins, then
-//	   the later mtime, then the lowest path; all others ERR
-//	6. counter off, no salvage: the rest stay RW
+//  1. unreadable metadata or head: ERR
+//  2. recorded counter mode differs from the volume's: ERR
+//  3. replica.hdr of another volume (minority volume id), or an epoch
+//     below the highest (demoted by the engine): ERR
+//  4. counter on: unreadable/garbage counter: ERR; count below the
+//     highest: ERR
+//  5. counter off + salvage: candidates have head mtime strictly within
+//     5 s of the newest; the one with the most allocated bytes wins, then
+//     the later mtime, then the lowest path; all others ERR
+//  6. counter off, no salvage: the rest stay RW
 //
 // When no replica is RW the report is returned with an error matching
 // ErrNoHealthyReplica (Longhorn would start anyway).
@@ -343,4 +343,3 @@ func onOff(b bool) string {
 	}
 	return "off"
 }
-
