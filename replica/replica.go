@@ -28,9 +28,10 @@ type Options struct {
 	// Logger receives debug events; nil discards them.
 	Logger *slog.Logger
 
-	// counterFault, when set, is called before every counter update and
-	// its error is treated as a failed counter write (tests only).
-	counterFault func() error
+	// fault, when set, is called before every data write ("write"),
+	// counter update ("counter") and sync ("sync") with the replica
+	// directory; its error is treated as that operation failing (tests only).
+	fault func(dir, op string) error
 }
 
 func (o *Options) bootID() (ID, error) {
@@ -101,10 +102,7 @@ func Create(dir string, size int64, opts Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	return create(dir, size, opts.Counter, newID(), boot, opts)
-}
-
-func create(dir string, size int64, mode CounterMode, volumeID, boot ID, opts Options) (*Replica, error) {
+	mode, volumeID := opts.Counter, newID()
 	head := HeadName(0)
 	f, err := os.OpenFile(filepath.Join(dir, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -386,7 +384,17 @@ func (r *Replica) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+func (r *Replica) injected(op string) error {
+	if r.opts.fault == nil {
+		return nil
+	}
+	return r.opts.fault(r.dir, op)
+}
+
 func (r *Replica) write(p []byte, off, end int64) error {
+	if err := r.injected("write"); err != nil {
+		return err
+	}
 	a0, a1 := roundUp(off), roundDown(end)
 	if a0 > a1 { // inside one block
 		return r.rmw(roundDown(off), p, off)
@@ -473,10 +481,8 @@ func (r *Replica) count() error {
 	if r.mode == CounterOff {
 		return nil
 	}
-	if r.opts.counterFault != nil {
-		if err := r.opts.counterFault(); err != nil {
-			return fmt.Errorf("revision counter: %w", err)
-		}
+	if err := r.injected("counter"); err != nil {
+		return fmt.Errorf("revision counter: %w", err)
 	}
 	if r.mode == CounterOn {
 		r.live.n.Add(1)
@@ -545,6 +551,9 @@ func (r *Replica) sync(clean bool) error {
 	var s uint64
 	if r.live != nil {
 		s = r.live.n.Load()
+	}
+	if err := r.injected("sync"); err != nil {
+		return err
 	}
 	if err := fdatasync(r.layers[0]); err != nil {
 		return err

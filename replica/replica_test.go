@@ -222,10 +222,10 @@ func TestCounterFaultLatches(t *testing.T) {
 	var fail bool
 	var mu sync.Mutex
 	injected := errors.New("injected counter write failure")
-	r, err := Create(dir, 1<<20, Options{counterFault: func() error {
+	r, err := Create(dir, 1<<20, Options{fault: func(_, op string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if fail {
+		if fail && op == "counter" {
 			return injected
 		}
 		return nil
