@@ -160,7 +160,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "b", mode: CounterOff, blocks: 9, mtime: -time.Hour},
 			},
 			counter: &off,
-			want: want{rw: []string{"a", "b"}},
+			want:    want{rw: []string{"a", "b"}},
 		},
 		{
 			name: "off/no salvage, lower epoch is ERR",
@@ -170,7 +170,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "c", mode: CounterOff, blocks: 1, epoch: 3},
 			},
 			counter: &off,
-			want: want{rw: []string{"a", "c"}, reason: map[string]string{"b": "epoch 2 below 3"}},
+			want:    want{rw: []string{"a", "c"}, reason: map[string]string{"b": "epoch 2 below 3"}},
 		},
 		{
 			name: "on/counter below the highest is ERR",
@@ -180,7 +180,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "c", blocks: 3, mtime: time.Hour},
 			},
 			counter: &on,
-			want: want{rw: []string{"a", "b"}, reason: map[string]string{"c": "revision 3 below 5"}},
+			want:    want{rw: []string{"a", "b"}, reason: map[string]string{"c": "revision 3 below 5"}},
 		},
 		{
 			name: "on/counts unmaps and rewrites, not blocks",
@@ -190,7 +190,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "c", blocks: 4},           // 4 ops
 			},
 			counter: &on,
-			want: want{rw: []string{"a", "b"}, reason: map[string]string{"c": "revision 4 below 5"}},
+			want:    want{rw: []string{"a", "b"}, reason: map[string]string{"c": "revision 4 below 5"}},
 		},
 		{
 			name: "on/garbage counter file is ERR",
@@ -200,7 +200,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "c", blocks: 9, garbage: "\x00\x00"},
 			},
 			counter: &on,
-			want: want{rw: []string{"a"}, reason: map[string]string{"b": "not a decimal counter", "c": "empty counter"}},
+			want:    want{rw: []string{"a"}, reason: map[string]string{"b": "not a decimal counter", "c": "empty counter"}},
 		},
 		{
 			name: "on/mode mismatch is ERR",
@@ -209,7 +209,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "b", mode: CounterOff, blocks: 9},
 			},
 			counter: &on,
-			want: want{rw: []string{"a"}, reason: map[string]string{"b": "revision counter off, volume has it on"}},
+			want:    want{rw: []string{"a"}, reason: map[string]string{"b": "revision counter off, volume has it on"}},
 		},
 		{
 			name: "auto/majority mode",
@@ -228,7 +228,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "c", blocks: 9, alien: true},
 			},
 			counter: &on,
-			want: want{rw: []string{"a", "b"}, reason: map[string]string{"c": "belongs to volume"}},
+			want:    want{rw: []string{"a", "b"}, reason: map[string]string{"c": "belongs to volume"}},
 		},
 		{
 			name: "on/all ERR fails",
@@ -237,7 +237,7 @@ func TestCheckTable(t *testing.T) {
 				{name: "b", mode: CounterOff, blocks: 1},
 			},
 			counter: &on,
-			want: want{err: ErrNoHealthyReplica},
+			want:    want{err: ErrNoHealthyReplica},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
