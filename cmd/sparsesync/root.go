@@ -20,6 +20,7 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newBalanceCommand,
 	newSqueezeCommand,
 	newPlanCommand,
+	newReplicaCommand,
 }
 
 const exitCodesHelp = `
