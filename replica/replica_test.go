@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -339,4 +340,73 @@ func TestLonghornDirectory(t *testing.T) {
 	want[0] = 'x'
 	require.Equal(t, want, got[BlockSize:2*BlockSize])
 	require.NoError(t, r.Close())
+}
+
+func TestFlushGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	var syncs atomic.Int64
+	r, err := Create(dir, 4<<20, Options{fault: func(_, op string) error {
+		if op == "sync" {
+			syncs.Add(1)
+		}
+		return nil
+	}})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	const flushers = 16
+	for w := range flushers {
+		wg.Go(func() {
+			b := alignedBuf(BlockSize)
+			for i := range 20 {
+				_, err := r.WriteAt(b, int64(w*20+i)*BlockSize)
+				require.NoError(t, err)
+				seen := r.Revision()
+				require.NoError(t, r.Flush())
+				// The flush covered at least every write completed
+				// before it was called.
+				h, ok, err := readHeader(filepath.Join(dir, HeaderFile))
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.GreaterOrEqual(t, int64(h.writeSeq), seen)
+				n, err := readRevisionCounter(filepath.Join(dir, RevisionCounterFile))
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, n, seen)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d flush calls, %d syncs", flushers*20, syncs.Load())
+	require.Less(t, syncs.Load(), int64(flushers*20), "concurrent flushes share syncs")
+	require.NoError(t, r.Close())
+}
+
+func TestSyncFaultLatches(t *testing.T) {
+	for _, mode := range []CounterMode{CounterOff, CounterOn, CounterPerWrite} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var fail atomic.Bool
+			injected := errors.New("injected fdatasync failure")
+			r, err := Create(t.TempDir(), 1<<20, Options{Counter: mode, fault: func(_, op string) error {
+				if fail.Load() && (op == "sync" || op == "counter") {
+					return injected
+				}
+				return nil
+			}})
+			require.NoError(t, err)
+			b := alignedBuf(BlockSize)
+			_, err = r.WriteAt(b, 0)
+			require.NoError(t, err)
+			fail.Store(true)
+			if mode.Enabled() {
+				_, err = r.WriteAt(b, 0)
+				require.ErrorIs(t, err, injected, "the counter update fails the write")
+			} else {
+				require.ErrorIs(t, r.Flush(), injected)
+			}
+			fail.Store(false)
+			_, err = r.WriteAt(b, 0)
+			require.ErrorIs(t, err, ErrLatched)
+			require.ErrorIs(t, r.Flush(), ErrLatched)
+			require.ErrorIs(t, r.Close(), ErrLatched)
+		})
+	}
 }
