@@ -333,9 +333,26 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 			m := v.Members()
 			require.Equal(t, ModeERR, m[1].Mode)
 			require.Contains(t, m[1].Reason, "injected EIO")
+			copy(b, "after demotion")
 			_, err = v.WriteAt(b, 2*BlockSize)
 			require.NoError(t, err)
+			got := make([]byte, 20)
+			_, err = v.ReadAt(got, 2*BlockSize)
+			require.NoError(t, err)
+			require.Equal(t, "after demotion", string(got[:14]))
+			require.NoError(t, v.Snapshot("s1"))
+			require.NoError(t, v.Unmap(0, BlockSize))
+			require.NoError(t, v.Flush())
 			require.NoError(t, v.Close())
+			for _, d := range []string{dirs[0], dirs[2]} {
+				info, err := Inspect(d, InspectOptions{})
+				require.NoError(t, err)
+				require.Equal(t, []string{"volume-head-001.img", "volume-snap-s1.img"}, info.Chain)
+				require.Equal(t, uint64(1), info.Epoch)
+				if mode.Enabled() {
+					require.Equal(t, int64(4), *info.Revision, "3 writes and 1 unmap")
+				}
+			}
 
 			// Counter off, no salvage: Longhorn would take r1 back as
 			// RW; its lower epoch gives it away.
