@@ -2,13 +2,18 @@ package replica
 
 import (
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/loopfs"
 )
 
 // spec describes one replica directory built from real files.
@@ -76,7 +81,7 @@ func TestCheckTable(t *testing.T) {
 		reason map[string]string // substring of the reason of ERR replicas
 		err    error
 	}
-	for _, tc := range []struct {
+	cases := []struct {
 		name    string
 		specs   []spec
 		counter *bool
@@ -239,44 +244,72 @@ func TestCheckTable(t *testing.T) {
 			counter: &on,
 			want:    want{err: ErrNoHealthyReplica},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			vol := newID()
-			var dirs []string
-			for _, s := range tc.specs {
-				dirs = append(dirs, build(t, root, s, vol))
-			}
-			opts := CheckOptions{Counter: tc.counter, Salvage: tc.salvage}
-			rep, err := Check(dirs, opts)
-			if tc.want.err != nil {
-				require.ErrorIs(t, err, tc.want.err)
-				for _, r := range rep.Replicas {
-					require.Equal(t, ModeERR, r.Mode)
-				}
-				return
-			}
-			require.NoError(t, err)
-			var rw []string
-			for _, d := range rep.RW {
-				rw = append(rw, filepath.Base(d))
-			}
-			slices.Sort(rw)
-			require.Equal(t, tc.want.rw, rw)
-			for _, r := range rep.Replicas {
-				if r.Mode == ModeERR {
-					require.Contains(t, r.Reason, tc.want.reason[filepath.Base(r.Dir)], "%s", r.Dir)
-				}
-				require.NotEmpty(t, r.Reason)
-			}
-			// Same input in any order: same answer.
-			rev := slices.Clone(dirs)
-			slices.Reverse(rev)
-			rep2, err := Check(rev, opts)
-			require.NoError(t, err)
-			require.ElementsMatch(t, rep.RW, rep2.RW)
-		})
 	}
+	loopfs.Run(t, 512<<20, func(t *testing.T, kind loopfs.Kind, mnt string) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				root, err := os.MkdirTemp(mnt, "case")
+				require.NoError(t, err)
+				vol := newID()
+				var dirs []string
+				for _, s := range tc.specs {
+					dirs = append(dirs, build(t, root, s, vol))
+				}
+				opts := CheckOptions{Counter: tc.counter, Salvage: tc.salvage}
+				before := dirStates(t, dirs)
+				rep, err := Check(dirs, opts)
+				require.Equal(t, before, dirStates(t, dirs), "the check only reads")
+				if tc.want.err != nil {
+					require.ErrorIs(t, err, tc.want.err)
+					for _, r := range rep.Replicas {
+						require.Equal(t, ModeERR, r.Mode)
+					}
+					return
+				}
+				require.NoError(t, err)
+				var rw []string
+				for _, d := range rep.RW {
+					rw = append(rw, filepath.Base(d))
+				}
+				slices.Sort(rw)
+				require.Equal(t, tc.want.rw, rw)
+				for _, r := range rep.Replicas {
+					if r.Mode == ModeERR {
+						require.Contains(t, r.Reason, tc.want.reason[filepath.Base(r.Dir)], "%s", r.Dir)
+					}
+					require.NotEmpty(t, r.Reason)
+				}
+				// Same input in any order: same answer.
+				rev := slices.Clone(dirs)
+				slices.Reverse(rev)
+				rep2, err := Check(rev, opts)
+				require.NoError(t, err)
+				require.ElementsMatch(t, rep.RW, rep2.RW)
+			})
+		}
+	})
+}
+
+// dirStates describes every file of the directories: name, size, mtime
+// and a hash of the content.
+func dirStates(t *testing.T, dirs []string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, d := range dirs {
+		entries, err := os.ReadDir(d)
+		if os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		for _, e := range entries {
+			fi, err := e.Info()
+			require.NoError(t, err)
+			data, err := os.ReadFile(filepath.Join(d, e.Name()))
+			require.NoError(t, err)
+			fmt.Fprintf(&b, "%s/%s %d %d %x\n", d, e.Name(), fi.Size(), fi.ModTime().UnixNano(), crc32.ChecksumIEEE(data))
+		}
+	}
+	return b.String()
 }
 
 func TestLiveCounterAndReboot(t *testing.T) {

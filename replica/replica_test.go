@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -408,5 +409,30 @@ func TestSyncFaultLatches(t *testing.T) {
 			require.ErrorIs(t, r.Flush(), ErrLatched)
 			require.ErrorIs(t, r.Close(), ErrLatched)
 		})
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, writeFileAtomic(dir, "f", []byte("one")))
+	fi1, err := os.Stat(filepath.Join(dir, "f"))
+	require.NoError(t, err)
+	require.NoError(t, writeFileAtomic(dir, "f", []byte("two")))
+	b, err := os.ReadFile(filepath.Join(dir, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "two", string(b))
+	fi2, err := os.Stat(filepath.Join(dir, "f"))
+	require.NoError(t, err)
+	require.False(t, os.SameFile(fi1, fi2), "replaced by rename, not rewritten in place")
+	// A failing rename (the target is a non-empty directory) leaves the
+	// target alone and no temporary behind.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "d", "x"), 0o700))
+	require.Error(t, writeFileAtomic(dir, "d", []byte("three")))
+	_, err = os.Stat(filepath.Join(dir, "d", "x"))
+	require.NoError(t, err)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasSuffix(e.Name(), ".tmp"), e.Name())
 	}
 }
