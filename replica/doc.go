@@ -46,6 +46,15 @@
 // before acknowledging a write some replica failed, so a replica that
 // missed acknowledged writes is found even with the counter off.
 //
+// # Reading a chain
+//
+// Chain lists a directory's live chain (head first) from the .meta Parent
+// links; HeadName, SnapshotName and MetaName build the file names.
+// ChainReader merges the chain into one read-only source (ReadAt, Size,
+// Map of data extents) for export and rebuild: a 4 KiB block comes from
+// the newest layer that has any of it allocated (SEEK_DATA/SEEK_HOLE per
+// layer), as Longhorn's location map decides.
+//
 // # Concurrency
 //
 // Replica and Volume are safe for concurrent use. 4 KiB-aligned I/O goes

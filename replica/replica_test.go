@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/sparse"
 )
 
 func TestRevisionCounterFormat(t *testing.T) {
@@ -155,6 +157,22 @@ func TestReplicaReadWrite(t *testing.T) {
 		require.NoError(t, err)
 		check(r)
 		require.NoError(t, r.Close())
+
+		// The read-only chain reader merges the same content.
+		c, err := OpenChain(dir)
+		require.NoError(t, err)
+		got := make([]byte, size)
+		_, err = c.ReadAt(got, 0)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(ref, got))
+		m, err := c.Map(t.Context())
+		require.NoError(t, err)
+		for blk := int64(0); blk < size/BlockSize; blk++ {
+			if !m.Contains(blk * BlockSize) {
+				require.True(t, sparse.IsZero(ref[blk*BlockSize:(blk+1)*BlockSize]), "block %d has data outside the map", blk)
+			}
+		}
+		require.NoError(t, c.Close())
 	})
 }
 
@@ -341,6 +359,20 @@ func TestLonghornDirectory(t *testing.T) {
 	want[0] = 'x'
 	require.Equal(t, want, got[BlockSize:2*BlockSize])
 	require.NoError(t, r.Close())
+
+	c, err := OpenChain(dir)
+	require.NoError(t, err)
+	defer c.Close()
+	m, err := c.Map(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []sparse.Extent{{Off: 0, Len: 3 * BlockSize}}, m.Extents())
+	p := make([]byte, 10)
+	k, err := c.ReadAt(p, BlockSize-5) // spans two layers
+	require.NoError(t, err)
+	require.Equal(t, "hhhhhxSSSS", string(p[:k]))
+	k, err = c.ReadAt(p, 1<<20-4)
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, 4, k)
 }
 
 func TestFlushGroupCommit(t *testing.T) {
