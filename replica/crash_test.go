@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -35,6 +36,10 @@ type crashSpec struct {
 	Dirs []string
 	Mode CounterMode
 	Log  string
+	// FailDir, if set, fails every data write to that replica once
+	// FailAfter writes were issued (the Volume must demote it).
+	FailDir   string
+	FailAfter uint64
 }
 
 // crashPattern fills a block with data unique to (seq, blk), so a torn or
@@ -60,11 +65,24 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := OpenVolume(spec.Dirs, VolumeOptions{Counter: spec.Mode, Salvage: !spec.Mode.Enabled()})
+	var seq atomic.Uint64
+	var failOnce sync.Once
+	fault := func(dir, op string) error {
+		if dir != spec.FailDir || op != "write" || seq.Load() < spec.FailAfter {
+			return nil
+		}
+		failOnce.Do(func() {
+			if _, err := logf.Write([]byte("F\n")); err != nil {
+				panic(err)
+			}
+		})
+		return errors.New("injected write failure")
+	}
+	// A plain start, as after a clean shutdown: every replica RW.
+	v, err := OpenVolume(spec.Dirs, VolumeOptions{Counter: spec.Mode, Replica: Options{fault: fault}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seq atomic.Uint64
 	line := func(kind byte, s uint64, blk int64) {
 		// One write(2) per line: it is in the kernel once Write returns.
 		if _, err := logf.Write([]byte(fmt.Sprintf("%c %d %d\n", kind, s, blk))); err != nil {
@@ -105,6 +123,9 @@ func TestCrashChild(t *testing.T) {
 type crashLog struct {
 	issued map[int64][]uint64 // per block, in issue order (one writer per block)
 	acked  map[uint64]bool
+	// ackedAfterFail: a write was acknowledged after the injected
+	// failure was logged, so the failed replica misses acknowledged data.
+	failed, ackedAfterFail bool
 }
 
 func readCrashLog(t *testing.T, path string) (crashLog, bool) {
@@ -118,8 +139,12 @@ func readCrashLog(t *testing.T, path string) (crashLog, bool) {
 		var kind string
 		var s uint64
 		var blk int64
-		if sc.Text() == "R" {
+		switch sc.Text() {
+		case "R":
 			ready = true
+			continue
+		case "F":
+			l.failed = true
 			continue
 		}
 		if n, _ := fmt.Sscanf(sc.Text(), "%s %d %d", &kind, &s, &blk); n != 3 {
@@ -129,6 +154,7 @@ func readCrashLog(t *testing.T, path string) (crashLog, bool) {
 			l.issued[blk] = append(l.issued[blk], s)
 		} else {
 			l.acked[s] = true
+			l.ackedAfterFail = l.ackedAfterFail || l.failed
 		}
 	}
 	return l, ready
@@ -177,14 +203,18 @@ func runCrash(t *testing.T, mode CounterMode) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	erred, acked := 0, 0
+	erred, acked, demoted := 0, 0, 0
 	for rep := range crashReps {
 		root := t.TempDir()
 		dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1"), filepath.Join(root, "r2")}
 		v, err := CreateVolume(dirs, 4<<20, VolumeOptions{Counter: mode})
 		require.NoError(t, err)
 		require.NoError(t, v.Close())
-		spec, _ := json.Marshal(crashSpec{Dirs: dirs, Mode: mode, Log: filepath.Join(root, "log")})
+		cs := crashSpec{Dirs: dirs, Mode: mode, Log: filepath.Join(root, "log")}
+		if rep%2 == 1 { // every other kill: replica r1 fails on the way
+			cs.FailDir, cs.FailAfter = dirs[1], uint64(100+rng.IntN(1000))
+		}
+		spec, _ := json.Marshal(cs)
 		cmd := exec.Command(exe, "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+string(spec))
 		var stderr bytes.Buffer
@@ -222,6 +252,10 @@ func runCrash(t *testing.T, mode CounterMode) {
 			require.Len(t, rpt.RW, 1, "salvage keeps exactly one replica")
 		}
 		erred += len(dirs) - len(rpt.RW)
+		if l.ackedAfterFail {
+			demoted++
+			require.NotContains(t, rpt.RW, dirs[1], "rep %d: r1 missed acknowledged writes but is RW", rep)
+		}
 		for _, d := range rpt.RW {
 			verifyCrash(t, d, l)
 		}
@@ -234,7 +268,8 @@ func runCrash(t *testing.T, mode CounterMode) {
 			return
 		}
 	}
-	t.Logf("%d kills, %d acknowledged writes checked, %d replicas ERR after the check", crashReps, acked, erred)
+	t.Logf("%d kills, %d acknowledged writes checked, %d replicas ERR after the check, %d runs with r1 demoted before the kill",
+		crashReps, acked, erred, demoted)
 }
 
 func TestCrashCounterOn(t *testing.T)         { runCrash(t, CounterOn) }
