@@ -377,6 +377,8 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 			require.NoError(t, v.Unmap(0, BlockSize))
 			require.NoError(t, v.Flush())
 			require.NoError(t, v.Close())
+			_, err = v.WriteAt(b, 0)
+			require.ErrorIs(t, err, ErrClosed)
 			for _, d := range []string{dirs[0], dirs[2]} {
 				info, err := Inspect(d, InspectOptions{})
 				require.NoError(t, err)

@@ -14,6 +14,9 @@ var (
 	ErrCorrupt = errors.New("replica: corrupt metadata")
 	// ErrExists: Create found an existing replica in the directory.
 	ErrExists = errors.New("replica: directory already holds a replica")
+	// ErrBusy: another Replica (in this or another process) has the
+	// directory open for writing.
+	ErrBusy = errors.New("replica: directory is open by another writer")
 	// ErrNoHealthyReplica: the start check left no replica RW.
 	ErrNoHealthyReplica = errors.New("replica: no healthy replica")
 )

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -67,6 +69,8 @@ type Replica struct {
 	layers []*os.File // open images, head first
 	direct bool       // layers[0] is O_DIRECT
 	closed bool
+
+	dirLock *os.File // flock(LOCK_EX) held while open
 
 	live *liveCounter // nil when the counter is off
 	rc   *os.File     // revision.counter; nil when off
@@ -161,6 +165,11 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 			r.closeFiles()
 		}
 	}()
+	// One writer per directory: two (a live upgrade gone wrong, #1235 in
+	// the design note) would make counters and data diverge.
+	if r.dirLock, err = lockDir(dir); err != nil {
+		return nil, err
+	}
 
 	hdrPath := filepath.Join(dir, HeaderFile)
 	h, haveHdr, err := readHeader(hdrPath)
@@ -260,6 +269,38 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	r.vm = vm
 	r.log.Debug("replica opened", "dir", dir, "mode", r.mode.String(), "revision", start, "chain", len(chain), "direct", r.direct)
 	return r, nil
+}
+
+// lockDir takes an exclusive flock on dir, failing with ErrBusy if another
+// open file description holds it.
+func lockDir(dir string) (*os.File, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := d.SyscallConn()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	var errno error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			if errno = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB); errno != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		errno = err
+	}
+	if errno != nil {
+		d.Close()
+		if errno == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
+		}
+		return nil, &fs.PathError{Op: "flock", Path: dir, Err: errno}
+	}
+	return d, nil
 }
 
 func mustRead(path string) []byte {
@@ -734,6 +775,9 @@ func (r *Replica) closeFiles() error {
 	}
 	if r.hf.f != nil {
 		errs = append(errs, r.hf.f.Close())
+	}
+	if r.dirLock != nil {
+		errs = append(errs, r.dirLock.Close()) // releases the flock
 	}
 	return errors.Join(errs...)
 }

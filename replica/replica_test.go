@@ -468,3 +468,18 @@ func TestWriteFileAtomic(t *testing.T) {
 		require.False(t, strings.HasSuffix(e.Name(), ".tmp"), e.Name())
 	}
 }
+
+func TestOneWriterPerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Create(dir, 1<<20, Options{})
+	require.NoError(t, err)
+	_, err = Open(dir, Options{})
+	require.ErrorIs(t, err, ErrBusy)
+	// Read-only inspection and the check still work.
+	_, err = Inspect(dir, InspectOptions{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	r, err = Open(dir, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+}

@@ -43,6 +43,8 @@ type Volume struct {
 	members []Member
 	all     []*Replica // every opened replica, for Close
 	closed  bool
+
+	isClosed atomic.Bool // lock-free copy of closed for the I/O path
 }
 
 // CreateVolume creates one replica per directory, all of one new volume.
@@ -151,6 +153,9 @@ func (v *Volume) Size() int64 { return v.all[0].Size() }
 // fails are demoted (epoch bump on the others) before fanout returns nil;
 // it fails only when no replica is left.
 func (v *Volume) fanout(op func(r *Replica) error) error {
+	if v.isClosed.Load() {
+		return ErrClosed
+	}
 	hs := *v.healthy.Load()
 	if len(hs) == 0 {
 		return ErrNoHealthyReplica
@@ -275,6 +280,9 @@ func (v *Volume) Snapshot(name string) error {
 // and the next one is tried.
 func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 	for {
+		if v.isClosed.Load() {
+			return 0, ErrClosed
+		}
 		hs := *v.healthy.Load()
 		if len(hs) == 0 {
 			return 0, ErrNoHealthyReplica
@@ -297,6 +305,7 @@ func (v *Volume) Close() error {
 		return ErrClosed
 	}
 	v.closed = true
+	v.isClosed.Store(true)
 	var errs []error
 	for _, r := range v.all {
 		if err := r.Close(); err != nil && r.Err() == nil {
