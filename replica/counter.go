@@ -178,7 +178,7 @@ type header struct {
 const (
 	headerMagic    = "SPSYNCRH"
 	headerVersion  = 1
-	headerSlotSize = 512
+	headerSlotSize = 4096 // one O_DIRECT block per slot
 	headerLen      = 8 + 2 + 1 + 1 + 8*4 + 16*3 // 92
 	headerFileSize = 2 * headerSlotSize
 )
@@ -280,13 +280,15 @@ func readHeader(path string) (header, bool, error) {
 
 // headerFile is an open replica.hdr.
 type headerFile struct {
-	f    *os.File
-	slot int // slot holding cur
-	cur  header
-	buf  []byte
+	f     *os.File
+	dsync bool // opened O_DIRECT|O_DSYNC: a completed pwrite is durable
+	slot  int  // slot holding cur
+	cur   header
+	buf   []byte // aligned, headerSlotSize
 }
 
-// write stores h in the other slot and fdatasyncs; on success it is current.
+// write stores h in the other slot, durably (an O_DIRECT|O_DSYNC write, a
+// FUA write on most devices, or pwrite+fdatasync); on success it is current.
 func (hf *headerFile) write(h header) error {
 	h.gen = hf.cur.gen + 1
 	h.encode(hf.buf)
@@ -294,8 +296,10 @@ func (hf *headerFile) write(h header) error {
 	if _, err := hf.f.WriteAt(hf.buf, int64(slot*headerSlotSize)); err != nil {
 		return err
 	}
-	if err := fdatasync(hf.f); err != nil {
-		return err
+	if !hf.dsync {
+		if err := fdatasync(hf.f); err != nil {
+			return err
+		}
 	}
 	hf.cur, hf.slot = h, slot
 	return nil
