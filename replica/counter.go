@@ -178,7 +178,7 @@ type header struct {
 const (
 	headerMagic    = "SPSYNCRH"
 	headerVersion  = 1
-	headerSlotSize = 4096 // one O_DIRECT block per slot
+	headerSlotSize = 4096                       // one O_DIRECT block per slot
 	headerLen      = 8 + 2 + 1 + 1 + 8*4 + 16*3 // 92
 	headerFileSize = 2 * headerSlotSize
 )
