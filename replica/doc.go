@@ -30,9 +30,11 @@
 //
 //	S = live count
 //	fdatasync(head)
-//	write revision.counter = S; fdatasync
-//	write replica.hdr {flushSeq+1, writeSeq = S} in the other slot; fdatasync
+//	write replica.hdr {flushSeq+1, writeSeq = S} into the other slot
+//	    (one O_DIRECT|O_DSYNC 4 KiB write)
 //
+// revision.counter gets the count on Open and on Close (Longhorn's tools
+// read it; Longhorn never syncs it either).
 // Concurrent flushes share one such sync (group commit). After a reboot
 // (another boot id) the live page is not trusted and the count of the last
 // flush is used. CounterPerWrite reproduces Longhorn's per-write counter

@@ -550,8 +550,8 @@ func (r *Replica) Revision() int64 {
 }
 
 // Flush makes every write completed before the call durable: fdatasync of
-// the head, then the count of completed writes is stored in replica.hdr and
-// revision.counter, each fdatasynced. Concurrent flushes share one sync
+// the head, then (counter on) the count of completed writes is stored
+// durably in replica.hdr. Concurrent flushes share one sync
 // (group commit): a caller waits for the first sync that starts after it
 // arrived, and the one caller that finds no sync running leads it.
 func (r *Replica) Flush() error {
