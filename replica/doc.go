@@ -13,7 +13,7 @@
 //
 // plus two files of ours that Longhorn ignores:
 //
-//	replica.hdr   two crc32c-checked 512-byte slots: counter mode, epoch,
+//	replica.hdr   two crc32c-checked 4 KiB slots: counter mode, epoch,
 //	              flush sequence, count at the last flush, volume/replica/boot ids
 //	live.counter  one MAP_SHARED page: the count of completed writes
 //
@@ -35,6 +35,7 @@
 //
 // revision.counter gets the count on Open and on Close (Longhorn's tools
 // read it; Longhorn never syncs it either).
+//
 // Concurrent flushes share one such sync (group commit). After a reboot
 // (another boot id) the live page is not trusted and the count of the last
 // flush is used. CounterPerWrite reproduces Longhorn's per-write counter
