@@ -148,14 +148,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	if err != nil {
 		return nil, err
 	}
-	chain, vm, err := Chain(dir)
-	if err != nil {
-		return nil, err
-	}
-	if vm.Size%BlockSize != 0 {
-		return nil, corruptf(filepath.Join(dir, VolumeMetaFile), "size %d is not a multiple of %d", vm.Size, BlockSize)
-	}
-	r := &Replica{dir: dir, opts: opts, log: opts.Logger, size: vm.Size, bootID: boot, vm: vm, chain: chain}
+	r := &Replica{dir: dir, opts: opts, log: opts.Logger, bootID: boot}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -170,6 +163,14 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	if r.dirLock, err = lockDir(dir); err != nil {
 		return nil, err
 	}
+	chain, vm, err := Chain(dir)
+	if err != nil {
+		return nil, err
+	}
+	if vm.Size%BlockSize != 0 {
+		return nil, corruptf(filepath.Join(dir, VolumeMetaFile), "size %d is not a multiple of %d", vm.Size, BlockSize)
+	}
+	r.size, r.vm, r.chain = vm.Size, vm, chain
 
 	hdrPath := filepath.Join(dir, HeaderFile)
 	h, haveHdr, err := readHeader(hdrPath)
@@ -275,6 +276,9 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 // open file description holds it.
 func lockDir(dir string) (*os.File, error) {
 	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotReplica, err)
+	}
 	if err != nil {
 		return nil, err
 	}
