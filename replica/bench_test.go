@@ -3,6 +3,7 @@ package replica
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,4 +111,68 @@ func BenchmarkWriteFlush(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkCounterOverhead measures the counter's cost as a paired ratio
+// on one filled replica whose counter mode is switched between alternating
+// 200 ms windows (off, on, per-write; 15 rounds, order rotated), so every
+// ratio compares the same file, seconds apart, under the same machine
+// load. Metrics: median IOPS per mode and the median over the rounds of
+// IOPS(mode)/IOPS(off). "off-again" runs the off mode a second time in
+// each round: its ratio shows the noise floor of the machine.
+//
+//	go test -run '^$' -bench CounterOverhead ./replica/
+func BenchmarkCounterOverhead(b *testing.B) {
+	modes := []CounterMode{CounterOff, CounterOn, CounterPerWrite, CounterOff}
+	names := []string{"off", "on", "per-write", "off-again"}
+	// Created per-write so that revision.counter is open with O_DIRECT;
+	// count() then does exactly what each mode does.
+	r, err := Create(filepath.Join(b.TempDir(), "r"), 128<<20, Options{Counter: CounterPerWrite})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	if err := fillReplica(b.Context(), r); err != nil {
+		b.Fatal(err)
+	}
+	for _, qd := range []int{1, 8} {
+		b.Run("qd="+itoa(qd), func(b *testing.B) {
+			const rounds = 15
+			ratios := make([][]float64, len(modes))
+			iops := make([][]float64, len(modes))
+			for b.Loop() {
+				for round := range rounds {
+					for i := range modes {
+						m := (i + round) % len(modes) // no mode always first
+						r.mode = modes[m]             // no I/O in flight here
+						res, err := measureWrites(b.Context(), r, qd, 200*time.Millisecond)
+						if err != nil {
+							b.Fatal(err)
+						}
+						iops[m] = append(iops[m], res.IOPS)
+					}
+					base := iops[0][len(iops[0])-1]
+					for m := range modes {
+						ratios[m] = append(ratios[m], iops[m][len(iops[m])-1]/base)
+					}
+				}
+			}
+			r.mode = CounterPerWrite
+			for m := range modes {
+				b.ReportMetric(median(iops[m]), names[m]+"-IOPS")
+				if m > 0 {
+					b.ReportMetric(median(ratios[m]), names[m]+"/off")
+				}
+			}
+		})
+	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
