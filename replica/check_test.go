@@ -38,9 +38,7 @@ func build(t *testing.T, root string, s spec, vol ID) string {
 	if s.alien {
 		vol = newID()
 	}
-	boot, err := currentBootID()
-	require.NoError(t, err)
-	r, err := createIn(dir, 1<<20, Options{Counter: s.mode}, vol, boot)
+	r, err := create(dir, 1<<20, Options{Counter: s.mode}, vol)
 	require.NoError(t, err)
 	b := alignedBuf(BlockSize)
 	for i := range s.blocks {

@@ -264,18 +264,24 @@ func decodeHeader(b []byte) (h header, slot int, err error) {
 
 // readHeader reads dir/replica.hdr; (false, nil) when the file does not exist.
 func readHeader(path string) (header, bool, error) {
+	h, _, ok, err := readHeaderSlot(path)
+	return h, ok, err
+}
+
+// readHeaderSlot is readHeader that also says which slot is current.
+func readHeaderSlot(path string) (h header, slot int, ok bool, err error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return header{}, false, nil
+		return header{}, 0, false, nil
 	}
 	if err != nil {
-		return header{}, false, err
+		return header{}, 0, false, err
 	}
-	h, _, err := decodeHeader(b)
+	h, slot, err = decodeHeader(b)
 	if err != nil {
-		return h, true, corruptf(path, "%v", err)
+		return h, 0, true, corruptf(path, "%v", err)
 	}
-	return h, true, nil
+	return h, slot, true, nil
 }
 
 // headerFile is an open replica.hdr.

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -91,27 +92,49 @@ type Replica struct {
 }
 
 // Create makes a new replica of size bytes (a positive multiple of 4096) in
-// dir, creating dir if needed, and opens it.
+// dir, creating dir if needed, and opens it. volume.meta is written last, so
+// an interrupted Create never leaves a directory that looks like a replica;
+// a failed one removes what it created.
 func Create(dir string, size int64, opts Options) (*Replica, error) {
+	return create(dir, size, opts, newID())
+}
+
+func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err error) {
 	if size <= 0 || size%BlockSize != 0 {
 		return nil, fmt.Errorf("replica: create %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(dir, VolumeMetaFile)); err == nil {
-		return nil, fmt.Errorf("%s: %w", dir, ErrExists)
+	mode := opts.Counter
+	if mode > CounterPerWrite {
+		return nil, fmt.Errorf("replica: create %s: unknown counter mode %d", dir, mode)
 	}
 	boot, err := opts.bootID()
 	if err != nil {
 		return nil, err
 	}
-	mode, volumeID := opts.Counter, newID()
+	var created []string
+	defer func() {
+		if err != nil {
+			for i := len(created) - 1; i >= 0; i-- {
+				os.Remove(created[i])
+			}
+		}
+	}()
+	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		created = append(created, dir)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, VolumeMetaFile)); err == nil {
+		return nil, fmt.Errorf("%s: %w", dir, ErrExists)
+	}
 	head := HeadName(0)
-	f, err := os.OpenFile(filepath.Join(dir, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	path := filepath.Join(dir, head)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
+	created = append(created, path)
 	err = f.Truncate(size)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -119,24 +142,30 @@ func Create(dir string, size int64, opts Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeJSONAtomic(dir, MetaName(head), newDiskMeta(head, "", time.Now())); err != nil {
+	write := func(name string, data []byte) error {
+		created = append(created, filepath.Join(dir, name))
+		return writeFileAtomic(dir, name, data)
+	}
+	dm, _ := json.Marshal(newDiskMeta(head, "", time.Now()))
+	if err := write(MetaName(head), dm); err != nil {
 		return nil, err
 	}
 	if mode.Enabled() {
-		if err := writeFileAtomic(dir, RevisionCounterFile, FormatRevisionCounter(0)); err != nil {
+		if err := write(RevisionCounterFile, FormatRevisionCounter(0)); err != nil {
 			return nil, err
 		}
 	}
 	h := header{mode: mode, clean: true, volumeID: volumeID, replicaID: newID(), bootID: boot, gen: 1}
 	b := make([]byte, headerFileSize)
 	h.encode(b[:headerSlotSize])
-	if err := writeFileAtomic(dir, HeaderFile, b); err != nil {
+	if err := write(HeaderFile, b); err != nil {
 		return nil, err
 	}
-	vm := VolumeMeta{Size: size, Head: head, SectorSize: 512}
-	if err := writeJSONAtomic(dir, VolumeMetaFile, vm); err != nil {
+	vm, _ := json.Marshal(VolumeMeta{Size: size, Head: head, SectorSize: 512})
+	if err := write(VolumeMetaFile, vm); err != nil {
 		return nil, err
 	}
+	created = append(created, filepath.Join(dir, LiveCounterFile))
 	return Open(dir, opts)
 }
 
@@ -173,7 +202,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	r.size, r.vm, r.chain = vm.Size, vm, chain
 
 	hdrPath := filepath.Join(dir, HeaderFile)
-	h, haveHdr, err := readHeader(hdrPath)
+	h, slot, haveHdr, err := readHeaderSlot(hdrPath)
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +261,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	}
 	r.hf = headerFile{f: hf, dsync: direct, buf: alignedBuf(headerSlotSize)}
 	if haveHdr {
-		_, r.hf.slot, _ = decodeHeader(mustRead(hdrPath))
-		r.hf.cur = h
+		r.hf.slot, r.hf.cur = slot, h
 	} else {
 		r.hf.slot = 1 // first write goes to slot A
 	}
@@ -305,11 +333,6 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, &fs.PathError{Op: "flock", Path: dir, Err: errno}
 	}
 	return d, nil
-}
-
-func mustRead(path string) []byte {
-	b, _ := os.ReadFile(path)
-	return b
 }
 
 // Dir returns the replica directory.

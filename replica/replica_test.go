@@ -480,3 +480,28 @@ func TestOneWriterPerDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
+
+func TestCreateFailureLeavesNothing(t *testing.T) {
+	root := t.TempDir()
+	// The third directory cannot be created (a file is in the way).
+	require.NoError(t, os.WriteFile(filepath.Join(root, "r2"), nil, 0o600))
+	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1"), filepath.Join(root, "r2", "x")}
+	_, err := CreateVolume(dirs, 1<<20, VolumeOptions{})
+	require.Error(t, err)
+	for _, d := range dirs[:2] {
+		_, err := os.Stat(d)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s left behind", d)
+	}
+	// An existing replica is refused and left as it was.
+	r, err := Create(dirs[0], 1<<20, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	_, err = Create(dirs[0], 1<<20, Options{})
+	require.ErrorIs(t, err, ErrExists)
+	_, err = Inspect(dirs[0], InspectOptions{})
+	require.NoError(t, err)
+	_, err = Create(filepath.Join(root, "bad"), 1<<20, Options{Counter: 9})
+	require.Error(t, err)
+	_, err = os.Stat(filepath.Join(root, "bad"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

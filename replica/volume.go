@@ -3,6 +3,8 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 )
@@ -54,16 +56,16 @@ func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error
 	}
 	ro := opts.Replica
 	ro.Counter = opts.Counter
-	boot, err := ro.bootID()
-	if err != nil {
-		return nil, err
-	}
 	vol := newID()
 	v := &Volume{opts: opts}
 	for _, d := range dirs {
-		r, err := createIn(d, size, ro, vol, boot)
+		r, err := create(d, size, ro, vol)
 		if err != nil {
+			// Leave nothing that looks like a member of this volume.
 			v.Close()
+			for _, c := range v.all {
+				removeNewReplica(c.Dir())
+			}
 			return nil, err
 		}
 		v.all = append(v.all, r)
@@ -112,24 +114,6 @@ func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
 		}
 	}
 	return v, nil
-}
-
-func createIn(dir string, size int64, opts Options, vol, boot ID) (*Replica, error) {
-	r, err := Create(dir, size, opts)
-	if err != nil {
-		return nil, err
-	}
-	// Same volume id for every member.
-	r.hmu.Lock()
-	h := r.hf.cur
-	h.volumeID = vol
-	err = r.hf.write(h)
-	r.hmu.Unlock()
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
 }
 
 // Members returns every replica's mode and the reason for it.
@@ -313,4 +297,13 @@ func (v *Volume) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeNewReplica deletes the files Create made in dir, volume.meta first
+// (so the directory stops looking like a replica), and dir if it is empty.
+func removeNewReplica(dir string) {
+	for _, name := range []string{VolumeMetaFile, HeaderFile, LiveCounterFile, RevisionCounterFile, MetaName(HeadName(0)), HeadName(0)} {
+		os.Remove(filepath.Join(dir, name))
+	}
+	os.Remove(dir)
 }
