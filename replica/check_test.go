@@ -398,3 +398,36 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 		})
 	}
 }
+
+// The check on directories Longhorn wrote (no replica.hdr).
+func TestCheckLonghornDirectories(t *testing.T) {
+	root := t.TempDir()
+	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
+	writeLonghornDir(t, a, 42, map[int64]byte{0: 'h'}, nil)
+	writeLonghornDir(t, b, 41, map[int64]byte{0: 'h'}, nil)
+	writeLonghornDir(t, c, 42, map[int64]byte{0: 'h', 4096: 'i'}, nil)
+	rep, err := Check([]string{a, b, c}, CheckOptions{})
+	require.NoError(t, err)
+	require.True(t, rep.CounterEnabled, "revision.counter present: counter on")
+	require.Equal(t, []string{a, c}, rep.RW)
+	require.Contains(t, rep.Replicas[1].Reason, "revision 41 below 42")
+
+	// Counter disabled (no revision.counter), salvage by mtime and blocks.
+	d, e := filepath.Join(root, "d"), filepath.Join(root, "e")
+	writeLonghornDir(t, d, -1, map[int64]byte{0: 'h'}, nil)
+	writeLonghornDir(t, e, -1, map[int64]byte{0: 'h', 4096: 'i'}, nil)
+	for _, x := range []struct {
+		dir string
+		age time.Duration
+	}{{d, 0}, {e, 4 * time.Second}} {
+		mt := base.Add(-x.age)
+		require.NoError(t, os.Chtimes(filepath.Join(x.dir, "volume-head-002.img"), mt, mt))
+	}
+	rep, err = Check([]string{d, e}, CheckOptions{Salvage: true})
+	require.NoError(t, err)
+	require.False(t, rep.CounterEnabled)
+	require.Equal(t, []string{e}, rep.RW, "4 s older but more allocated blocks")
+	rep, err = Check([]string{d, e}, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{d, e}, rep.RW, "no salvage: no check")
+}
