@@ -189,6 +189,31 @@ func decide(probes []probe, opts CheckOptions) (rep CheckReport, err error) {
 			off++
 		}
 	}
+	// Size: Longhorn's engine drops replicas whose size differs; the
+	// volume's size is the one most replicas have (tie: the lowest path's).
+	sizes := map[int64]int{}
+	for i, p := range probes {
+		if alive(i) {
+			sizes[p.info.Size]++
+		}
+	}
+	var volSize int64
+	best := 0
+	for _, i := range stableOrder(probes) {
+		if n := sizes[probes[i].info.Size]; alive(i) && n > best {
+			volSize, best = probes[i].info.Size, n
+		}
+	}
+	for i, p := range probes {
+		if alive(i) && p.info.Size != volSize {
+			res[i].Mode, res[i].Reason = ModeERR, fmt.Sprintf("size %d differs from the volume's %d", p.info.Size, volSize)
+			if p.info.CounterEnabled {
+				on--
+			} else {
+				off--
+			}
+		}
+	}
 	enabled := on >= off
 	if opts.Counter != nil {
 		enabled = *opts.Counter
@@ -211,7 +236,7 @@ func decide(probes []probe, opts CheckOptions) (rep CheckReport, err error) {
 		}
 	}
 	var vol ID
-	best := 0
+	best = 0
 	for _, i := range stableOrder(probes) {
 		if n := votes[probes[i].hdr.volumeID]; alive(i) && probes[i].info.HasHeader && n > best {
 			vol, best = probes[i].hdr.volumeID, n

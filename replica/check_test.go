@@ -28,6 +28,7 @@ type spec struct {
 	garbage string // content to put in revision.counter afterwards
 	noMeta  bool   // delete volume.meta
 	alien   bool   // member of another volume
+	size    int64  // volume size (default 1 MiB)
 }
 
 var base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -38,7 +39,11 @@ func build(t *testing.T, root string, s spec, vol ID) string {
 	if s.alien {
 		vol = newID()
 	}
-	r, err := create(dir, 1<<20, Options{Counter: s.mode}, vol)
+	size := s.size
+	if size == 0 {
+		size = 1 << 20
+	}
+	r, err := create(dir, size, Options{Counter: s.mode}, vol)
 	require.NoError(t, err)
 	b := alignedBuf(BlockSize)
 	for i := range s.blocks {
@@ -60,7 +65,7 @@ func build(t *testing.T, root string, s spec, vol ID) string {
 	head := filepath.Join(dir, HeadName(0))
 	st, err := os.Stat(head)
 	require.NoError(t, err)
-	require.Equal(t, int64(1<<20), st.Size())
+	require.Equal(t, size, st.Size())
 	mt := base.Add(s.mtime)
 	require.NoError(t, os.Chtimes(head, mt, mt))
 	if s.garbage != "" {
@@ -232,6 +237,16 @@ func TestCheckTable(t *testing.T) {
 			},
 			counter: &on,
 			want:    want{rw: []string{"a", "b"}, reason: map[string]string{"c": "belongs to volume"}},
+		},
+		{
+			name: "on/other size is ERR",
+			specs: []spec{
+				{name: "a", blocks: 1},
+				{name: "b", blocks: 1},
+				{name: "c", blocks: 9, size: 2 << 20},
+			},
+			counter: &on,
+			want:    want{rw: []string{"a", "b"}, reason: map[string]string{"c": "size 2097152 differs from the volume's 1048576"}},
 		},
 		{
 			name: "on/all ERR fails",
