@@ -197,7 +197,9 @@ print each replica's mode (RW or ERR) and the reason:
   counter off: with --salvage exactly one replica stays RW: head mtime
                strictly within 5 s of the newest, then most allocated
                bytes, then the later mtime, then the lowest path
-  always:      a replica with a lower epoch (demoted by the engine) is ERR
+  always:      a replica that cannot be read, whose size differs from most
+               replicas', that belongs to another volume or has a lower
+               epoch (demoted by the engine) is ERR
 
 --revision-counter=auto takes the mode most replicas recorded. --json prints
 {"replicas": [{"dir", "mode", "reason"}], "rw": [dirs]}.
