@@ -149,10 +149,10 @@ type CheckReport struct {
 // Check runs the start check over the replica directories of one volume
 // and says which are RW and why the others are ERR. It only reads.
 //
-//  1. unreadable metadata or head: ERR
+//  1. unreadable metadata or head, or a size other than most replicas': ERR
 //  2. recorded counter mode differs from the volume's: ERR
-//  3. replica.hdr of another volume (minority volume id), or an epoch
-//     below the highest (demoted by the engine): ERR
+//  3. replica.hdr of another volume (when a strict majority shares one
+//     volume id), or an epoch below the highest (demoted by the engine): ERR
 //  4. counter on: unreadable/garbage counter: ERR; count below the
 //     highest: ERR
 //  5. counter off + salvage: candidates have head mtime strictly within
@@ -235,16 +235,22 @@ func decide(probes []probe, opts CheckOptions) (rep CheckReport, err error) {
 			votes[p.hdr.volumeID]++
 		}
 	}
+	// Only a strict majority defines the volume: replicas created one by
+	// one (each its own volume id) are not told apart.
 	var vol ID
-	best = 0
-	for _, i := range stableOrder(probes) {
-		if n := votes[probes[i].hdr.volumeID]; alive(i) && probes[i].info.HasHeader && n > best {
-			vol, best = probes[i].hdr.volumeID, n
+	total := 0
+	for _, n := range votes {
+		total += n
+	}
+	majority := false
+	for id, n := range votes {
+		if 2*n > total {
+			vol, majority = id, true
 		}
 	}
 	var maxEpoch uint64
 	for i, p := range probes {
-		if alive(i) && p.info.HasHeader && p.hdr.volumeID != vol {
+		if majority && alive(i) && p.info.HasHeader && p.hdr.volumeID != vol {
 			errf(i, "belongs to volume %s, the others to %s", p.hdr.volumeID, vol)
 		}
 		if alive(i) {

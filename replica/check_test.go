@@ -239,6 +239,15 @@ func TestCheckTable(t *testing.T) {
 			want:    want{rw: []string{"a", "b"}, reason: map[string]string{"c": "belongs to volume"}},
 		},
 		{
+			name: "on/replicas created one by one are one volume",
+			specs: []spec{
+				{name: "a", blocks: 1, alien: true},
+				{name: "b", blocks: 1, alien: true},
+			},
+			counter: &on,
+			want:    want{rw: []string{"a", "b"}},
+		},
+		{
 			name: "on/other size is ERR",
 			specs: []spec{
 				{name: "a", blocks: 1},

@@ -83,15 +83,16 @@ type replicaCreateOptions struct {
 func newReplicaCreateCommand(g *globalOpts) *cobra.Command {
 	opts := replicaCreateOptions{}
 	cmd := &cobra.Command{
-		Use:   "create --size SIZE [--revision-counter=false] DIR",
-		Short: "Create an empty replica directory",
+		Use:   "create --size SIZE [--revision-counter=false] DIR...",
+		Short: "Create empty replica directories",
 		Long: `Create a replica directory of SIZE bytes (a multiple of 4096; suffixes K, M, G, T)
 in Longhorn's layout. The revision counter is on by default; the mode is
-recorded in replica.hdr.
+recorded in replica.hdr. Several DIRs are created as the replicas of one
+volume (one volume id); if one cannot be created none is left behind.
 ` + exitCodesHelp,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReplicaCreate(cmd.Context(), g, opts, args[0])
+			return runReplicaCreate(cmd.Context(), g, opts, args...)
 		},
 	}
 	f := cmd.Flags()
@@ -101,7 +102,7 @@ recorded in replica.hdr.
 	return cmd
 }
 
-func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOptions, dir string) error {
+func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOptions, dirs ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -113,14 +114,16 @@ func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOpti
 	if !opts.counter {
 		mode = replica.CounterOff
 	}
-	r, err := replica.Create(dir, size, replica.Options{Counter: mode})
+	v, err := replica.CreateVolume(dirs, size, replica.VolumeOptions{Counter: mode})
 	if err != nil {
 		return fmt.Errorf("replica create: %w", err)
 	}
-	if err := r.Close(); err != nil {
+	if err := v.Close(); err != nil {
 		return fmt.Errorf("replica create: %w", err)
 	}
-	fmt.Fprintf(g.stdout, "created %s: %d bytes, revision counter %s\n", dir, size, mode)
+	for _, d := range dirs {
+		fmt.Fprintf(g.stdout, "created %s: %d bytes, revision counter %s\n", d, size, mode)
+	}
 	return nil
 }
 

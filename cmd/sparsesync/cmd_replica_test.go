@@ -21,6 +21,13 @@ func TestReplicaCreateInfoCheck(t *testing.T) {
 	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1048576", counter: false}, b))
 	require.Contains(t, out.String(), "created "+a+": 1048576 bytes, revision counter on\n")
 
+	// Several directories: one volume, checked together without complaint.
+	c, d := filepath.Join(root, "c"), filepath.Join(root, "d")
+	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "64K", counter: true}, c, d))
+	out.Reset()
+	require.NoError(t, runReplicaCheck(t.Context(), g, replicaCheckOptions{counter: "auto"}, c, d))
+	require.Equal(t, 2, strings.Count(out.String(), "RW "), out.String())
+
 	out.Reset()
 	require.NoError(t, runReplicaInfo(t.Context(), g, replicaInfoOptions{json: true}, a))
 	var info map[string]any
