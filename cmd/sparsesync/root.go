@@ -24,6 +24,7 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newServeCommand,
 	newPushCommand,
 	newPullCommand,
+	newReplicaCommand,
 }
 
 const exitCodesHelp = `

@@ -1,0 +1,68 @@
+// Package replica reads and writes replica directories in Longhorn's
+// format, with a revision counter that costs almost nothing, and decides
+// after a crash which replicas of a volume hold every acknowledged write.
+//
+// # Directory
+//
+// A replica directory holds what Longhorn's engine writes and reads:
+//
+//	volume.meta                 JSON: Size, Head, Dirty, Parent, SectorSize, ...
+//	volume-head-NNN.img(.meta)  the writable head, a sparse file of the volume size
+//	volume-snap-NAME.img(.meta) read-only snapshots; .meta Parent links form the chain
+//	revision.counter            4096 bytes: ASCII decimal count, NUL padded
+//
+// plus two files of ours that Longhorn ignores:
+//
+//	replica.hdr   two crc32c-checked 4 KiB slots: counter mode, epoch,
+//	              flush sequence, count at the last flush, volume/replica/boot ids
+//	live.counter  one MAP_SHARED page: the count of completed writes
+//
+// Metadata is replaced by writing a temporary file, fsyncing it, renaming it
+// over the old one and fsyncing the directory.
+//
+// # Revision counter
+//
+// Longhorn rewrites revision.counter with an extra O_DIRECT write on every
+// I/O and never syncs it. Here (CounterOn) a completed write is counted by
+// an atomic add in the mapped live.counter page: no syscall, and the count
+// survives a kill of the process because it lives in the page cache. Flush
+// persists it with the data:
+//
+//	S = live count
+//	fdatasync(head)
+//	write replica.hdr {flushSeq+1, writeSeq = S} into the other slot
+//	    (one O_DIRECT|O_DSYNC 4 KiB write)
+//
+// revision.counter gets the count on Open and on Close (Longhorn's tools
+// read it; Longhorn never syncs it either).
+//
+// Concurrent flushes share one such sync (group commit). After a reboot
+// (another boot id) the live page is not trusted and the count of the last
+// flush is used. CounterPerWrite reproduces Longhorn's per-write counter
+// write for comparison.
+//
+// # Start check
+//
+// Check applies Longhorn's rules exactly (counter mode match, highest
+// counter, the 5 s mtime window and allocated-bytes salvage) plus ours: an
+// epoch in replica.hdr that the engine (Volume) bumps on the survivors
+// before acknowledging a write some replica failed, so a replica that
+// missed acknowledged writes is found even with the counter off.
+//
+// # Reading a chain
+//
+// Chain lists a directory's live chain (head first) from the .meta Parent
+// links; HeadName, SnapshotName and MetaName build the file names.
+// ChainReader merges the chain into one read-only source (ReadAt, Size,
+// Map of data extents) for export and rebuild: a 4 KiB block comes from
+// the newest layer that has any of it allocated (SEEK_DATA/SEEK_HOLE per
+// layer), as Longhorn's location map decides.
+//
+// # Concurrency
+//
+// Replica and Volume are safe for concurrent use. 4 KiB-aligned I/O goes
+// straight to the head (O_DIRECT where the filesystem allows it); an
+// unaligned edge is a read-modify-write of its 4 KiB block under a lock
+// striped by block number, never a replica-wide lock. The first error of a
+// write, counter update or sync latches: every later operation fails.
+package replica
