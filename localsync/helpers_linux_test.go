@@ -60,6 +60,8 @@ func checkSame(t *testing.T, src, dst string) {
 	dst2, err := os.Stat(dst)
 	require.NoError(t, err)
 	require.Equal(t, sst.Size(), dst2.Size(), "size of %s", dst)
+	syncFile(t, src)
+	syncFile(t, dst)
 	sm, dm := layout.SeekWalk(t, src), layout.SeekWalk(t, dst)
 	require.Equal(t, sm, dm, "hole map of %s differs from %s", dst, src)
 	require.LessOrEqual(t, allocated(t, dst), allocated(t, src)+mib, "allocation of %s", dst)
@@ -119,4 +121,12 @@ func fileBytes(t *testing.T, path string) []byte {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return b
+}
+
+func syncFile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Sync())
 }
