@@ -20,6 +20,8 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newBalanceCommand,
 	newSqueezeCommand,
 	newPlanCommand,
+	newLocalCommand,
+	newDemoCommand,
 }
 
 const exitCodesHelp = `
