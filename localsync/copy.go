@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -116,7 +117,7 @@ func mayClone(o *Options, w *sparse.Walker) bool {
 
 // seedFromOld clones the old destination, if it is a regular file, into the
 // empty temporary file of t.
-func seedFromOld(dst string, t *target.File, log interface{ Debug(string, ...any) }) error {
+func seedFromOld(dst string, t *target.File, log *slog.Logger) error {
 	old, err := os.Open(dst)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

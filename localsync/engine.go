@@ -77,7 +77,10 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	}
 	e.allowClone = !e.zeroScan && mayClone(opts, w) && !t.BlockDevice()
 	e.cloneOnly = opts.Method == MethodReflink || opts.Reflink == ReflinkAlways
-	e.allowCFR = !e.zeroScan && !e.cloneOnly && (opts.Method == MethodAuto || opts.Method == MethodCopyRange)
+	// copy_file_range shares blocks on XFS and btrfs, so "never" skips it
+	// unless it was asked for by name.
+	e.allowCFR = !e.zeroScan && !e.cloneOnly &&
+		((opts.Method == MethodAuto && opts.Reflink != ReflinkNever) || opts.Method == MethodCopyRange)
 	e.allowRW = e.zeroScan || (!e.cloneOnly && (opts.Method == MethodAuto || opts.Method == MethodReadWrite))
 	if e.cloneOnly && !e.allowClone {
 		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
@@ -232,11 +235,9 @@ func (e *engine) probeClone() error {
 		return &fs.PathError{Op: "reflink probe", Path: filepath.Dir(e.dst.OS().Name()), Err: err}
 	}
 	defer tmp.Close()
-	n := min(e.size, e.bs)
-	if n < e.size {
-		n = 4096
-	}
-	_, handled, err := cloneRange(e.src, tmp, 0, n)
+	// One block, or the whole file when it is smaller (a range ending at
+	// the source's end of file need not be aligned).
+	_, handled, err := cloneRange(e.src, tmp, 0, min(e.size, 4096))
 	if !handled {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: %w", ErrReflinkUnsupported, err)}
 	}

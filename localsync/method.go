@@ -72,8 +72,9 @@ const (
 	// ReflinkAlways fails with ErrReflinkUnsupported, before writing, when
 	// the files cannot share blocks; every data byte is cloned.
 	ReflinkAlways
-	// ReflinkNever never clones (copy_file_range may still remap blocks on
-	// some filesystems; use MethodReadWrite for a physical copy).
+	// ReflinkNever never shares blocks: no FICLONE, and no copy_file_range
+	// either (it remaps blocks on XFS and btrfs) unless Method is
+	// MethodCopyRange.
 	ReflinkNever
 )
 

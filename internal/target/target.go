@@ -58,7 +58,7 @@ func Create(path string, o Options) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		return fromFile(f, path)
+		return fromFile(f, path, true)
 	case err == nil && !st.Mode().IsRegular():
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", st.Mode().Type(), ErrNotTarget)}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -80,7 +80,7 @@ func Create(path string, o Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := fromFile(f, path)
+	t, err := fromFile(f, path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -120,18 +120,20 @@ func createTemp(path string, perm fs.FileMode) (*os.File, string, error) {
 
 // Open wraps a destination the caller already holds open for writing (a
 // storage engine's own descriptor). The File does not own f's name: Abort
-// does not remove it, and Close closes f.
-func Open(f *os.File) (*File, error) { return fromFile(f, f.Name()) }
+// does not remove it, and Close closes f. On error f is left open.
+func Open(f *os.File) (*File, error) { return fromFile(f, f.Name(), false) }
 
-func fromFile(f *os.File, path string) (*File, error) {
+// fromFile wraps f; with own, f is closed on error.
+func fromFile(f *os.File, path string, own bool) (*File, error) {
 	info, err := sparse.Stat(f)
-	if err != nil {
-		f.Close()
-		return nil, err
+	if err == nil && !info.Mode.IsRegular() && !info.BlockDevice {
+		err = &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", info.Mode.Type(), ErrNotTarget)}
 	}
-	if !info.Mode.IsRegular() && !info.BlockDevice {
-		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", info.Mode.Type(), ErrNotTarget)}
+	if err != nil {
+		if own {
+			f.Close()
+		}
+		return nil, err
 	}
 	t := &File{f: f, path: path, device: info.BlockDevice, size: info.Size}
 	if info.BlockDevice {
