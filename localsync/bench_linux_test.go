@@ -240,7 +240,10 @@ func BenchmarkResync1pct(b *testing.B) {
 				written = st.CopiedBytes + st.ClonedBytes
 				b.StopTimer()
 				dropCaches(b)
-				tRsync = append(tRsync, run(b, "rsync", "--inplace", "--no-whole-file", src, theirs)+run(b, "sync", "-d", theirs))
+				tRsync = append(tRsync, run(b, "rsync", "--inplace", "--no-whole-file", "--ignore-times", src, theirs)+run(b, "sync", "-d", theirs))
+				if out, _ := exec.Command("cmp", src, theirs).CombinedOutput(); len(out) > 0 {
+					b.Fatalf("rsync did not sync: %s", out)
+				}
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(written)/float64(changed), "written/changed")
