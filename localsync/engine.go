@@ -136,6 +136,10 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		}
 	}
 
+	adviseSequential(src)
+	if both := srcMap.Intersect(dstMap); both.Len() > 0 {
+		adviseSequential(t.OS())
+	}
 	extra := dstMap.Difference(srcMap)
 	missing := srcMap.Difference(dstMap)
 	both := srcMap.Intersect(dstMap)

@@ -144,3 +144,12 @@ func fdatasyncFile(f *os.File) error {
 	}
 	return serr
 }
+
+// adviseSequential asks for aggressive readahead on f (as cp does), with
+// length 0 so that no filesystem reads the whole file at once. Errors are
+// ignored: it is only a hint.
+func adviseSequential(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.Fadvise(int(fd), 0, 0, unix.FADV_SEQUENTIAL) })
+	}
+}
