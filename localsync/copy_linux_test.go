@@ -24,7 +24,7 @@ func acceptanceLayouts() []layout.Layout {
 // checks bytes, hole map and allocation, then re-syncs the unchanged copy
 // and checks that nothing was written.
 func TestCopyLayouts(t *testing.T) {
-	loopfs.Run(t, loopfs.DefaultSize, func(t *testing.T, kind loopfs.Kind, dir string) {
+	runAll(t, loopfs.DefaultSize, func(t *testing.T, kind loopfs.Kind, dir string) {
 		for _, l := range acceptanceLayouts() {
 			t.Run(l.Name, func(t *testing.T) {
 				src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -64,7 +64,7 @@ func TestCopyLayouts(t *testing.T) {
 // identical. ReflinkAlways on a filesystem without reflink is refused
 // before the destination is touched.
 func TestDenseAndLargerDestination(t *testing.T) {
-	loopfs.Run(t, 10*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
+	runAll(t, 10*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
 		a, b := filepath.Join(dir, "dense-a"), filepath.Join(dir, "dense-b")
 		writeDense(t, a, 3*gib)
 		st, err := localsync.Copy(t.Context(), a, b, localsync.Options{NoSync: kind == loopfs.Tmpfs})

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
@@ -48,6 +49,21 @@ func scattered(name string, size int64, pct int, seed uint64) layout.Layout {
 	}
 	l.Data = out
 	return l
+}
+
+// runAll runs fn on a fresh filesystem of every kind, the kinds in
+// parallel with each other and with the other parallel tests (the
+// filesystem tests are I/O-bound; this keeps the package under its time
+// budget). Tests that swap the syscall hooks must not use it.
+func runAll(t *testing.T, size int64, fn func(t *testing.T, kind loopfs.Kind, dir string)) {
+	t.Helper()
+	t.Parallel()
+	for _, kind := range loopfs.All {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			fn(t, kind, loopfs.Mount(t, kind, size))
+		})
+	}
 }
 
 // checkSame asserts dst is src to the byte and to the hole: same size, same

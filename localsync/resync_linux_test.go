@@ -19,7 +19,7 @@ import (
 // hole added — and checks that the re-sync makes an identical copy while
 // writing exactly the changed bytes and punching exactly the punched ones.
 func TestIncremental(t *testing.T) {
-	loopfs.Run(t, 2*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
+	runAll(t, 2*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
 		l := scattered("base", 256*mib, 20, 11)
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, l)
@@ -86,7 +86,7 @@ func TestIncremental(t *testing.T) {
 // TestShrink syncs a 1 GiB source onto its old 2 GiB copy: nothing of the
 // old tail survives, even when the source grows back.
 func TestShrink(t *testing.T) {
-	loopfs.Run(t, 2*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
+	runAll(t, 2*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, layout.Layout{Name: "2g", Size: 2 * gib, Data: layout.Ranges(0, mib, gib-mib, 2*mib, 2*gib-4*mib, 4*mib)})
 		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
@@ -108,7 +108,7 @@ func TestShrink(t *testing.T) {
 // temporary file is left, and on XFS/btrfs the temporary file starts as a
 // clone of the old destination so only the change is written.
 func TestAtomic(t *testing.T) {
-	loopfs.Run(t, gib, func(t *testing.T, kind loopfs.Kind, dir string) {
+	runAll(t, gib, func(t *testing.T, kind loopfs.Kind, dir string) {
 		l := scattered("a", 64*mib, 20, 2)
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, l)
