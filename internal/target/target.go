@@ -204,6 +204,11 @@ func (t *File) Zero(off, n int64) (punched bool, err error) {
 		return true, nil
 	}
 	if !t.device {
+		if off+n >= t.size {
+			// A range ending at end of file takes its whole last block:
+			// a partial block would be zeroed but stay allocated.
+			n = (off+n+4095)/4096*4096 - off
+		}
 		return sparse.PunchHole(t.f, off, n)
 	}
 	const align = 4096
