@@ -26,6 +26,9 @@ const (
 	// kernelChunk caps one clone or copy_file_range job, so large extents
 	// still spread over the workers and report progress.
 	kernelChunk = 64 << 20
+	// cloneRunMin is the shortest changed run a re-sync clones rather than
+	// writes.
+	cloneRunMin = 256 << 10
 )
 
 // bufPool holds bufSize buffers shared by all copies.
@@ -630,13 +633,15 @@ func (w *worker) compare(off, n int64) error {
 	return nil
 }
 
-// writeChanged writes a changed run: a reflink where possible (the blocks
-// stay shared, so the next re-sync need not read them), else from the
-// buffer already read.
+// writeChanged writes a changed run. A long run is cloned where possible
+// (the blocks stay shared, so the next re-sync need not read them); a short
+// one is written from the buffer already read, since each FICLONERANGE is
+// a transaction that first flushes the source range (measured on XFS: 2,600
+// cloned 4 KiB runs cost more than reading 512 MiB).
 func (w *worker) writeChanged(b []byte, off int64) error {
 	e := w.e
 	n := int64(len(b))
-	if e.allowClone && e.aligned(off, n) {
+	if e.allowClone && (n >= cloneRunMin || e.cloneOnly) && e.aligned(off, n) {
 		ok, err := e.viaClone(off, n)
 		if ok || err != nil {
 			return err
