@@ -43,7 +43,7 @@ func Copy(ctx context.Context, src, dst string, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	if st, err := os.Stat(dst); err == nil && sameFile(w.Info(), st) {
-		return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: fmt.Errorf("%w as %s", ErrSameFile, src)}
+		return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: ErrSameFile}
 	}
 	t, err := target.Create(dst, target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm()})
 	if err != nil {
@@ -90,7 +90,7 @@ func CopyFile(ctx context.Context, src, dst *os.File, opts Options) (Stats, erro
 		return Stats{}, err
 	}
 	if dinfo.Dev == w.Info().Dev && dinfo.Ino == w.Info().Ino {
-		return Stats{}, &fs.PathError{Op: "copy", Path: dst.Name(), Err: fmt.Errorf("%w as %s", ErrSameFile, src.Name())}
+		return Stats{}, &fs.PathError{Op: "copy", Path: dst.Name(), Err: ErrSameFile}
 	}
 	t, err := target.Open(dst)
 	if err != nil {
