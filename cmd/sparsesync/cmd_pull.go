@@ -37,9 +37,16 @@ func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, 
 	if err != nil {
 		return err
 	}
-	bar := startProgress(g.stderr, "pull", opts.progress, progressOf(co.Progress))
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if show {
+		bar = startProgress(g.stderr, "pull", terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
+	}
 	st, err := tcpsync.Pull(ctx, addr, remote, dst, co)
-	bar.stop()
+	bar.Stop()
 	if err != nil {
 		return fmt.Errorf("pull %s %s to %s: %w", addr, remote, dst, err)
 	}

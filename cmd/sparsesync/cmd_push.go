@@ -29,7 +29,7 @@ type netOptions struct {
 	blockSize   int
 	retries     int
 	json        bool
-	progress    bool
+	progress    string
 }
 
 func (o *netOptions) register(f *pflag.FlagSet) {
@@ -44,7 +44,7 @@ func (o *netOptions) register(f *pflag.FlagSet) {
 	f.IntVar(&o.blockSize, "block-size", 4096, "compare granularity in bytes (power of two, 4096 to 1048576)")
 	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection (0: none)")
 	f.BoolVar(&o.json, "json", false, "print the result as one JSON object")
-	f.BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal")
+	f.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
 }
 
 // clientOptions turns the flags into library options.
@@ -126,9 +126,16 @@ func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, rem
 	if err != nil {
 		return err
 	}
-	bar := startProgress(g.stderr, "push", opts.progress, progressOf(co.Progress))
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if show {
+		bar = startProgress(g.stderr, "push", terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
+	}
 	st, err := tcpsync.PushFile(ctx, addr, src, remote, co)
-	bar.stop()
+	bar.Stop()
 	if err != nil {
 		return fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)
 	}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -332,13 +330,4 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 	fmt.Fprintf(g.stdout, "random 4 KiB writes, qd %d, revision counter %s: %.0f IOPS (%d writes in %.2fs)\n",
 		opts.qd, mode, res.IOPS, res.Writes, res.Elapsed.Seconds())
 	return nil
-}
-
-func writeJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }

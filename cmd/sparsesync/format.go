@@ -1,6 +1,10 @@
 package main
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
 
 // humanBytes renders a byte count in binary units (KiB, MiB, ...).
 func humanBytes(n int64) string {
@@ -21,4 +25,14 @@ func percent(part, whole int64) string {
 		return "0%"
 	}
 	return fmt.Sprintf("%.2f%%", 100*float64(part)/float64(whole))
+}
+
+// writeJSONLine prints v as one compact JSON object and a newline.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

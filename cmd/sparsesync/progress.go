@@ -4,64 +4,127 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// progressBar draws a one-line bar on w from atomic counters, on a ticker,
-// until stop is called. It is drawn only when w is a terminal or forced.
+// progressBar draws one line — label, bar, percentage, throughput, ETA and,
+// for network syncs, wire bytes — redrawn on a ticker from counters. The
+// library feeds it either through Update (a Progress callback) or through a
+// sample function polled on every tick (atomic counters it exposes). It
+// stays silent for the first delay, so quick operations print nothing, and
+// clears its line when stopped. Update is safe for concurrent use.
 type progressBar struct {
-	w     io.Writer
-	label string
-	done  func() (done, total, wire int64)
-	stopC chan struct{}
-	ended atomic.Bool
-	fin   chan struct{}
+	w                 io.Writer
+	label             string
+	width             int
+	delay             time.Duration
+	sample            func() (done, total, wire int64)
+	done, total, wire atomic.Int64
+	start             time.Time
+	stop              chan struct{}
+	wg                sync.WaitGroup
+	drawn             bool
 }
 
-func startProgress(w io.Writer, label string, force bool, done func() (int64, int64, int64)) *progressBar {
-	p := &progressBar{w: w, label: label, done: done, stopC: make(chan struct{}), fin: make(chan struct{})}
-	if !force && !isTerminal(w) {
-		close(p.fin)
-		p.ended.Store(true)
-		return p
+// progressEnabled decides from --progress auto|always|never whether to draw on w.
+func progressEnabled(mode string, w io.Writer) (bool, error) {
+	switch mode {
+	case "auto", "": // "" is the zero value of options built in code
+		return isTerminal(w), nil
+	case "always":
+		return true, nil
+	case "never":
+		return false, nil
 	}
-	go func() {
-		defer close(p.fin)
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		start := time.Now()
-		for {
-			select {
-			case <-t.C:
-				p.draw(start)
-			case <-p.stopC:
-				p.draw(start)
-				fmt.Fprintln(p.w)
-				return
-			}
-		}
-	}()
+	return false, usageError{fmt.Errorf("--progress: unknown value %q (want auto, always or never)", mode)}
+}
+
+// startProgress starts drawing on w (width columns) after delay. sample may
+// be nil when the caller feeds the bar with Update.
+func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64)) *progressBar {
+	p := &progressBar{w: w, label: label, width: width, delay: delay, sample: sample, start: time.Now(), stop: make(chan struct{})}
+	p.wg.Go(p.loop)
 	return p
 }
 
-func (p *progressBar) draw(start time.Time) {
-	d, total, wire := p.done()
-	frac := 0.0
-	if total > 0 {
-		frac = min(1, float64(d)/float64(total))
+// Update stores the counters; it is safe for concurrent use and cheap, and
+// never moves the done counter backwards.
+func (p *progressBar) Update(done, total int64) {
+	p.total.Store(total)
+	for {
+		old := p.done.Load()
+		if done <= old || p.done.CompareAndSwap(old, done) {
+			return
+		}
 	}
-	width := max(10, min(40, terminalWidth(p.w, 80)-60))
-	n := int(frac * float64(width))
-	rate := float64(d) / max(time.Since(start).Seconds(), 1e-3)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %s/%s %s/s wire %s ", p.label, strings.Repeat("=", n), strings.Repeat(" ", width-n),
-		frac*100, humanBytes(d), humanBytes(total), humanBytes(int64(rate)), humanBytes(wire))
 }
 
-func (p *progressBar) stop() {
-	if p.ended.Swap(true) {
+func (p *progressBar) loop() {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if time.Since(p.start) >= p.delay {
+				p.draw()
+			}
+		}
+	}
+}
+
+func (p *progressBar) draw() {
+	if p.sample != nil {
+		done, total, wire := p.sample()
+		p.Update(done, total)
+		p.wire.Store(wire)
+	}
+	fmt.Fprint(p.w, "\r"+p.line(time.Since(p.start)))
+	p.drawn = true
+}
+
+// line renders the bar for the elapsed time.
+func (p *progressBar) line(elapsed time.Duration) string {
+	done, total := p.done.Load(), p.total.Load()
+	frac := 1.0
+	if total > 0 {
+		frac = min(float64(done)/float64(total), 1)
+	}
+	rate := float64(done) / max(elapsed.Seconds(), 1e-9)
+	eta := "--"
+	if rate > 0 && done < total {
+		eta = time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second).String()
+	} else if done >= total {
+		eta = "0s"
+	}
+	tail := fmt.Sprintf(" %3.0f%% %s/%s %s/s ETA %s", frac*100, humanBytes(done), humanBytes(total), humanBytes(int64(rate)), eta)
+	if wire := p.wire.Load(); wire > 0 {
+		tail += " wire " + humanBytes(wire)
+	}
+	head := ""
+	if p.label != "" {
+		head = p.label + " "
+	}
+	barWidth := p.width - len(head) - len(tail) - 3
+	if barWidth < 10 {
+		return strings.TrimSpace(head + tail)
+	}
+	fill := int(frac * float64(barWidth))
+	return head + "[" + strings.Repeat("=", fill) + strings.Repeat(" ", barWidth-fill) + "]" + tail
+}
+
+// Stop stops drawing and clears the line if anything was drawn.
+// A nil bar (progress off) is fine to stop.
+func (p *progressBar) Stop() {
+	if p == nil {
 		return
 	}
-	close(p.stopC)
-	<-p.fin
+	close(p.stop)
+	p.wg.Wait()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", max(p.width-1, 0))+"\r")
+	}
 }

@@ -25,6 +25,8 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newPushCommand,
 	newPullCommand,
 	newReplicaCommand,
+	newLocalCommand,
+	newDemoCommand,
 }
 
 const exitCodesHelp = `

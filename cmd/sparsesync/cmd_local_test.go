@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+)
+
+func TestLocalJSON(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	l := layout.Layout{Size: 8 << 20, Data: layout.Ranges(0, 1<<20, 6<<20, 4096)}
+	layout.Create(t, src, l)
+	out, errOut, code, _ := runCLI(t, "local", "--json", src, dst)
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut, "no progress bar on a non-terminal")
+	require.Equal(t, 1, strings.Count(out, "\n"), "exactly one JSON object: %q", out)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	keys := make([]string, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	assert.Equal(t, []string{"cloned_bytes", "copied_bytes", "data_bytes", "dst", "method", "punched_bytes", "seconds", "size", "src", "unchanged_bytes"}, keys)
+	assert.Equal(t, src, got["src"])
+	assert.Equal(t, dst, got["dst"])
+	assert.EqualValues(t, l.Size, got["size"])
+	assert.EqualValues(t, l.DataBytes(), got["data_bytes"])
+	assert.EqualValues(t, l.DataBytes(), got["cloned_bytes"].(float64)+got["copied_bytes"].(float64))
+	assert.Contains(t, []any{"reflink", "copy_file_range", "read_write", "mixed"}, got["method"])
+	a, _ := os.ReadFile(src)
+	b, _ := os.ReadFile(dst)
+	assert.True(t, bytes.Equal(a, b))
+
+	out, _, code, _ = runCLI(t, "local", "--json", "--method", "read-write", src, dst)
+	require.Equal(t, 0, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.EqualValues(t, l.DataBytes(), got["unchanged_bytes"])
+	assert.EqualValues(t, 0, got["copied_bytes"])
+
+	out, _, code, _ = runCLI(t, "local", src, dst)
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "unchanged 1.0 MiB")
+}
+
+func TestLocalErrors(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	require.NoError(t, os.WriteFile(src, []byte("data"), 0o644))
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"local", filepath.Join(dir, "missing"), filepath.Join(dir, "x")}, 1, "missing"},
+		{[]string{"local", src, src}, 1, "same file"},
+		{[]string{"local", src, filepath.Join(dir, "no", "dst")}, 1, filepath.Join(dir, "no", "dst")},
+		{[]string{"local", "--method", "teleport", src, filepath.Join(dir, "y")}, 2, "teleport"},
+		{[]string{"local", "--reflink", "always", "--method", "read-write", src, filepath.Join(dir, "y")}, 2, "reflink always"},
+		{[]string{"local", "--progress", "sometimes", src, filepath.Join(dir, "y")}, 2, "sometimes"},
+		{[]string{"local", src}, 2, "2 arg"},
+	}
+	for _, tc := range cases {
+		out, errOut, code, _ := runCLI(t, tc.args...)
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		assert.Empty(t, out)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one error line: %q", errOut)
+		assert.Contains(t, errOut, tc.want)
+		assert.NoFileExists(t, filepath.Join(dir, "y"))
+	}
+	b, _ := os.ReadFile(src)
+	assert.Equal(t, "data", string(b))
+}
+
+func TestLocalProgressAlways(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	layout.Create(t, src, layout.Layout{Size: 4 << 20, Data: layout.Ranges(0, 4<<20)})
+	var out, errOut bytes.Buffer
+	g := &globalOpts{stdout: &out, stderr: &errOut}
+	opts := &localOpts{method: "read-write", reflink: "auto", progress: "always", noSync: true}
+	require.NoError(t, runLocal(context.Background(), g, opts, src, dst))
+	assert.Contains(t, out.String(), "copied 4.0 MiB")
+	// The bar waits a second before drawing; render one directly.
+	bar := &progressBar{width: 60, start: time.Now()}
+	bar.Update(1<<20, 4<<20)
+	line := bar.line(time.Second)
+	assert.Contains(t, line, " 25% 1.0 MiB/4.0 MiB 1.0 MiB/s ETA 3s")
+	assert.LessOrEqual(t, len(line), 60)
+}
+
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code, _ := runCLI(t, "demo", "--dir", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "punched 512.0 KiB")
+	assert.Contains(t, out, "unchanged 3.0 MiB, punched 512.0 KiB")
+	assert.Contains(t, out, "identical to disk.img, byte for byte and hole for hole: true")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "demo cleans up")
+}

@@ -1,0 +1,321 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// Options say how Create opens the destination.
+type Options struct {
+	// Atomic writes to a temporary file in the destination's directory and
+	// renames it over the destination in Commit. Ignored for block devices,
+	// which are always written in place.
+	Atomic bool
+	// Mode is the permission bits a new file gets (exactly, not masked by the
+	// umask). Zero means 0o600: a destination is never created with mode 0000.
+	Mode fs.FileMode
+	// Truncate empties an existing regular destination when it is opened
+	// (in place), so the caller can treat it as new.
+	Truncate bool
+}
+
+// File is an open destination. See the package documentation for the
+// concurrency rules.
+type File struct {
+	f       *os.File
+	path    string // the destination's name
+	tmp     string // the temporary file in atomic mode, else ""
+	created bool   // Create made the file (in place): Abort removes it
+	device  bool
+	devSize int64
+	size    int64
+	done    atomic.Bool
+}
+
+// Create opens path for writing: an existing block device in place, an
+// existing regular file in place (or, in atomic mode, a new temporary file
+// next to it), or a new regular file. It refuses directories and other
+// special files with ErrNotTarget, before writing anything.
+func Create(path string, o Options) (*File, error) {
+	perm := o.Mode.Perm()
+	if perm == 0 {
+		perm = 0o600
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.Mode().IsDir():
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("is a directory: %w", ErrNotTarget)}
+	case err == nil && st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0:
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		return fromFile(f, path, true)
+	case err == nil && !st.Mode().IsRegular():
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", st.Mode().Type(), ErrNotTarget)}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	exists := err == nil
+	if o.Atomic {
+		f, tmp, err := createTemp(path, perm)
+		if err != nil {
+			return nil, err
+		}
+		return &File{f: f, path: path, tmp: tmp}, nil
+	}
+	flag := os.O_RDWR | os.O_CREATE
+	if o.Truncate {
+		flag |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	t, err := fromFile(f, path, true)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		t.created = true
+		if err := f.Chmod(perm); err != nil {
+			t.Abort()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// createTemp makes an empty file with mode perm next to path.
+func createTemp(path string, perm fs.FileMode) (*os.File, string, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	for i := 0; ; i++ {
+		name := filepath.Join(dir, "."+base+".sparsesync-"+strconv.FormatInt(time.Now().UnixNano()+int64(i), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) && i < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if err := f.Chmod(perm); err != nil {
+			f.Close()
+			os.Remove(name)
+			return nil, "", err
+		}
+		return f, name, nil
+	}
+}
+
+// Open wraps a destination the caller already holds open for writing (a
+// storage engine's own descriptor). The File does not own f's name: Abort
+// does not remove it, and Close closes f. On error f is left open.
+func Open(f *os.File) (*File, error) { return fromFile(f, f.Name(), false) }
+
+// fromFile wraps f; with own, f is closed on error.
+func fromFile(f *os.File, path string, own bool) (*File, error) {
+	info, err := sparse.Stat(f)
+	if err == nil && !info.Mode.IsRegular() && !info.BlockDevice {
+		err = &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", info.Mode.Type(), ErrNotTarget)}
+	}
+	if err != nil {
+		if own {
+			f.Close()
+		}
+		return nil, err
+	}
+	t := &File{f: f, path: path, device: info.BlockDevice, size: info.Size}
+	if info.BlockDevice {
+		t.devSize = info.Size
+	}
+	return t, nil
+}
+
+// OS returns the open file (for reads, fast paths and FIEMAP).
+func (t *File) OS() *os.File { return t.f }
+
+// Name returns the destination's name (not the temporary file's).
+func (t *File) Name() string { return t.path }
+
+// TempName returns the temporary file's name in atomic mode, else "".
+func (t *File) TempName() string { return t.tmp }
+
+// BlockDevice reports whether the destination is a block device.
+func (t *File) BlockDevice() bool { return t.device }
+
+// Created reports whether Create made a new file in place.
+func (t *File) Created() bool { return t.created }
+
+// Capacity returns how many bytes a block device holds; 0 for files.
+func (t *File) Capacity() int64 { return t.devSize }
+
+// SetSize makes the destination n bytes long: ftruncate for a file (which
+// both cuts stale bytes and, when done before writing, stops XFS speculative
+// preallocation), a size check for a block device (ErrTooSmall).
+func (t *File) SetSize(n int64) error {
+	if t.done.Load() {
+		return ErrClosed
+	}
+	if t.device {
+		if n > t.devSize {
+			return &fs.PathError{Op: "size", Path: t.path, Err: fmt.Errorf("%w: need %d bytes, device has %d", ErrTooSmall, n, t.devSize)}
+		}
+		t.size = n
+		return nil
+	}
+	if err := t.f.Truncate(n); err != nil {
+		return &fs.PathError{Op: "ftruncate", Path: t.path, Err: errors.Unwrap(err)}
+	}
+	t.size = n
+	return nil
+}
+
+// WriteAt writes b at off (pwrite, retried until complete).
+func (t *File) WriteAt(b []byte, off int64) (int, error) {
+	n, err := t.f.WriteAt(b, off)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return n, &fs.PathError{Op: "write", Path: t.path, Err: fmt.Errorf("at offset %d: %w", off+int64(n), err)}
+	}
+	return n, nil
+}
+
+// Zero makes [off, off+n) read as zeros. A file gets a hole
+// (PUNCH_HOLE|KEEP_SIZE) where its filesystem can punch; a block device gets
+// its logical-block-aligned middle zeroed by the kernel (fallocate on the
+// device, which never leaves old contents) and the unaligned edges written.
+// punched reports whether the range was deallocated rather than written.
+func (t *File) Zero(off, n int64) (punched bool, err error) {
+	if n <= 0 {
+		return true, nil
+	}
+	if !t.device {
+		if off+n >= t.size {
+			// A range ending at end of file takes its whole last block:
+			// a partial block would be zeroed but stay allocated.
+			n = (off+n+4095)/4096*4096 - off
+		}
+		return sparse.PunchHole(t.f, off, n)
+	}
+	const align = 4096
+	a := (off + align - 1) / align * align
+	b := (off + n) / align * align
+	if b <= a {
+		return false, sparse.WriteZeros(t.f, off, n)
+	}
+	if a > off {
+		if err := sparse.WriteZeros(t.f, off, a-off); err != nil {
+			return false, err
+		}
+	}
+	punched, err = sparse.PunchHole(t.f, a, b-a)
+	if err != nil {
+		return false, err
+	}
+	if off+n > b {
+		if err := sparse.WriteZeros(t.f, b, off+n-b); err != nil {
+			return false, err
+		}
+	}
+	return punched, nil
+}
+
+// Sync flushes the destination's data (fdatasync).
+func (t *File) Sync() error {
+	if err := fdatasync(t.f); err != nil {
+		return &fs.PathError{Op: "fdatasync", Path: t.path, Err: err}
+	}
+	return nil
+}
+
+// Commit finishes a complete copy: with sync, fdatasync (fsync in atomic
+// mode); then, in atomic mode, rename over the destination and (with sync)
+// fsync the directory. It closes the file. On error the temporary file is
+// removed and the old destination is untouched.
+func (t *File) Commit(sync bool) error {
+	if t.done.Swap(true) {
+		return ErrClosed
+	}
+	var err error
+	if sync {
+		if t.tmp != "" {
+			if err = t.f.Sync(); err != nil {
+				err = &fs.PathError{Op: "fsync", Path: t.tmp, Err: errors.Unwrap(err)}
+			}
+		} else {
+			err = t.Sync()
+		}
+	}
+	if cerr := t.f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if t.tmp == "" {
+		return err
+	}
+	if err == nil {
+		if err = os.Rename(t.tmp, t.path); err == nil {
+			if sync {
+				err = syncDir(filepath.Dir(t.path))
+			}
+			return err
+		}
+	}
+	os.Remove(t.tmp)
+	return err
+}
+
+// Abort gives up: it closes the file and removes the temporary file (atomic
+// mode) or the file Create made (in place). An existing destination written
+// in place is left as it is; the caller must not report it as a good copy.
+func (t *File) Abort() error {
+	if t.done.Swap(true) {
+		return nil
+	}
+	err := t.f.Close()
+	switch {
+	case t.tmp != "":
+		if rerr := os.Remove(t.tmp); rerr != nil && err == nil {
+			err = rerr
+		}
+	case t.created:
+		if rerr := os.Remove(t.path); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// Close closes the file without syncing or renaming (Open'ed files, or
+// after Commit/Abort, where it does nothing).
+func (t *File) Close() error {
+	if t.done.Swap(true) {
+		return nil
+	}
+	return t.f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,255 @@
+package localsync_test
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/localsync"
+)
+
+// benchDir is where benchmarks run. Empty: on fresh ext4, XFS (reflink) and
+// btrfs loop filesystems (root) or a temporary directory. Point it at a real
+// mount to measure a disk:
+//
+//	go test -run '^$' -bench . -benchtime 5x ./localsync -args -dir /mnt/nvme
+var benchDir = flag.String("dir", "", "directory to run the benchmarks in (default: loop filesystems, else a temporary directory)")
+
+// benchPlaces returns (name, directory) pairs to run a benchmark in.
+func benchPlaces(b *testing.B, kinds ...loopfs.Kind) [][2]string {
+	if *benchDir != "" {
+		return [][2]string{{"dir", *benchDir}}
+	}
+	if os.Geteuid() != 0 {
+		return [][2]string{{"tmp", b.TempDir()}}
+	}
+	var out [][2]string
+	for _, k := range kinds {
+		out = append(out, [2]string{string(k), string(k)})
+	}
+	return out
+}
+
+// inPlace runs fn in a sub-benchmark with a directory for place.
+func inPlace(b *testing.B, place [2]string, fn func(b *testing.B, dir string)) {
+	b.Run(place[0], func(b *testing.B) {
+		dir := place[1]
+		if *benchDir == "" && os.Geteuid() == 0 {
+			dir = loopfs.Mount(b, loopfs.Kind(place[1]), 12*gib)
+		} else {
+			var err error
+			if dir, err = os.MkdirTemp(dir, "localsync-bench-"); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { os.RemoveAll(dir) })
+		}
+		fn(b, dir)
+	})
+}
+
+func dropCaches(b *testing.B) { loopfs.DropCaches(b) }
+
+// run times a command, failing the benchmark on error.
+func run(b *testing.B, name string, args ...string) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		b.Fatalf("%s %v: %v: %s", name, args, err, out)
+	}
+	return time.Since(t0)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// peakHeap samples the heap while fn runs and returns the largest HeapInuse.
+func peakHeap(fn func()) uint64 {
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	<-done
+	return peak.Load()
+}
+
+// copyVsCp copies src to a fresh file with localsync and with cp (both made
+// durable: localsync fdatasyncs, cp is followed by sync -d on its output),
+// cold cache for each, and reports MB/s of data and the ratio of median
+// wall times (x_cp below 1 means faster than cp).
+func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Options, cpArgs ...string) {
+	ours, theirs := filepath.Join(dir, "ours"), filepath.Join(dir, "cp")
+	var tOurs, tCp []time.Duration
+	var peak uint64
+	b.SetBytes(l.DataBytes())
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		os.Remove(ours)
+		os.Remove(theirs)
+		dropCaches(b)
+		b.StartTimer()
+		t0 := time.Now()
+		peak = max(peak, peakHeap(func() {
+			if _, err := localsync.Copy(b.Context(), src, ours, opts); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		tOurs = append(tOurs, time.Since(t0))
+		b.StopTimer()
+		dropCaches(b)
+		tCp = append(tCp, run(b, "cp", append(cpArgs, src, theirs)...)+run(b, "sync", "-d", theirs))
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(median(tOurs))/float64(median(tCp)), "x_cp")
+	b.ReportMetric(float64(median(tCp).Microseconds())/1000, "cp_ms")
+	b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
+	b.ReportMetric(float64(peak)/float64(mib), "peak_heap_MiB")
+}
+
+// BenchmarkCopy10pct: a file with 10% data in about 200 extents (64 KiB to
+// 4 MiB), copied into a new file, against cp --sparse=auto on ext4 and
+// cp --reflink=always on XFS and btrfs.
+func BenchmarkCopy10pct(b *testing.B) {
+	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS, loopfs.Btrfs) {
+		inPlace(b, place, func(b *testing.B, dir string) {
+			sizes := []int64{gib, 2 * gib}
+			if place[0] == "xfs" || place[0] == "btrfs" {
+				sizes = append(sizes, 8*gib)
+			}
+			for _, size := range sizes {
+				l := scattered("10pct", size, 10, 42)
+				src := filepath.Join(dir, "src")
+				if err := layout.Write(src, l); err != nil {
+					b.Fatal(err)
+				}
+				cpArgs := []string{"--sparse=auto"}
+				if place[0] == "xfs" || place[0] == "btrfs" {
+					cpArgs = []string{"--reflink=always"}
+				}
+				b.Run(fmt.Sprintf("%dGiB-%dextents", size>>30, len(l.Data)), func(b *testing.B) {
+					copyVsCp(b, dir, src, l, localsync.Options{}, cpArgs...)
+				})
+				os.Remove(src)
+			}
+		})
+	}
+}
+
+// BenchmarkCopy100kExtents: 100,000 extents of 4 KiB against cp on ext4.
+func BenchmarkCopy100kExtents(b *testing.B) {
+	for _, place := range benchPlaces(b, loopfs.Ext4) {
+		inPlace(b, place, func(b *testing.B, dir string) {
+			l := layout.Standard()[5]
+			src := filepath.Join(dir, "src")
+			if err := layout.Write(src, l); err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range []localsync.Method{localsync.MethodAuto, localsync.MethodCopyRange, localsync.MethodReadWrite} {
+				b.Run(m.String(), func(b *testing.B) {
+					copyVsCp(b, dir, src, l, localsync.Options{Method: m}, "--sparse=auto")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkResync1pct changes 1% of the data blocks of a 1 GiB file with
+// 25% data and re-syncs an old copy, against rsync --inplace
+// --no-whole-file on an identical old copy. It reports the bytes written
+// per changed byte and the wall-time ratio (x_rsync).
+func BenchmarkResync1pct(b *testing.B) {
+	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS) {
+		inPlace(b, place, func(b *testing.B, dir string) {
+			l := scattered("25pct", gib, 25, 9)
+			src, ours, theirs := filepath.Join(dir, "src"), filepath.Join(dir, "ours"), filepath.Join(dir, "rsync")
+			if err := layout.Write(src, l); err != nil {
+				b.Fatal(err)
+			}
+			var blocks []int64
+			for _, d := range l.Data {
+				for off := d.Off; off < d.End(); off += 4096 {
+					blocks = append(blocks, off)
+				}
+			}
+			nChanged := len(blocks) / 100
+			r := rand.New(rand.NewPCG(1, 2))
+			var tOurs, tRsync []time.Duration
+			var written, changed int64
+			buf := make([]byte, 4096)
+			b.SetBytes(l.DataBytes())
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for _, p := range []string{ours, theirs} {
+					os.Remove(p)
+					if _, err := localsync.Copy(b.Context(), src, p, localsync.Options{Reflink: localsync.ReflinkNever, NoSync: true}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				f, err := os.OpenFile(src, os.O_RDWR, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, i := range r.Perm(len(blocks))[:nChanged] {
+					for k := range buf {
+						buf[k] = byte(r.Uint32()) | 1
+					}
+					if _, err := f.WriteAt(buf, blocks[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				f.Close()
+				changed = int64(nChanged) * 4096
+				dropCaches(b)
+				b.StartTimer()
+				t0 := time.Now()
+				st, err := localsync.Copy(b.Context(), src, ours, localsync.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tOurs = append(tOurs, time.Since(t0))
+				written = st.CopiedBytes + st.ClonedBytes
+				b.StopTimer()
+				dropCaches(b)
+				tRsync = append(tRsync, run(b, "rsync", "--inplace", "--no-whole-file", "--ignore-times", src, theirs)+run(b, "sync", "-d", theirs))
+				if out, _ := exec.Command("cmp", src, theirs).CombinedOutput(); len(out) > 0 {
+					b.Fatalf("rsync did not sync: %s", out)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(written)/float64(changed), "written/changed")
+			b.ReportMetric(float64(median(tOurs))/float64(median(tRsync)), "x_rsync")
+			b.ReportMetric(float64(median(tRsync).Microseconds())/1000, "rsync_ms")
+			b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
+		})
+	}
+}

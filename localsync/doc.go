@@ -1,0 +1,52 @@
+// Package localsync copies a sparse file (or block device) to another one on
+// the same machine exactly — every byte and every hole — by the cheapest
+// path the filesystems offer, and re-syncs an existing copy by writing only
+// the blocks that differ.
+//
+// # Full copy
+//
+// The destination is missing or empty:
+//
+//	walk the source's data extents (SEEK_DATA/SEEK_HOLE)
+//	FICLONE the whole file                     # XFS, btrfs: milliseconds
+//	else ftruncate(dst, size)                  # before any write: no XFS EOF preallocation
+//	     for each data extent, on 8 workers:
+//	         FICLONERANGE where block-aligned  # MethodReflink
+//	         else copy_file_range, explicit offsets, this extent only
+//	         else pread/pwrite, pooled 1 MiB buffers
+//
+// A method that fails with EXDEV, EINVAL, EOPNOTSUPP, ENOSYS, EPERM, EBADF,
+// ETXTBSY or ENOTTY, or whose first copy_file_range returns 0, is dropped for
+// the rest of the copy — but only while it has written nothing; after that,
+// such an error is ErrMethodFailed. EIO, ENOSPC and EDQUOT always stop the
+// copy. Whether both files are on one filesystem is learnt from the errno,
+// never from st_dev (overlayfs). Tests observe which method ran through the
+// syscall variables in fastpath_linux.go.
+//
+// # Incremental re-sync
+//
+// The destination exists: it is truncated or grown to the source's size and
+// walked, then
+//
+//	dst data, src hole   -> punch (PUNCH_HOLE|KEEP_SIZE; zeros where impossible)
+//	src data, dst hole   -> copy as above, without reading the destination
+//	data on both sides   -> FIEMAP: ranges that still share the source's
+//	                        physical blocks are equal unread (XFS, btrfs);
+//	                        the rest is read on both sides and compared per
+//	                        block with seeded xxhash64 (internal/blockhash);
+//	                        differing blocks are cloned or written
+//
+// so an unchanged re-sync writes nothing. Stats count cloned, copied,
+// unchanged, punched and zeroed bytes exactly.
+//
+// # Safety
+//
+// The same file (device and inode, hence hard links) is refused before
+// anything is written; the source is fstat'ed before and after and a change
+// is ErrSourceChanged; Options.Atomic writes a temporary file and renames it;
+// the destination is fdatasync'ed before success is reported unless
+// Options.NoSync. A block-device destination must be at least the source's
+// size and gets the source's holes zeroed by the kernel; a block-device
+// source, which cannot say where its holes are, is scanned for zero blocks.
+// The write side (internal/target) is shared with tcpsync.
+package localsync
