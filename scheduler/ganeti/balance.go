@@ -227,6 +227,11 @@ type balancer struct {
 	ranks   [][]int
 	rankAge int   // steps since rankTargets ran
 	fresh   []int // nodes changed since then (tried for every instance)
+	// bounded scores only the migrations a lower bound cannot rule out
+	// (see scanBounded); it takes the same decisions as the full scan.
+	bounded  bool
+	bound    boundScratch
+	extShape []bool // shape is externally mirrored
 	// Stats
 	steps, evals, exacts int
 }
@@ -353,6 +358,10 @@ func (b *balancer) initShapes() {
 			b.shapeOf = append(b.shapeOf, i)
 		}
 		b.shape[i] = id
+	}
+	b.extShape = make([]bool, len(b.shapeOf))
+	for h, rep := range b.shapeOf {
+		b.extShape[h] = b.s.insts[rep].tmpl.Mirror() == MirrorExternal
 	}
 	b.tc = make([]tcEntry, len(b.s.nodes)*len(b.shapeOf)*2)
 	b.tcValid = make([]bool, len(b.s.nodes))
@@ -481,7 +490,10 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 	if len(b.workers) < n {
 		b.workers = append(b.workers, make([]scanWorker, n-len(b.workers))...)
 	}
-	if n == 1 {
+	if b.bounded && b.topK == 0 && !b.agg.hasMap {
+		n = 1
+		b.scanBounded(&b.workers[0], force, noDiskMoves)
+	} else if n == 1 {
 		b.scan(&b.workers[0], 0, len(s.insts), force, noDiskMoves)
 	} else {
 		var wg sync.WaitGroup
@@ -554,109 +566,121 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 // scan scores the candidate moves of instances [lo, hi) in Ganeti's order,
 // keeping those within estimateWindow of the best estimate seen.
 func (b *balancer) scan(w *scanWorker, lo, hi int, force, noDiskMoves bool) {
-	s := b.s
+	w.reset()
+	for ii := lo; ii < hi; ii++ {
+		b.scanInst(w, ii, force, noDiskMoves)
+	}
+}
+
+func (w *scanWorker) reset() {
 	w.cands = w.cands[:0]
 	w.best = math.Inf(1)
 	w.evals = 0
-	record := func(ii int, kind MoveKind, tdx int, est float64) {
-		if !(est <= w.best+estimateWindow) {
-			return
-		}
-		w.cands = append(w.cands, cand{ii: int32(ii), tdx: int32(tdx), kind: kind, est: est})
-		if est < w.best {
-			w.best = est
-		}
+}
+
+// record keeps a candidate if its estimate is within estimateWindow of the
+// best estimate seen so far.
+func (w *scanWorker) record(ii int, kind MoveKind, tdx int, est float64) {
+	if !(est <= w.best+estimateWindow) {
+		return
 	}
+	w.cands = append(w.cands, cand{ii: int32(ii), tdx: int32(tdx), kind: kind, est: est})
+	if est < w.best {
+		w.best = est
+	}
+}
+
+// scanInst scores the candidate moves of instance ii in Ganeti's order.
+func (b *balancer) scanInst(w *scanWorker, ii int, force, noDiskMoves bool) {
+	s := b.s
 	try := func(ii int, kind MoveKind, tdx int) {
 		if est, ok := b.evaluate(&w.r, ii, kind, tdx, force); ok {
 			w.evals++
-			record(ii, kind, tdx, est)
+			w.record(ii, kind, tdx, est)
 		}
 	}
 	var src, tgt nodeState
 	var srcVec, tgtVec metricVec
 	var srcD delta
-	for ii := lo; ii < hi; ii++ {
-		in := &s.insts[ii]
-		if !in.movable || !in.autoBalance || !b.filter.allows(in) {
+	in := &s.insts[ii]
+	if !in.movable || !in.autoBalance || !b.filter.allows(in) {
+		return
+	}
+	mt := in.tmpl.Mirror()
+	if mt == MirrorNone {
+		return
+	}
+	useSec := in.sNode >= 0 && !s.nodes[in.sNode].offline
+	srcReady := false
+	if mt == MirrorInternal && useSec {
+		try(ii, Failover, -1)
+	}
+	targets := b.online
+	if b.topK > 0 {
+		h := 2 * int(b.shape[ii])
+		if mt == MirrorExternal && (s.nodes[in.pNode].offline || force) {
+			h++
+		}
+		targets = b.ranks[h]
+		if mt == MirrorExternal {
+			// Changed nodes are cheap to try for migrations; DRBD
+			// moves (four per node) keep to the ranking.
+			targets = mergeSorted(w.targets[:0], b.ranks[h], b.fresh)
+			w.targets = targets
+		}
+	}
+	for _, tdx := range targets {
+		if tdx == in.pNode || tdx == in.sNode {
 			continue
 		}
-		mt := in.tmpl.Mirror()
-		if mt == MirrorNone {
-			continue
-		}
-		useSec := in.sNode >= 0 && !s.nodes[in.sNode].offline
-		srcReady := false
-		if mt == MirrorInternal && useSec {
-			try(ii, Failover, -1)
-		}
-		targets := b.online
-		if b.topK > 0 {
-			h := 2 * int(b.shape[ii])
-			if mt == MirrorExternal && (s.nodes[in.pNode].offline || force) {
-				h++
+		if mt == MirrorExternal {
+			// Fast path for migrations (most candidates): the source
+			// side is the same for every target.
+			if !srcReady {
+				src = s.nodes[in.pNode]
+				src.removePri(in)
+				srcVec = src.vector()
+				b.agg.delta(&b.vecs[in.pNode], &srcVec, src.offline, &srcD)
+				srcReady = true
 			}
-			targets = b.ranks[h]
-			if mt == MirrorExternal {
-				// Changed nodes are cheap to try for migrations; DRBD
-				// moves (four per node) keep to the ranking.
-				targets = mergeSorted(w.targets[:0], b.ranks[h], b.fresh)
-				w.targets = targets
-			}
-		}
-		for _, tdx := range targets {
-			if tdx == in.pNode || tdx == in.sNode {
+			op := &s.nodes[in.pNode]
+			if !migrationOK(op, &s.nodes[tdx]) {
 				continue
 			}
-			if mt == MirrorExternal {
-				// Fast path for migrations (most candidates): the source
-				// side is the same for every target.
-				if !srcReady {
-					src = s.nodes[in.pNode]
-					src.removePri(in)
-					srcVec = src.vector()
-					b.agg.delta(&b.vecs[in.pNode], &srcVec, src.offline, &srcD)
-					srcReady = true
+			if !b.agg.hasMap && in.tmpl.Mirror() == MirrorExternal {
+				fb := 0
+				if op.offline || force {
+					fb = 1
 				}
-				op := &s.nodes[in.pNode]
-				if !migrationOK(op, &s.nodes[tdx]) {
-					continue
-				}
-				if !b.agg.hasMap && in.tmpl.Mirror() == MirrorExternal {
-					fb := 0
-					if op.offline || force {
-						fb = 1
-					}
-					e := &b.tc[(tdx*len(b.shapeOf)+int(b.shape[ii]))*2+fb]
-					if !e.ok {
-						continue
-					}
-					w.evals++
-					record(ii, Migrate, tdx, b.agg.estimate2(&srcD, &e.d))
-					continue
-				}
-				tgt = s.nodes[tdx]
-				if !tgt.addPri(in, op.offline || force) {
+				e := &b.tc[(tdx*len(b.shapeOf)+int(b.shape[ii]))*2+fb]
+				if !e.ok {
 					continue
 				}
 				w.evals++
-				tgtVec = tgt.vector()
-				ch := [2]change{
-					{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
-					{old: &b.vecs[tdx], new: &tgtVec, oldN: &s.nodes[tdx], newN: &tgt},
-				}
-				record(ii, Migrate, tdx, b.agg.estimate(ch[:]))
+				w.record(ii, Migrate, tdx, b.agg.estimate2(&srcD, &e.d))
 				continue
 			}
-			if noDiskMoves {
+			tgt = s.nodes[tdx]
+			if !tgt.addPri(in, op.offline || force) {
 				continue
 			}
-			try(ii, ReplaceSecondary, tdx)
-			try(ii, ReplaceAndFailover, tdx)
-			if useSec {
-				try(ii, ReplacePrimary, tdx)
-				try(ii, FailoverAndReplace, tdx)
+			w.evals++
+			tgtVec = tgt.vector()
+			ch := [2]change{
+				{old: &b.vecs[in.pNode], new: &srcVec, oldN: op, newN: &src},
+				{old: &b.vecs[tdx], new: &tgtVec, oldN: &s.nodes[tdx], newN: &tgt},
 			}
+			w.record(ii, Migrate, tdx, b.agg.estimate(ch[:]))
+			continue
+		}
+		if noDiskMoves {
+			continue
+		}
+		try(ii, ReplaceSecondary, tdx)
+		try(ii, ReplaceAndFailover, tdx)
+		if useSec {
+			try(ii, ReplacePrimary, tdx)
+			try(ii, FailoverAndReplace, tdx)
 		}
 	}
 }

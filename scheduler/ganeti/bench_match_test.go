@@ -37,10 +37,12 @@ func TestBenchClusterMatchesHsqueeze(t *testing.T) {
 	require.Equal(t, ActionOffline, res.Action)
 	require.Equal(t, lines[1:], res.Nodes)
 
-	// The pruned search takes the same decision.
-	res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll, Search: SearchPruned})
-	require.NoError(t, err)
-	require.Equal(t, lines[1:], res.Nodes)
+	// The bounded and pruned searches take the same decision.
+	for _, search := range []Search{SearchBounded, SearchPruned} {
+		res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll, Search: search})
+		require.NoError(t, err)
+		require.Equal(t, lines[1:], res.Nodes, "%v search", search)
+	}
 
 	if os.Getenv("SPARSESYNC_SLOW_TOOLS") == "1" {
 		bin := findTool(t, "hsqueeze")

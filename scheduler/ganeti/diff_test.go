@@ -63,11 +63,13 @@ func TestSqueezeMatchesHsqueezeFiles(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/min=%v/target=%v", filepath.Base(f), o[0], o[1]), func(t *testing.T) {
 				t.Parallel()
 				c := loadFile(t, f)
-				res, err := Squeeze(c, SqueezeOptions{MinimalResources: o[0], TargetResources: o[1], MinimalSet: true, TargetSet: true, Moves: MoveAll})
-				require.NoError(t, err)
 				action, nodes := runHsqueeze(t, bin, f, o[0], o[1])
-				require.Equal(t, action, res.Action)
-				require.Equal(t, strings.Join(nodes, ","), strings.Join(res.Nodes, ","))
+				for _, search := range []Search{SearchAuto, SearchExact, SearchBounded} {
+					res, err := Squeeze(c, SqueezeOptions{MinimalResources: o[0], TargetResources: o[1], MinimalSet: true, TargetSet: true, Moves: MoveAll, Search: search})
+					require.NoError(t, err)
+					require.Equal(t, action, res.Action, "%v search", search)
+					require.Equal(t, strings.Join(nodes, ","), strings.Join(res.Nodes, ","), "%v search", search)
+				}
 			})
 		}
 	}
@@ -78,7 +80,8 @@ const generatedSqueezeCases = 80
 // TestSqueezeMatchesHsqueezeGenerated compares decisions on seeded generated
 // clusters (varied node sizes, loads, standby tags and DRBD pairs): 60 of 5
 // to 10 nodes and 20 of 12 to 18 nodes. The
-// exact and the pruned search must take hsqueeze's decision every time;
+// exact, bounded and pruned searches must take hsqueeze's decision every
+// time (the bounded one with the exact search's moves);
 // the incremental search, which trades fidelity for speed, must agree on
 // at least 80% of the clusters.
 func TestSqueezeMatchesHsqueezeGenerated(t *testing.T) {
@@ -94,7 +97,8 @@ func TestSqueezeMatchesHsqueezeGenerated(t *testing.T) {
 				path := writeTextFile(t, c)
 				action, nodes := runHsqueeze(t, bin, path, minF, tgtF)
 				want := action + " " + strings.Join(nodes, ",")
-				for _, search := range []Search{SearchExact, SearchPruned, SearchIncremental} {
+				var exactMoves []SqueezeMove
+				for _, search := range []Search{SearchExact, SearchBounded, SearchPruned, SearchIncremental} {
 					res, err := Squeeze(c, SqueezeOptions{MinimalResources: minF, TargetResources: tgtF,
 						MinimalSet: true, TargetSet: true, Moves: MoveAll, Search: search})
 					require.NoError(t, err)
@@ -109,6 +113,12 @@ func TestSqueezeMatchesHsqueezeGenerated(t *testing.T) {
 						continue
 					}
 					require.Equal(t, want, got, "%v search (min %v, target %v)", search, minF, tgtF)
+					switch search {
+					case SearchExact:
+						exactMoves = res.Moves
+					case SearchBounded:
+						require.Equal(t, exactMoves, res.Moves, "bounded search moves")
+					}
 				}
 				mu.Lock()
 				actions[action]++

@@ -84,6 +84,10 @@ const (
 	// the differential suite it took hsqueeze's decision in about 85% of
 	// the clusters (freeing a different set of nodes in the others).
 	SearchIncremental
+	// SearchBounded is SearchExact without scoring the migrations that a
+	// lower bound on their score rules out (see scanBounded): the same
+	// moves, step by step, as SearchExact, so hsqueeze's decision.
+	SearchBounded
 )
 
 func (s Search) String() string {
@@ -94,6 +98,8 @@ func (s Search) String() string {
 		return "pruned"
 	case SearchIncremental:
 		return "incremental"
+	case SearchBounded:
+		return "bounded"
 	}
 	return "auto"
 }
@@ -206,6 +212,8 @@ func Squeeze(c *Cluster, opts SqueezeOptions) (*SqueezeResult, error) {
 	case SearchIncremental:
 		sq.topK = opts.TopK
 		sq.incremental = true
+	case SearchBounded:
+		sq.bounded = true
 	}
 	sq.search = search
 	return sq.run(opts)
@@ -217,6 +225,7 @@ type squeezer struct {
 	stats       SqueezeStats
 	topK        int  // pruned scan (0: every move)
 	incremental bool // continue from the last accepted state
+	bounded     bool // skip the migrations a bound rules out
 	search      Search
 }
 
@@ -281,6 +290,7 @@ func (sq *squeezer) setAndBalance(from *State, nodes []int, offline bool) balanc
 	}
 	b := newBalancer(s, sq.filter)
 	b.topK = sq.topK
+	b.bounded = sq.bounded
 	run := balanceRun{s: s, start: b.cur}
 	for {
 		m, ok := b.step(0, 0, false, false)
