@@ -231,7 +231,8 @@ type balancer struct {
 	// (see scanBounded); it takes the same decisions as the full scan.
 	bounded  bool
 	bound    boundScratch
-	extShape []bool // shape is externally mirrored
+	extShape []bool   // shape is externally mirrored
+	nodeVer  []uint32 // bumped whenever a node changes
 	// Stats
 	steps, evals, exacts int
 }
@@ -365,12 +366,14 @@ func (b *balancer) initShapes() {
 	}
 	b.tc = make([]tcEntry, len(b.s.nodes)*len(b.shapeOf)*2)
 	b.tcValid = make([]bool, len(b.s.nodes))
+	b.nodeVer = make([]uint32, len(b.s.nodes))
 }
 
 // invalidateAll drops every cached migration target.
 func (b *balancer) invalidateAll() {
 	for i := range b.tcValid {
 		b.tcValid[i] = false
+		b.nodeVer[i]++
 	}
 }
 
@@ -544,6 +547,7 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 	for k := 0; k < b.r.nn; k++ {
 		i := b.r.idx[k]
 		b.tcValid[i] = false
+		b.nodeVer[i]++
 		if b.topK > 0 && !s.nodes[i].offline {
 			if j, found := slices.BinarySearch(b.fresh, i); !found {
 				b.fresh = slices.Insert(b.fresh, j, i)

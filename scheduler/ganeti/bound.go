@@ -23,8 +23,8 @@ import (
 //	score(i, t) ≥ K(i) + T(shape(i), t)
 //
 // with K and T computed once per step in O(instances + shapes × nodes).
-// Instances are visited by increasing K + min T, each one's targets by
-// increasing T, and a pair is scored only while its bound is within
+// The instance with the least K + min T is scored first, then the others
+// in order, each one's targets by increasing T, and a pair is scored only while its bound is within
 // estimateWindow of the best estimate so far: a pair above that cannot be
 // the best move (its estimate is above the best estimate, its exact score
 // above the best exact one, by more than the estimates' rounding, which
@@ -59,9 +59,46 @@ type boundScratch struct {
 	bLo    metricVec
 	bHi    metricVec
 	absB   metricVec
-	needed []bool // (shape, flag) used by some instance
-	hs     []int  // the needed ones
-	sorted []bool // tOrder[h] is sorted
+	be     []bEntry // compact tc, same index
+	beVer  []uint32 // node version be was built at (0: never)
+	beTw   bool     // twins flag be was built with
+	srcAt  []int32  // per instance: node srcD was computed on
+	srcVer []uint32 // and its version (0: never)
+	needed []bool   // (shape, flag) used by some instance
+	hs     []int    // the needed ones
+	sorted []bool   // tOrder[h] is sorted
+}
+
+// bEntry is a cached migration target (tc entry) reduced to what the bound
+// needs: per deviation metric it changes, the change of the shifted sum and
+// P = dq/n − ds²/n² (β = P − 2·s·ds/n²); and the weighted change of the sums.
+type bEntry struct {
+	ok  bool
+	n   uint8
+	k   [nMetrics]uint8
+	lin float64
+	ds  [nMetrics]float64
+	p   [nMetrics]float64
+}
+
+func (b *balancer) compact(e *tcEntry, out *bEntry) {
+	a := &b.agg
+	out.ok, out.n, out.lin = e.ok, 0, 0
+	if !e.ok {
+		return
+	}
+	for m := e.d.mask; m != 0; m &= m - 1 {
+		k := bits.TrailingZeros32(m)
+		if metricKinds[k] != mStdDev {
+			out.lin += a.w[k] * e.d.ds[k]
+			continue
+		}
+		ds := e.d.ds[k]
+		out.k[out.n] = uint8(k)
+		out.ds[out.n] = ds
+		out.p[out.n] = e.d.dq[k]*a.invN - ds*ds*a.invN*a.invN
+		out.n++
+	}
 }
 
 type tEntry struct {
@@ -91,6 +128,30 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.alpha = make([]float64, nIn*nMetrics)
 	}
 	bs.srcD, bs.key, bs.alpha = bs.srcD[:nIn], bs.key[:nIn], bs.alpha[:nIn*nMetrics]
+	if len(bs.srcVer) != nIn {
+		bs.srcVer = make([]uint32, nIn)
+		bs.srcAt = make([]int32, nIn)
+	}
+	if len(bs.be) != len(b.tc) || bs.beTw != a.twins {
+		bs.be = make([]bEntry, len(b.tc))
+		bs.beVer = make([]uint32, len(s.nodes))
+		bs.beTw = a.twins
+		clear(bs.srcVer)
+	}
+	for _, t := range b.online {
+		if v := b.nodeVer[t] + 1; bs.beVer[t] != v {
+			for h := 0; h < 2*ns; h++ {
+				if b.extShape[h/2] {
+					b.compact(&b.tc[t*2*ns+h], &bs.be[t*2*ns+h])
+				}
+			}
+			bs.beVer[t] = v
+		}
+	}
+	var sn metricVec // 2·s_k/n² per deviation metric
+	for k := 0; k < nMetrics; k++ {
+		sn[k] = 2 * a.s[k] * a.invN * a.invN
+	}
 
 	fbOf := func(in *instState) int {
 		if s.nodes[in.pNode].offline || force {
@@ -125,16 +186,13 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	}
 	for _, t := range b.online {
 		for _, h := range bs.hs {
-			e := &b.tc[t*2*ns+h]
-			if !e.ok {
-				continue
-			}
-			for m := e.d.mask & sdMask; m != 0; m &= m - 1 {
-				k := bits.TrailingZeros32(m)
-				v := a.beta(k, e.d.ds[k], e.d.dq[k])
+			e := &bs.be[t*2*ns+h]
+			for j := 0; j < int(e.n); j++ {
+				k := e.k[j]
+				v := e.p[j] - sn[k]*e.ds[j]
 				bs.bLo[k] = min(bs.bLo[k], v)
 				bs.bHi[k] = max(bs.bHi[k], v)
-				bs.absB[k] = max(bs.absB[k], math.Abs(e.d.ds[k]))
+				bs.absB[k] = max(bs.absB[k], math.Abs(e.ds[j]))
 			}
 		}
 	}
@@ -144,11 +202,14 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	for _, ii32 := range bs.order {
 		ii := int(ii32)
 		in := &s.insts[ii]
-		src := s.nodes[in.pNode]
-		src.removePri(in)
-		v := src.vector()
 		d := &bs.srcD[ii]
-		a.delta(&b.vecs[in.pNode], &v, src.offline, d)
+		if v := b.nodeVer[in.pNode] + 1; bs.srcVer[ii] != v || bs.srcAt[ii] != int32(in.pNode) {
+			src := s.nodes[in.pNode]
+			src.removePri(in)
+			vec := src.vector()
+			a.delta(&b.vecs[in.pNode], &vec, src.offline, d)
+			bs.srcVer[ii], bs.srcAt[ii] = v, int32(in.pNode)
+		}
 		al := bs.alpha[ii*nMetrics : (ii+1)*nMetrics]
 		for _, k := range a.active {
 			if metricKinds[k] != mStdDev {
@@ -196,25 +257,35 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.sorted[h] = false
 		bs.tOrder[h] = bs.tOrder[h][:0]
 	}
+	var ws metricVec // w_k·σ_k
+	for _, k := range a.active {
+		ws[k] = a.w[k] * bs.sigma[k]
+	}
 	for _, t := range b.online {
 		for _, h := range bs.hs {
-			e := &b.tc[t*2*ns+h]
+			e := &bs.be[t*2*ns+h]
 			if !e.ok {
 				continue
 			}
-			k := b.sideKey(&e.d, nil)
+			k := e.lin
+			for j := 0; j < int(e.n); j++ {
+				kk := e.k[j]
+				k += ws[kk] * (e.p[j] - sn[kk]*e.ds[j])
+			}
 			bs.tOrder[h] = append(bs.tOrder[h], tEntry{t: int32(t), key: k})
 			bs.tMin[h] = min(bs.tMin[h], k)
 		}
 	}
+	// K(i) + min T: the bound over all of instance i's migrations.
+	first, firstKey := -1, math.Inf(1)
 	for _, ii := range bs.order {
-		bs.key[ii] = lconst + b.sideKey(&bs.srcD[ii], bs.alpha[int(ii)*nMetrics:int(ii+1)*nMetrics])
+		h := 2*int(b.shape[ii]) + fbOf(&s.insts[ii])
+		k := lconst + b.sideKey(&bs.srcD[ii], bs.alpha[int(ii)*nMetrics:int(ii+1)*nMetrics])
+		bs.key[ii] = k
+		if k+bs.tMin[h] < firstKey {
+			first, firstKey = int(ii), k+bs.tMin[h]
+		}
 	}
-	slices.SortFunc(bs.order, func(x, y int32) int {
-		hx := 2*int(b.shape[x]) + fbOf(&s.insts[x])
-		hy := 2*int(b.shape[y]) + fbOf(&s.insts[y])
-		return cmp.Compare(bs.key[x]+bs.tMin[hx], bs.key[y]+bs.tMin[hy])
-	})
 
 	// DRBD and other non-migration moves: all of them, as in scan.
 	for ii := range s.insts {
@@ -224,13 +295,12 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 	}
 	limit := func(x float64) bool { return x-boundSlack*(1+math.Abs(x)) > w.best+estimateWindow }
-	for _, ii32 := range bs.order {
-		ii := int(ii32)
+	migrations := func(ii int) {
 		in := &s.insts[ii]
 		h := 2*int(b.shape[ii]) + fbOf(in)
 		k := bs.key[ii]
 		if limit(k + bs.tMin[h]) {
-			break
+			return
 		}
 		op := &s.nodes[in.pNode]
 		if !bs.sorted[h] {
@@ -248,6 +318,16 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			e := &b.tc[(tdx*ns+int(b.shape[ii]))*2+h%2]
 			w.evals++
 			w.record(ii, Migrate, tdx, a.estimate2(&bs.srcD[ii], &e.d))
+		}
+	}
+	// The most promising instance first, for a low best estimate early;
+	// then every other one whose bound still allows it.
+	if first >= 0 {
+		migrations(first)
+	}
+	for _, ii := range bs.order {
+		if int(ii) != first {
+			migrations(int(ii))
 		}
 	}
 	// Back to Ganeti's scan order: by instance, then target (a DRBD

@@ -431,6 +431,7 @@ func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
 		found := false
 		from := s
 		var done []PlannedMove // incremental search: moves of earlier prefixes
+		var whole balanceRun   // the balance of the whole list, if it ran
 		for k := 0; k <= len(onCand); k++ {
 			// Setting the whole prefix is idempotent on a state that has
 			// part of it online already (incremental search).
@@ -438,6 +439,9 @@ func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
 			if ok {
 				chosen, run, found = onCand[:k], r, true
 				break
+			}
+			if k == len(onCand) {
+				whole = r
 			}
 			if sq.incremental && r.s != nil {
 				from = r.s
@@ -447,7 +451,13 @@ func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
 		if !found {
 			chosen = onCand
 			res.Notes = append(res.Notes, "Onlining all nodes will not yield enough capacity")
-			run = sq.setAndBalance(from, chosen, false)
+			if whole.s != nil && !sq.incremental {
+				// The same computation as the last try: the whole list
+				// onlined in the initial state and balanced.
+				run = whole
+			} else {
+				run = sq.setAndBalance(from, chosen, false)
+			}
 		}
 		run.moves = append(done, run.moves...)
 		for _, i := range chosen {
