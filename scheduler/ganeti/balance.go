@@ -490,11 +490,15 @@ func (b *balancer) step(minGain, minGainLimit float64, force, noDiskMoves bool) 
 		}
 		b.rankAge++
 	}
+	bounded := b.bounded && b.topK == 0 && !b.agg.hasMap
+	if bounded {
+		n = max(b.parallel, 1)
+	}
 	if len(b.workers) < n {
 		b.workers = append(b.workers, make([]scanWorker, n-len(b.workers))...)
 	}
-	if b.bounded && b.topK == 0 && !b.agg.hasMap {
-		n = 1
+	if bounded {
+		n = 1 // scanBounded merges its helpers into worker 0
 		b.scanBounded(&b.workers[0], force, noDiskMoves)
 	} else if n == 1 {
 		b.scan(&b.workers[0], 0, len(s.insts), force, noDiskMoves)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // Bounded scan: the exact step (every move of every instance is a
@@ -31,7 +32,7 @@ import (
 // estimateWindow bounds). The candidates kept are then put back in Ganeti's
 // scan order, so the exact re-scoring picks the same first-best move as the
 // full scan. DRBD moves (three nodes, peer-dependent N+1 memory) are all
-// scored, as in the full scan.
+// scored, as in the full scan, on GOMAXPROCS goroutines.
 
 // sdMask has the bits of the standard-deviation metrics.
 var sdMask = func() uint32 {
@@ -51,7 +52,8 @@ type boundScratch struct {
 	srcD   []delta   // per instance: the source side of a migration
 	alpha  []float64 // per instance × metric
 	key    []float64 // per instance: K(i)
-	order  []int32   // migration instances by K + min T
+	order  []int32   // migration instances
+	other  []int32   // movable DRBD instances
 	tOrder [][]tEntry
 	tMin   []float64
 	sigma  metricVec
@@ -287,12 +289,41 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 	}
 
-	// DRBD and other non-migration moves: all of them, as in scan.
+	// DRBD and other non-migration moves: all of them, as in scan, split
+	// over the workers (each keeps a superset of what one scan would).
+	bs.other = bs.other[:0]
 	for ii := range s.insts {
 		in := &s.insts[ii]
-		if in.tmpl.Mirror() != MirrorExternal {
-			b.scanInst(w, ii, force, noDiskMoves)
+		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && b.filter.allows(in) {
+			bs.other = append(bs.other, int32(ii))
 		}
+	}
+	nw := len(b.workers)
+	if len(bs.other)*len(b.online)*4 < parallelThreshold {
+		nw = 1
+	}
+	var wg sync.WaitGroup
+	per := (len(bs.other) + nw - 1) / max(nw, 1)
+	for k := 1; k < nw; k++ {
+		lo, hi := min(k*per, len(bs.other)), min((k+1)*per, len(bs.other))
+		wg.Add(1)
+		go func(x *scanWorker) {
+			defer wg.Done()
+			x.reset()
+			for _, ii := range bs.other[lo:hi] {
+				b.scanInst(x, int(ii), force, noDiskMoves)
+			}
+		}(&b.workers[k])
+	}
+	for _, ii := range bs.other[:min(per, len(bs.other))] {
+		b.scanInst(w, int(ii), force, noDiskMoves)
+	}
+	wg.Wait()
+	for k := 1; k < nw; k++ {
+		x := &b.workers[k]
+		w.cands = append(w.cands, x.cands...)
+		w.best = min(w.best, x.best)
+		w.evals += x.evals
 	}
 	limit := func(x float64) bool { return x-boundSlack*(1+math.Abs(x)) > w.best+estimateWindow }
 	migrations := func(ii int) {
