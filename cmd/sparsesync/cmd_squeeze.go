@@ -45,11 +45,14 @@ By default only externally mirrored instances move; --drbd also moves DRBD
 instances; --all moves every instance hbal would move, which is exactly what
 hsqueeze does.
 
---search exact runs hsqueeze's algorithm (same decisions); pruned tries each
-instance only on the best-ranked nodes for its size; incremental also
-continues from the last accepted state instead of re-balancing every
-candidate set (much faster, not always hsqueeze's decision). auto picks
-exact on small clusters, pruned on medium ones, incremental on large ones.
+--search exact runs hsqueeze's algorithm; bounded takes the same moves and
+decisions but skips the migrations a lower bound on their score rules out
+(much faster). pruned tries each instance only on the best-ranked nodes for
+its size, and incremental also continues from the last accepted state instead
+of re-balancing every candidate set: both are approximate (incremental is not
+always hsqueeze's decision). auto is bounded unless many DRBD instances may
+move (--drbd/--all on large clusters), then pruned or incremental; -v names
+the search used.
 
 Output: 'Nodes to offline', 'Nodes to online' or 'No action', then the node
 names; -C adds the moves, tag and power commands; --json prints one object
@@ -70,7 +73,7 @@ names; -C adds the moves, tag and power commands; --json prints one object
 	f.BoolVarP(&opts.commands, "print-commands", "C", false, "print the moves, tag and power commands")
 	f.BoolVar(&opts.noHeaders, "no-headers", false, "do not print the action header")
 	f.CountVarP(&opts.verbose, "verbose", "v", "more output (twice: candidate lists and notes)")
-	f.StringVar(&opts.search, "search", "auto", "search strategy: exact (hsqueeze's), pruned, incremental, or auto (exact on small clusters)")
+	f.StringVar(&opts.search, "search", "auto", "search strategy: exact (hsqueeze's), bounded (same decisions, faster), pruned or incremental (approximate), or auto")
 	_ = cmd.MarkFlagRequired("text-data")
 	return cmd
 }
@@ -93,12 +96,14 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 	case "", "auto":
 	case "exact":
 		so.Search = ganeti.SearchExact
+	case "bounded":
+		so.Search = ganeti.SearchBounded
 	case "pruned":
 		so.Search = ganeti.SearchPruned
 	case "incremental":
 		so.Search = ganeti.SearchIncremental
 	default:
-		return usageError{fmt.Errorf("--search: want auto, exact, pruned or incremental, got %q", opts.search)}
+		return usageError{fmt.Errorf("--search: want auto, exact, bounded, pruned or incremental, got %q", opts.search)}
 	}
 	if err := so.Validate(); err != nil {
 		return usageError{err}

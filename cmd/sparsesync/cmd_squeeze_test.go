@@ -105,7 +105,7 @@ func TestRunSqueezeSearchAndJSONInput(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ganeti.WriteJSON(f, c))
 	require.NoError(t, f.Close())
-	for _, search := range []string{"auto", "exact", "pruned", "incremental"} {
+	for _, search := range []string{"auto", "exact", "bounded", "pruned", "incremental"} {
 		g, out := testGlobals()
 		require.NoError(t, runSqueeze(t.Context(), g, squeezeOptions{file: path, minimal: 2, target: 2, search: search, noHeaders: true}))
 		require.Equal(t, "node-01-004\nnode-01-005\n", out.String(), search)

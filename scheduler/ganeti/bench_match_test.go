@@ -33,7 +33,7 @@ func TestBenchClusterMatchesHsqueeze(t *testing.T) {
 	c := loadFile(t, benchFile)
 	res, err := Squeeze(c, SqueezeOptions{Moves: MoveAll})
 	require.NoError(t, err)
-	require.Equal(t, SearchExact, res.Search)
+	require.Equal(t, SearchBounded, res.Search)
 	require.Equal(t, ActionOffline, res.Action)
 	require.Equal(t, lines[1:], res.Nodes)
 

@@ -16,20 +16,30 @@ var benchSpecs = []struct {
 	{"nodes=500/instances=5000", 5005000, genSpec{Nodes: 500, Standby: 10, Offline: 2, Instances: 5000, DRBD: 0.1, Load: 0.45}},
 }
 
+// BenchmarkSqueeze runs every search on the 40/300 cluster moving every
+// instance (hsqueeze's setting). On 500/5000 it runs auto with the default
+// moves (externally mirrored instances: the bounded search, hsqueeze's
+// decisions) and with every instance moving (500 movable DRBD instances on
+// 500 nodes: auto falls back to the approximate incremental search).
 func BenchmarkSqueeze(b *testing.B) {
+	type run struct {
+		search Search
+		moves  MoveMode
+	}
 	for _, bs := range benchSpecs {
 		c := genCluster(bs.seed, bs.spec)
-		searches := []Search{SearchAuto}
+		runs := []run{{SearchAuto, MoveExternal}, {SearchAuto, MoveAll}}
 		if bs.spec.Nodes <= 40 {
-			searches = []Search{SearchExact, SearchPruned}
+			runs = []run{{SearchExact, MoveAll}, {SearchBounded, MoveAll}, {SearchPruned, MoveAll}}
 		}
-		for _, search := range searches {
-			b.Run(bs.name+"/search="+search.String(), func(b *testing.B) {
+		for _, r := range runs {
+			name := bs.name + "/search=" + r.search.String() + "/moves=" + [...]string{"external", "drbd", "all"}[r.moves]
+			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
 				var res *SqueezeResult
 				for b.Loop() {
 					var err error
-					res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll, Search: search})
+					res, err = Squeeze(c, SqueezeOptions{Moves: r.moves, Search: r.search})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -37,6 +47,7 @@ func BenchmarkSqueeze(b *testing.B) {
 				b.ReportMetric(float64(len(res.Nodes)), "nodes")
 				b.ReportMetric(float64(res.Stats.Balances), "balances")
 				b.ReportMetric(float64(res.Stats.Steps), "steps")
+				b.ReportMetric(float64(res.Stats.Evaluations), "evals")
 			})
 		}
 	}

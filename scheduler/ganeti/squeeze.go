@@ -49,11 +49,12 @@ type SqueezeOptions struct {
 	// 0 can be requested); when false, zero values mean 2.0.
 	MinimalSet, TargetSet bool
 	// Search selects the strategy (see Search); the default, SearchAuto,
-	// is exact on small clusters.
+	// takes hsqueeze's decisions unless many DRBD instances may move.
 	Search Search
-	// ExactLimit and PrunedLimit are the largest instances × online nodes
-	// products SearchAuto searches exactly (default 50,000, e.g. 500
-	// instances on 100 nodes) and with pruning (default 500,000).
+	// ExactLimit is the largest movable DRBD instances × online nodes
+	// product SearchAuto searches exactly (with SearchBounded; default
+	// 50,000). PrunedLimit is the largest instances × online nodes product
+	// it searches with pruning beyond that (default 500,000).
 	ExactLimit, PrunedLimit int
 	// TopK is the number of target nodes per instance shape the pruned
 	// and incremental searches try (default 4).
@@ -65,8 +66,10 @@ type Search int
 
 // Search strategies.
 const (
-	// SearchAuto is exact up to ExactLimit, pruned up to PrunedLimit and
-	// incremental beyond.
+	// SearchAuto is SearchBounded (hsqueeze's decisions) unless the DRBD
+	// moves it would score in full (movable DRBD instances × online nodes)
+	// exceed ExactLimit; then it is pruned up to PrunedLimit instance ×
+	// node pairs and incremental beyond, both approximate.
 	SearchAuto Search = iota
 	// SearchExact runs hsqueeze's algorithm: every candidate set is
 	// balanced from the initial state trying every move.
@@ -195,11 +198,18 @@ func Squeeze(c *Cluster, opts SqueezeOptions) (*SqueezeResult, error) {
 		}
 	}
 	size := len(base.insts) * online
+	drbd := 0 // DRBD moves the bounded search scores in full
+	for i := range base.insts {
+		in := &base.insts[i]
+		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && sq.filter.allows(in) {
+			drbd++
+		}
+	}
 	search := opts.Search
 	if search == SearchAuto {
 		switch {
-		case size <= opts.ExactLimit:
-			search = SearchExact
+		case drbd*online <= opts.ExactLimit:
+			search = SearchBounded
 		case size <= opts.PrunedLimit:
 			search = SearchPruned
 		default:
