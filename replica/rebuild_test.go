@@ -1,0 +1,221 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/tcpsync"
+)
+
+// makeSource creates a closed replica of size bytes with a head and two
+// snapshots holding data patterns (dataPerLayer bytes per layer, spread).
+func makeSource(t testing.TB, dir string, size, dataPerLayer int64) {
+	t.Helper()
+	r, err := Create(dir, size, Options{})
+	require.NoError(t, err)
+	buf := alignedBuf(1 << 20)
+	writeLayer := func(seed int64) {
+		step := size / max(1, dataPerLayer/int64(len(buf)))
+		for off, n := seed*8192, int64(0); n < dataPerLayer && off+int64(len(buf)) <= size; off, n = off+step, n+int64(len(buf)) {
+			layout.Pattern(buf, off+seed)
+			_, err := r.WriteAt(buf, off)
+			require.NoError(t, err)
+		}
+	}
+	writeLayer(0)
+	require.NoError(t, r.Snapshot("s1"))
+	writeLayer(1)
+	_, err = r.WriteAt([]byte("unaligned"), 5000)
+	require.NoError(t, err)
+	require.NoError(t, r.Snapshot("s2"))
+	writeLayer(2)
+	require.NoError(t, r.Close())
+}
+
+// exportBytes exports dir and returns the image.
+func exportBytes(t testing.TB, dir string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "export.img")
+	_, err := Export(context.Background(), dir, out)
+	require.NoError(t, err)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return b
+}
+
+// requireSameReplica checks that target opens as a healthy replica with
+// the source's content, counter and volume.
+func requireSameReplica(t testing.TB, source, target string) {
+	t.Helper()
+	require.True(t, bytes.Equal(exportBytes(t, source), exportBytes(t, target)), "exported images differ")
+	si, err := Inspect(source, InspectOptions{})
+	require.NoError(t, err)
+	ti, err := Inspect(target, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, si.Revision, ti.Revision)
+	require.Equal(t, si.Chain, ti.Chain)
+	rep, err := Check([]string{source, target}, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{source, target}, rep.RW, "%+v", rep)
+	r, err := Open(target, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+}
+
+func fileNames(t testing.TB, dir string) []string {
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func sum(files []RebuildFile, f func(RebuildFile) int64) (n int64) {
+	for _, x := range files {
+		n += f(x)
+	}
+	return n
+}
+
+func copied(f RebuildFile) int64 { return f.CopiedBytes + f.ClonedBytes }
+
+func TestRebuildLocalIncremental(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	makeSource(t, src, 16<<20, 2<<20)
+	st, err := Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, PathLocal, st.Path)
+	require.Empty(t, st.FallbackReason)
+	require.Len(t, st.Files, 6)
+	requireSameReplica(t, src, dst)
+
+	// Unchanged: nothing is written again.
+	st, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Zero(t, sum(st.Files, func(f RebuildFile) int64 { return f.CopiedBytes }), "%+v", st.Files)
+
+	// One more write and a snapshot on the source: the old head of the
+	// target is gone, the new files are copied, the counter follows.
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	_, err = r.WriteAt(bytes.Repeat([]byte("x"), 4096), 1<<20)
+	require.NoError(t, err)
+	require.NoError(t, r.Snapshot("s3"))
+	_, err = r.WriteAt(bytes.Repeat([]byte("y"), 4096), 2<<20)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	st, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	requireSameReplica(t, src, dst)
+	require.NotContains(t, fileNames(t, dst), HeadName(2), "stale head of the old copy")
+	require.Less(t, sum(st.Files, copied), int64(4<<20))
+}
+
+func TestRebuildRefusesSameDir(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	makeSource(t, src, 1<<20, 1<<20)
+	_, err := Rebuild(t.Context(), src, src, nil)
+	require.Error(t, err)
+	requireSameReplicaSelf(t, src)
+}
+
+func requireSameReplicaSelf(t *testing.T, dir string) {
+	r, err := Open(dir, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+}
+
+// serveDir starts a loopback tcpsync server whose root is dir's parent.
+func serveDir(t *testing.T, dir string) string {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &tcpsync.Server{Root: filepath.Dir(dir), NoAuth: true}
+	addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
+	require.NoError(t, err)
+	t.Cleanup(func() { cancel(); require.NoError(t, wait()) })
+	return addr
+}
+
+func TestRebuildFallbackToTCP(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	makeSource(t, src, 8<<20, 1<<20)
+	fault := func(step, name string) error {
+		if step == "local" && name == MetaName(SnapshotName("s1")) { // the second file
+			return errors.New("injected local copy failure")
+		}
+		return nil
+	}
+
+	// Without a fallback the rebuild fails and leaves nothing behind.
+	_, err := Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fault})
+	require.ErrorContains(t, err, "injected")
+	require.Empty(t, fileNames(t, dst), "files of the failed local attempt")
+
+	var logged bytes.Buffer
+	addr := serveDir(t, src)
+	var local []string
+	tcpStarted := false
+	o := &RebuildOptions{Remote: addr, TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+		Logger: newTestLogger(&logged),
+		fault: func(step, name string) error {
+			if step == "local" {
+				local = append(local, name)
+			}
+			if step == "tcp" && !tcpStarted && slices.Contains(fileNames(t, dst), SnapshotName("s1")) {
+				// The network copy starts from a target without the
+				// local attempt's files.
+				t.Errorf("leftover %s from the local attempt", SnapshotName("s1"))
+			}
+			tcpStarted = tcpStarted || step == "tcp"
+			return fault(step, name)
+		}}
+	st, err := Rebuild(t.Context(), src, dst, o)
+	require.NoError(t, err)
+	require.Equal(t, PathLocalTCP, st.Path)
+	require.Contains(t, st.FallbackReason, "injected")
+	require.Equal(t, []string{SnapshotName("s1"), MetaName(SnapshotName("s1"))}, local)
+	require.Contains(t, logged.String(), "level=WARN")
+	require.Contains(t, logged.String(), "falling back to TCP")
+	requireSameReplica(t, src, dst)
+}
+
+func TestRebuildTCPOnlyIncremental(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	makeSource(t, src, 8<<20, 1<<20)
+	o := &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+	st, err := Rebuild(t.Context(), "", dst, o)
+	require.NoError(t, err)
+	require.Equal(t, PathTCP, st.Path)
+	requireSameReplica(t, src, dst)
+
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	_, err = r.WriteAt(bytes.Repeat([]byte("z"), 8192), 3<<20)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	st, err = Rebuild(t.Context(), "", dst, o)
+	require.NoError(t, err)
+	requireSameReplica(t, src, dst)
+	var img int64
+	for _, f := range st.Files {
+		if filepath.Ext(f.Name) == ".img" {
+			img += f.CopiedBytes
+		}
+	}
+	require.Equal(t, int64(8192), img, "%+v", st.Files)
+}
+
+func newTestLogger(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
