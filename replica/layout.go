@@ -150,12 +150,16 @@ func ReadDiskMeta(dir, img string) (DiskMeta, error) {
 // Chain returns the image names of the live chain of dir, head first, by
 // walking Parent links from volume.meta's head. Every image must exist. A
 // directory marked Rebuilding fails with ErrRebuilding: it is incomplete.
-func Chain(dir string) ([]string, VolumeMeta, error) {
+func Chain(dir string) ([]string, VolumeMeta, error) { return chainOf(dir, false) }
+
+// chainOf is Chain; rebuilding accepts a directory marked Rebuilding (the
+// write-only member of a live rebuild opens it).
+func chainOf(dir string, rebuilding bool) ([]string, VolumeMeta, error) {
 	vm, err := ReadVolumeMeta(dir)
 	if err != nil {
 		return nil, vm, err
 	}
-	if vm.Rebuilding {
+	if vm.Rebuilding && !rebuilding {
 		return nil, vm, fmt.Errorf("%s: %w", dir, ErrRebuilding)
 	}
 	chain := []string{vm.Head}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/sparse"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
@@ -322,25 +321,8 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err := removeStale(target, names); err != nil {
 		return res, err
 	}
-	for _, name := range names {
-		if err := o.injected("local", name); err != nil {
-			return res, err
-		}
-		src, dst := filepath.Join(source, name), filepath.Join(target, name)
-		if !exists(dst) {
-			created = append(created, dst)
-		}
-		cst, err := localsync.Copy(ctx, src, dst, localsync.Options{Logger: o.Logger})
-		if err != nil {
-			return res, err
-		}
-		if err := verifyCopy(ctx, src, dst); err != nil {
-			return res, err
-		}
-		o.Logger.Debug("replica rebuild: copied", "file", name, "method", cst.Method.String(),
-			"cloned", cst.ClonedBytes, "copied", cst.CopiedBytes, "unchanged", cst.UnchangedBytes)
-		res.files = append(res.files, RebuildFile{Name: name, CopiedBytes: cst.CopiedBytes,
-			ClonedBytes: cst.ClonedBytes, UnchangedBytes: cst.UnchangedBytes})
+	if res.files, err = copyLocal(ctx, source, target, names, o); err != nil {
+		return res, err
 	}
 	for _, p := range []string{filepath.Join(target, RevisionCounterFile), filepath.Join(target, HeaderFile)} {
 		if !exists(p) {
@@ -475,22 +457,39 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	if err := removeStale(target, chainFiles(chain)); err != nil {
 		return res, err
 	}
+	var imgs []string
 	for _, img := range slices.Backward(chain) {
-		if err := o.injected("tcp", img); err != nil {
-			return res, err
-		}
-		st, err := tcpsync.Pull(ctx, o.Remote, remote(img), filepath.Join(target, img), &o.TCP)
-		if err != nil {
-			return res, err
-		}
-		if !st.Verified {
-			return res, fmt.Errorf("%w: %s: not verified", ErrVerify, img)
-		}
-		res.files = append(res.files, RebuildFile{Name: img, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
+		imgs = append(imgs, img)
+	}
+	files, err := copyTCP(ctx, target, imgs, o)
+	res.files = append(res.files, files...)
+	if err != nil {
+		return res, err
 	}
 	if err := o.injected("tcp", VolumeMetaFile); err != nil {
 		return res, err
 	}
 	res.revision, err = finish(target, vm, cf)
 	return res, err
+}
+
+// copyTCP pulls names from the source directory on the tcpsync server into
+// target, each verified end to end by tcpsync, only what differs moving.
+func copyTCP(ctx context.Context, target string, names []string, o *RebuildOptions) ([]RebuildFile, error) {
+	var files []RebuildFile
+	for _, name := range names {
+		if err := o.injected("tcp", name); err != nil {
+			return files, err
+		}
+		remote := path.Join(filepath.ToSlash(o.RemoteDir), name)
+		st, err := tcpsync.Pull(ctx, o.Remote, remote, filepath.Join(target, name), &o.TCP)
+		if err != nil {
+			return files, err
+		}
+		if !st.Verified {
+			return files, fmt.Errorf("%w: %s: not verified", ErrVerify, name)
+		}
+		files = append(files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
+	}
+	return files, nil
 }
