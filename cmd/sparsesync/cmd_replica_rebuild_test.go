@@ -81,6 +81,24 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(ab, pb))
 
+	// Straight to TCP (the source is not on this machine), from the
+	// server whose root holds the source directory.
+	tcpDst := filepath.Join(root, "dst-tcp")
+	taddr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok})
+	out.Reset()
+	require.NoError(t, runReplicaRebuild(t.Context(), g, replicaRebuildOptions{remote: taddr, tokenFile: tok, noLocal: true, json: true}, src, tcpDst))
+	res = nil
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	require.Equal(t, "tcp", res["path"], out.String())
+	c := filepath.Join(root, "c.img")
+	out.Reset()
+	require.NoError(t, runReplicaExport(t.Context(), g, replicaExportOptions{}, tcpDst, c))
+	cb, err := os.ReadFile(c)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(ab, cb))
+	err = runReplicaRebuild(t.Context(), g, replicaRebuildOptions{noLocal: true}, src, tcpDst)
+	require.ErrorAs(t, err, new(usageError))
+
 	// Through the command line: argument count follows --replica.
 	_, _, code, _ := runCLI(t, "push", "--replica", src, "--no-auth", addr)
 	require.Equal(t, 2, code)
