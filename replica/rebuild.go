@@ -73,9 +73,10 @@ type RebuildStats struct {
 
 // Rebuild makes the replica directory target an identical copy of the
 // replica in source, so that target opens as a healthy replica of the same
-// volume. The source must not be written meanwhile (a closed replica, or a
-// snapshot chain whose head is not written); use it with a live volume only
-// through a snapshot.
+// volume. The source must not be written meanwhile: Rebuild holds the
+// source directory's lock (a Replica open there makes it fail with ErrBusy,
+// and Open fails with ErrBusy while the rebuild runs). For a volume
+// that keeps taking writes use Volume.AddReplica.
 //
 // source names the source directory on this machine; "" means it is not on
 // this machine. Each file is first copied with localsync (reflinks where
@@ -125,6 +126,13 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 
 	var res rebuildResult
 	if source != "" {
+		// No writer may change the source while it is copied: take its
+		// directory lock (Open takes the same one).
+		if sl, err := lockDir(source); errors.Is(err, ErrBusy) {
+			return st, fmt.Errorf("replica: rebuild from %w", err)
+		} else if err == nil {
+			defer sl.Close()
+		}
 		st.Path = PathLocal
 		res, err = rebuildLocal(ctx, source, target, &o)
 		if err != nil && o.Remote != "" && ctx.Err() == nil {

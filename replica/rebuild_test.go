@@ -159,12 +159,20 @@ func TestRebuildLocalIncremental(t *testing.T) {
 	require.Less(t, sum(st.Files, copied), int64(4<<20))
 }
 
-func TestRebuildRefusesSameDir(t *testing.T) {
+func TestRebuildRefusesSameDirAndLiveSource(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	makeSource(t, src, 1<<20, 1<<20)
 	_, err := Rebuild(t.Context(), src, src, nil)
 	require.Error(t, err)
 	requireSameReplicaSelf(t, src)
+
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	dst := filepath.Join(t.TempDir(), "dst")
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.ErrorIs(t, err, ErrBusy)
+	require.Empty(t, fileNames(t, dst))
+	require.NoError(t, r.Close())
 }
 
 func requireSameReplicaSelf(t *testing.T, dir string) {
