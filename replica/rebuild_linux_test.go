@@ -209,3 +209,35 @@ func TestRebuildKilled(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, interrupted, 5, "too few kills landed inside the rebuild")
 }
+
+// verifyCopy accepts a reflink copy by its physical blocks and still
+// catches a differing byte in a copy that does not share them.
+func TestVerifyCopy(t *testing.T) {
+	mnt := loopfs.Mount(t, loopfs.XFS, 512<<20)
+	a, b, c := filepath.Join(mnt, "a"), filepath.Join(mnt, "b"), filepath.Join(mnt, "c")
+	buf := bytes.Repeat([]byte("v"), 1<<20)
+	for _, p := range []string{a, c} {
+		f, err := os.Create(p)
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(8<<20))
+		_, err = f.WriteAt(buf, 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	out, err := exec.Command("cp", "--reflink=always", a, b).CombinedOutput()
+	require.NoError(t, err, string(out))
+	ok, err := sameBlocks(t.Context(), a, b)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, verifyCopy(t.Context(), a, b))
+	ok, err = sameBlocks(t.Context(), a, c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, verifyCopy(t.Context(), a, c))
+	f, err := os.OpenFile(c, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("x"), 1<<20+12345)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.ErrorIs(t, verifyCopy(t.Context(), a, c), ErrVerify)
+}
