@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
 // A rebuild while two writers keep writing (aligned and unaligned writes,
@@ -20,6 +22,11 @@ import (
 // After the writers stop, all three replicas export to identical images,
 // hold the same revision count and pass the start check.
 func TestAddReplicaWhileWriting(t *testing.T) {
+	t.Run("local", func(t *testing.T) { addReplicaWhileWriting(t, false) })
+	t.Run("local+tcp", func(t *testing.T) { addReplicaWhileWriting(t, true) })
+}
+
+func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	root := t.TempDir()
 	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1")}
 	const size = 32 << 20
@@ -62,9 +69,29 @@ func TestAddReplicaWhileWriting(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	target := filepath.Join(root, "r2")
-	st, err := v.AddReplica(t.Context(), target, nil)
+	var o *RebuildOptions
+	if fallback {
+		// The local copy of the second file fails; the snapshots come
+		// over TCP from a loopback server whose root holds r0.
+		n := 0
+		o = &RebuildOptions{Remote: serveDir(t, dirs[0]), TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+			fault: func(step, name string) error {
+				if step == "local" {
+					if n++; n == 2 {
+						return errors.New("injected local copy failure")
+					}
+				}
+				return nil
+			}}
+	}
+	st, err := v.AddReplica(t.Context(), target, o)
 	require.NoError(t, err)
-	require.Equal(t, PathLocal, st.Path)
+	if fallback {
+		require.Equal(t, PathLocalTCP, st.Path)
+		require.Contains(t, st.FallbackReason, "injected")
+	} else {
+		require.Equal(t, PathLocal, st.Path)
+	}
 	before := writes.Load()
 	time.Sleep(50 * time.Millisecond)
 	stop.Store(true)
