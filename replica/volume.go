@@ -59,6 +59,7 @@ type Volume struct {
 	closed  bool
 
 	isClosed atomic.Bool // lock-free copy of closed for the I/O path
+	size     int64       // set before the volume is shared
 }
 
 // CreateVolume creates one replica per directory, all of one new volume.
@@ -86,6 +87,7 @@ func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error
 	h := append([]*Replica(nil), v.all...)
 	v.healthy.Store(&h)
 	v.writers.Store(&h)
+	v.size = size
 	return v, nil
 }
 
@@ -118,6 +120,9 @@ func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
 	h := append([]*Replica(nil), v.all...)
 	v.healthy.Store(&h)
 	v.writers.Store(&h)
+	if len(v.all) > 0 {
+		v.size = v.all[0].Size()
+	}
 	if anyERR {
 		v.mu.Lock()
 		err := v.bumpEpochLocked()
@@ -145,7 +150,7 @@ func (v *Volume) Epoch() uint64 {
 }
 
 // Size returns the volume size.
-func (v *Volume) Size() int64 { return v.all[0].Size() }
+func (v *Volume) Size() int64 { return v.size }
 
 // fanout runs op on every healthy replica in parallel, and on the WO
 // replica of a running rebuild when wo is set. Healthy replicas whose op
