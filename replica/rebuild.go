@@ -231,7 +231,8 @@ func isChainFile(name string) bool {
 }
 
 // removeStale deletes chain files of an older copy that the source's chain
-// does not have, and our live counter (it belongs to the old copy).
+// does not have, our live counter (it belongs to the old copy), and the
+// temporary files a killed rebuild may have left.
 func removeStale(target string, keep []string) error {
 	ents, err := os.ReadDir(target)
 	if err != nil {
@@ -240,7 +241,10 @@ func removeStale(target string, keep []string) error {
 	for _, e := range ents {
 		n := e.Name()
 		base := strings.TrimSuffix(n, ".tcpsync")
-		if (isChainFile(n) && !slices.Contains(keep, base)) || n == LiveCounterFile {
+		tmp, isTmp := strings.CutSuffix(n, ".tmp")
+		leftover := strings.HasPrefix(n, ".rebuild-") || // staging files of a killed network copy
+			isTmp && (isChainFile(tmp) || tmp == VolumeMetaFile || tmp == HeaderFile || tmp == RevisionCounterFile)
+		if (isChainFile(n) && !slices.Contains(keep, base)) || n == LiveCounterFile || leftover {
 			if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}

@@ -206,6 +206,9 @@ func TestRebuildKilled(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, exportBytes(t, dst)), "rep %d", rep)
 		requireSameReplica(t, src, dst)
+		require.ElementsMatch(t, []string{VolumeMetaFile, RevisionCounterFile, HeaderFile, LiveCounterFile, // (Open made it)
+			SnapshotName("s1"), MetaName(SnapshotName("s1")), SnapshotName("s2"), MetaName(SnapshotName("s2")),
+			HeadName(2), MetaName(HeadName(2))}, fileNames(t, dst), "rep %d: leftover files", rep)
 	}
 	require.GreaterOrEqual(t, interrupted, 5, "too few kills landed inside the rebuild")
 }
