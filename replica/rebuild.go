@@ -333,6 +333,13 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err := removeStale(target, names); err != nil {
 		return res, err
 	}
+	// A network copy's resume records no longer describe files the local
+	// copy is about to rewrite.
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(target, name+".tcpsync")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, err
+		}
+	}
 	if res.files, err = copyLocal(ctx, source, target, names, o); err != nil {
 		return res, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/sparse"
+	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
 // On XFS with reflink a local rebuild clones: every data extent of every
@@ -127,6 +128,7 @@ const rebuildChildEnv = "SPARSESYNC_REBUILD_CHILD"
 
 type rebuildChildSpec struct {
 	Source, Target, Ready string
+	TCP                   bool // rebuild over TCP only, from a server in the child
 }
 
 // TestRebuildChild is the child process of TestRebuildKilled: it rebuilds
@@ -138,18 +140,24 @@ func TestRebuildChild(t *testing.T) {
 	}
 	var spec rebuildChildSpec
 	require.NoError(t, json.Unmarshal([]byte(raw), &spec))
-	require.NoError(t, os.WriteFile(spec.Ready, []byte("R"), 0o600))
-	_, err := Rebuild(t.Context(), spec.Source, spec.Target, &RebuildOptions{fault: func(step, name string) error {
+	o := &RebuildOptions{fault: func(step, name string) error {
 		time.Sleep(8 * time.Millisecond)
 		return nil
-	}})
+	}}
+	source := spec.Source
+	if spec.TCP {
+		o.Remote, o.RemoteDir, o.TCP = serveDir(t, spec.Source), filepath.Base(spec.Source), tcpsync.Options{NoAuth: true, Retries: -1}
+		source = ""
+	}
+	require.NoError(t, os.WriteFile(spec.Ready, []byte("R"), 0o600))
+	_, err := Rebuild(t.Context(), source, spec.Target, o)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(spec.Ready, []byte("D"), 0o600))
 }
 
 // A rebuild killed (SIGKILL) at random points never leaves a target that
 // opens as a healthy replica (unless it had finished), and the next
-// rebuild completes it.
+// rebuild completes it. Every other child copies over TCP only.
 func TestRebuildKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
@@ -165,7 +173,7 @@ func TestRebuildKilled(t *testing.T) {
 	for rep := range 10 {
 		dst := filepath.Join(root, fmt.Sprintf("dst%d", rep))
 		ready := filepath.Join(root, fmt.Sprintf("ready%d", rep))
-		spec, _ := json.Marshal(rebuildChildSpec{Source: src, Target: dst, Ready: ready})
+		spec, _ := json.Marshal(rebuildChildSpec{Source: src, Target: dst, Ready: ready, TCP: rep%2 == 1})
 		cmd := exec.Command(exe, "-test.run=^TestRebuildChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), rebuildChildEnv+"="+string(spec))
 		var out bytes.Buffer
@@ -201,7 +209,7 @@ func TestRebuildKilled(t *testing.T) {
 			rep, _ := Check([]string{src, dst}, CheckOptions{})
 			require.Equal(t, []string{src}, rep.RW, "the start check takes the interrupted target")
 		}
-		t.Logf("rep %d: killed after %v; finished=%v, open error: %v", rep, delay, finished, err)
+		t.Logf("rep %d (tcp=%v): killed after %v; finished=%v, open error: %v", rep, rep%2 == 1, delay, finished, err)
 		_, err = Rebuild(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, exportBytes(t, dst)), "rep %d", rep)
