@@ -459,6 +459,10 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	// Walk the chain from the head through the pulled .meta files.
 	var chain []string
 	for img := vm.Head; img != ""; {
+		if !validImageName(img) {
+			// The names come from the peer and become local file names.
+			return res, corruptf(remote(VolumeMetaFile), "image name %q is not a head or snapshot image", img)
+		}
 		if len(chain) >= MaxChain || slices.Contains(chain, img) {
 			return res, corruptf(remote(MetaName(img)), "chain loops or exceeds %d layers", MaxChain)
 		}
@@ -590,4 +594,18 @@ func sameBlocks(ctx context.Context, src, dst string) (bool, error) {
 		return false, err
 	}
 	return slices.Equal(se, de), nil
+}
+
+// validImageName reports whether img is volume-head-NNN.img or
+// volume-snap-NAME.img with a valid snapshot name.
+func validImageName(img string) bool {
+	if _, ok := headIndex(img); ok {
+		return true
+	}
+	name, ok := strings.CutPrefix(img, snapPrefix)
+	if !ok {
+		return false
+	}
+	name, ok = strings.CutSuffix(name, imgSuffix)
+	return ok && validSnapshotName(name)
 }

@@ -263,3 +263,24 @@ func TestRebuildTCPOnlyIncremental(t *testing.T) {
 }
 
 func newTestLogger(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// Image names in the peer's metadata become local file names: a chain that
+// names anything but head and snapshot images is refused before any copy.
+func TestRebuildTCPRefusesBadNames(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	makeSource(t, src, 1<<20, 1<<20)
+	meta := filepath.Join(src, MetaName(SnapshotName("s1")))
+	require.NoError(t, os.WriteFile(meta, []byte(`{"Name":"volume-snap-s1.img","Parent":"volume.meta"}`), 0o600))
+	o := &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+	_, err := Rebuild(t.Context(), "", dst, o)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "volume.meta")
+	_, err = Open(dst, Options{})
+	require.ErrorIs(t, err, ErrRebuilding)
+	for _, bad := range []string{"..", ".", "volume.meta", "volume-snap-../x.img", "volume-snap-.img", "x.img"} {
+		require.False(t, validImageName(bad), bad)
+	}
+	require.True(t, validImageName(HeadName(7)))
+	require.True(t, validImageName(SnapshotName("a-b_c.1")))
+}
