@@ -284,3 +284,26 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 	require.True(t, validImageName(HeadName(7)))
 	require.True(t, validImageName(SnapshotName("a-b_c.1")))
 }
+
+// A directory Longhorn wrote (no replica.hdr) rebuilds into one that
+// Longhorn would read: same chain and bytes, revision.counter copied, no
+// header of ours.
+func TestRebuildLonghornDirectory(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	writeLonghornDir(t, src, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
+	st, err := Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(42), st.Revision)
+	require.True(t, bytes.Equal(exportBytes(t, src), exportBytes(t, dst)))
+	b, err := os.ReadFile(filepath.Join(dst, RevisionCounterFile))
+	require.NoError(t, err)
+	n, err := ParseRevisionCounter(b)
+	require.NoError(t, err)
+	require.Equal(t, int64(42), n)
+	require.NotContains(t, fileNames(t, dst), HeaderFile)
+	i, err := Inspect(dst, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(42), *i.Revision)
+	require.False(t, i.HasHeader)
+}
