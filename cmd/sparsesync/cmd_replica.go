@@ -31,7 +31,9 @@ func newReplicaCommand(g *globalOpts) *cobra.Command {
 		Use:   "replica",
 		Short: "Create, inspect, check, benchmark, export and rebuild Longhorn-format replica directories",
 		Long: `Work on replica directories in Longhorn's format (volume.meta, volume-head-NNN.img,
-volume-snap-*.img, revision.counter), ours or written by Longhorn itself.
+volume-snap-*.img, revision.counter), ours or written by Longhorn itself:
+create, info, check, bench, export (one sparse image of the volume) and
+rebuild (copy a replica: local first, TCP fallback).
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -47,7 +47,7 @@ type replicaExportResult struct {
 func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOptions, dir, out string) error {
 	st, err := replica.Export(ctx, dir, out)
 	if err != nil {
-		return fmt.Errorf("replica export %s: %w", dir, err)
+		return fmt.Errorf("replica export: %w", err)
 	}
 	if opts.json {
 		return writeJSONLine(g.stdout, replicaExportResult{Dir: dir, Out: out, Size: st.Size, DataBytes: st.DataBytes,
