@@ -17,6 +17,7 @@ type replicaRebuildOptions struct {
 	tokenFile string
 	noAuth    bool
 	noLocal   bool
+	retries   int
 	json      bool
 }
 
@@ -55,6 +56,7 @@ command again completes it.
 	f.StringVar(&opts.tokenFile, "token-file", "", "file holding the server's shared token")
 	f.BoolVar(&opts.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
 	f.BoolVar(&opts.noLocal, "no-local", false, "the source is not on this machine: copy over TCP only")
+	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped or refused connection per file (0: none)")
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
 	return cmd
 }
@@ -92,6 +94,10 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 		return usageError{fmt.Errorf("replica rebuild: --token-file and --no-auth need --remote")}
 	}
 	ro.TCP.NoAuth = opts.noAuth
+	ro.TCP.Retries = opts.retries
+	if opts.retries <= 0 {
+		ro.TCP.Retries = -1
+	}
 	ro.TCP.Logger = ro.Logger
 	if opts.tokenFile != "" {
 		tok, err := tcpsync.LoadToken(opts.tokenFile)
