@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 
 	"github.com/sparsesync/sparsesync/sparse"
+	"github.com/sparsesync/sparsesync/tcpsync"
 )
+
+var _ tcpsync.Source = (*ChainReader)(nil)
 
 // ChainReader reads the volume held by a replica directory: the head
 // merged with its snapshot chain, block by block as Longhorn's location map
@@ -81,28 +84,26 @@ func (c *ChainReader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // Map returns the data extents of the volume: every 4 KiB block some layer
-// of the chain holds. Everything else reads as zeros.
+// of the chain holds. Everything else reads as zeros. Each layer is walked
+// once with sparse (SEEK_DATA/SEEK_HOLE); no block is read.
 func (c *ChainReader) Map(ctx context.Context) (sparse.Map, error) {
-	var ext []sparse.Extent
-	err := resolveChain(c.layers, 0, 0, c.size, func(layer int, o, l int64) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if layer < 0 {
-			return nil
-		}
-		if k := len(ext); k > 0 && ext[k-1].End() == o {
-			ext[k-1].Len += l
-			return nil
-		}
-		ext = append(ext, sparse.Extent{Off: o, Len: l})
-		return nil
-	})
+	owners, err := c.owners(ctx)
 	if err != nil {
 		return sparse.Map{}, err
 	}
-	return sparse.FromExtents(c.size, ext)
+	m, err := sparse.NewMap(c.size)
+	if err != nil {
+		return sparse.Map{}, err
+	}
+	for _, o := range owners {
+		m = m.Union(o)
+	}
+	return m, nil
 }
+
+// Extents is Map under the name tcpsync.Source uses, so a replica
+// directory can be pushed as one volume (tcpsync.Push).
+func (c *ChainReader) Extents(ctx context.Context) (sparse.Map, error) { return c.Map(ctx) }
 
 // Close closes the images.
 func (c *ChainReader) Close() error {

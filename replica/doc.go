@@ -58,6 +58,30 @@
 // the newest layer that has any of it allocated (SEEK_DATA/SEEK_HOLE per
 // layer), as Longhorn's location map decides.
 //
+// # Export and rebuild
+//
+// Export writes the merged chain into one sparse image; the data map comes
+// from one SEEK_DATA/SEEK_HOLE walk per layer, so it costs what the data
+// costs, never the volume size. ChainReader is also a tcpsync.Source: a
+// replica directory can be pushed as one volume.
+//
+// Rebuild copies a replica directory the way Longhorn's sync agent does,
+// but verified and crash-safe:
+//
+//	volume.meta := source's, Rebuilding: true       (target stops opening)
+//	per image and .meta, oldest first:
+//	    localsync.Copy (reflink, copy_file_range, read/write; only what
+//	    differs), compare bytes, fdatasync
+//	on a local failure: remove what the local attempt created, warn,
+//	    tcpsync.Pull every file instead (hash compare, verified)
+//	revision.counter, replica.hdr := source's count, mode, volume, epoch
+//	volume.meta: Rebuilding: false                   (target opens)
+//
+// Volume.AddReplica does it under writes: the target joins write-only,
+// every member snapshots with no write in flight, the now immutable
+// snapshots are copied, and the target switches to RW with no write in
+// flight, taking the source's count and a new epoch.
+//
 // # Concurrency
 //
 // Replica and Volume are safe for concurrent use. 4 KiB-aligned I/O goes

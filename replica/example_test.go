@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,4 +53,31 @@ func ExampleCheck() {
 	// r0 RW revision 2 is the highest
 	// r1 RW revision 2 is the highest
 	// r2 ERR revision 1 below 2
+}
+
+// Export merges a replica's head and snapshots into one sparse image.
+func ExampleExport() {
+	root, err := os.MkdirTemp("", "replica-export")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(root)
+	r, err := replica.Create(filepath.Join(root, "r"), 1<<20, replica.Options{})
+	if err != nil {
+		panic(err)
+	}
+	r.WriteAt([]byte("old"), 0)
+	r.WriteAt([]byte("kept"), 8192)
+	r.Snapshot("s1")
+	r.WriteAt([]byte("new"), 0)
+	if err := r.Close(); err != nil {
+		panic(err)
+	}
+	st, err := replica.Export(context.Background(), filepath.Join(root, "r"), filepath.Join(root, "vol.img"))
+	if err != nil {
+		panic(err)
+	}
+	img, _ := os.ReadFile(filepath.Join(root, "vol.img"))
+	fmt.Println(st.Layers, st.DataBytes, string(img[:3]), string(img[8192:8196]))
+	// Output: 2 8192 new kept
 }

@@ -110,6 +110,12 @@ func ReadVolumeMeta(dir string) (VolumeMeta, error) {
 		}
 		return m, err
 	}
+	return parseVolumeMeta(path, b)
+}
+
+// parseVolumeMeta parses and checks the content b of volume.meta at path.
+func parseVolumeMeta(path string, b []byte) (VolumeMeta, error) {
+	var m VolumeMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, corruptf(path, "%v", err)
 	}
@@ -142,11 +148,19 @@ func ReadDiskMeta(dir, img string) (DiskMeta, error) {
 }
 
 // Chain returns the image names of the live chain of dir, head first, by
-// walking Parent links from volume.meta's head. Every image must exist.
-func Chain(dir string) ([]string, VolumeMeta, error) {
+// walking Parent links from volume.meta's head. Every image must exist. A
+// directory marked Rebuilding fails with ErrRebuilding: it is incomplete.
+func Chain(dir string) ([]string, VolumeMeta, error) { return chainOf(dir, false) }
+
+// chainOf is Chain; rebuilding accepts a directory marked Rebuilding (the
+// write-only member of a live rebuild opens it).
+func chainOf(dir string, rebuilding bool) ([]string, VolumeMeta, error) {
 	vm, err := ReadVolumeMeta(dir)
 	if err != nil {
 		return nil, vm, err
+	}
+	if vm.Rebuilding && !rebuilding {
+		return nil, vm, fmt.Errorf("%s: %w", dir, ErrRebuilding)
 	}
 	chain := []string{vm.Head}
 	seen := map[string]bool{vm.Head: true}

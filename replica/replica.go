@@ -35,6 +35,9 @@ type Options struct {
 	// counter update ("counter") and sync ("sync") with the replica
 	// directory; its error is treated as that operation failing (tests only).
 	fault func(dir, op string) error
+	// rebuilding opens a directory marked Rebuilding (a live rebuild's
+	// write-only member).
+	rebuilding bool
 }
 
 func (o *Options) bootID() (ID, error) {
@@ -192,7 +195,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	if r.dirLock, err = lockDir(dir); err != nil {
 		return nil, err
 	}
-	chain, vm, err := Chain(dir)
+	chain, vm, err := chainOf(dir, opts.rebuilding)
 	if err != nil {
 		return nil, err
 	}

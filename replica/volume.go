@@ -38,15 +38,28 @@ type Member struct {
 // any block device; callers serialize writes they want ordered.
 type Volume struct {
 	opts    VolumeOptions
-	healthy atomic.Pointer[[]*Replica]
+	healthy atomic.Pointer[[]*Replica] // RW: read from and written
+	writers atomic.Pointer[[]*Replica] // RW and WO (rebuilding): written
+
+	// io is held shared by every write, unmap and flush, exclusively by a
+	// snapshot and by membership changes of a rebuild, so those see no
+	// I/O in flight.
+	io sync.RWMutex
+	// locks serialize writes per 4 KiB block while a WO replica exists
+	// (its unaligned writes are widened to whole blocks read from a RW
+	// replica, so it never read-modify-writes data it has not received).
+	locks blockLocks
 
 	mu      sync.Mutex // membership changes
 	epoch   uint64
 	members []Member
 	all     []*Replica // every opened replica, for Close
+	wo      *Replica   // the write-only member of a running rebuild
+	woErr   error      // why wo was dropped
 	closed  bool
 
 	isClosed atomic.Bool // lock-free copy of closed for the I/O path
+	size     int64       // set before the volume is shared
 }
 
 // CreateVolume creates one replica per directory, all of one new volume.
@@ -73,6 +86,8 @@ func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error
 	}
 	h := append([]*Replica(nil), v.all...)
 	v.healthy.Store(&h)
+	v.writers.Store(&h)
+	v.size = size
 	return v, nil
 }
 
@@ -104,6 +119,10 @@ func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
 	}
 	h := append([]*Replica(nil), v.all...)
 	v.healthy.Store(&h)
+	v.writers.Store(&h)
+	if len(v.all) > 0 {
+		v.size = v.all[0].Size()
+	}
 	if anyERR {
 		v.mu.Lock()
 		err := v.bumpEpochLocked()
@@ -131,16 +150,21 @@ func (v *Volume) Epoch() uint64 {
 }
 
 // Size returns the volume size.
-func (v *Volume) Size() int64 { return v.all[0].Size() }
+func (v *Volume) Size() int64 { return v.size }
 
-// fanout runs op on every healthy replica in parallel. Replicas whose op
+// fanout runs op on every healthy replica in parallel, and on the WO
+// replica of a running rebuild when wo is set. Healthy replicas whose op
 // fails are demoted (epoch bump on the others) before fanout returns nil;
-// it fails only when no replica is left.
-func (v *Volume) fanout(op func(r *Replica) error) error {
+// it fails only when no healthy replica is left. A WO replica that fails
+// is dropped (its rebuild fails).
+func (v *Volume) fanout(wo bool, op func(r *Replica) error) error {
 	if v.isClosed.Load() {
 		return ErrClosed
 	}
 	hs := *v.healthy.Load()
+	if wo {
+		hs = *v.writers.Load()
+	}
 	if len(hs) == 0 {
 		return ErrNoHealthyReplica
 	}
@@ -159,6 +183,9 @@ func (v *Volume) fanout(op func(r *Replica) error) error {
 	var failed []*Replica
 	for i, err := range errs {
 		if err != nil {
+			if v.dropWO(hs[i], err) {
+				continue
+			}
 			failed = append(failed, hs[i])
 		}
 	}
@@ -166,6 +193,39 @@ func (v *Volume) fanout(op func(r *Replica) error) error {
 		return nil
 	}
 	return v.demote(failed, errs)
+}
+
+// storeWritersLocked publishes healthy + wo as the write set.
+func (v *Volume) storeWritersLocked() {
+	w := append([]*Replica(nil), *v.healthy.Load()...)
+	if v.wo != nil {
+		w = append(w, v.wo)
+	}
+	v.writers.Store(&w)
+}
+
+// dropWO removes r from the write set if it is the WO replica, recording
+// err for the rebuild; it reports whether r was the WO replica.
+func (v *Volume) dropWO(r *Replica, err error) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.wo == nil || v.wo != r {
+		return false
+	}
+	v.wo, v.woErr = nil, err
+	v.storeWritersLocked()
+	v.setMemberLocked(r.Dir(), ModeERR, err.Error())
+	return true
+}
+
+func (v *Volume) setMemberLocked(dir, mode, reason string) {
+	for i := range v.members {
+		if v.members[i].Dir == dir {
+			v.members[i].Mode, v.members[i].Reason = mode, reason
+			return
+		}
+	}
+	v.members = append(v.members, Member{Dir: dir, Mode: mode, Reason: reason})
 }
 
 // demote marks the failed replicas ERR and records a new epoch on the
@@ -202,6 +262,7 @@ func (v *Volume) removeLocked(f *Replica, cause error) bool {
 		return false
 	}
 	v.healthy.Store(&keep)
+	v.storeWritersLocked()
 	for i := range v.members {
 		if v.members[i].Dir == f.Dir() {
 			v.members[i].Mode, v.members[i].Reason = ModeERR, cause.Error()
@@ -234,35 +295,83 @@ func (v *Volume) bumpEpochLocked() error {
 	}
 }
 
-// WriteAt writes p at off on every healthy replica.
+// WriteAt writes p at off on every healthy replica (and the WO replica of
+// a running rebuild).
 func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
-	if err := v.fanout(func(r *Replica) error { _, err := r.WriteAt(p, off); return err }); err != nil {
+	v.io.RLock()
+	defer v.io.RUnlock()
+	if len(*v.writers.Load()) > len(*v.healthy.Load()) && len(p) > 0 {
+		return v.writeWidened(p, off)
+	}
+	if err := v.fanout(true, func(r *Replica) error { _, err := r.WriteAt(p, off); return err }); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// Unmap discards [off, off+n) on every healthy replica.
+// writeWidened writes while a WO replica exists: an unaligned write
+// becomes a write of whole blocks, read first from a healthy replica, under
+// the volume's block locks (exclusive for widened writes, shared for
+// aligned ones), so every replica receives whole blocks.
+func (v *Volume) writeWidened(p []byte, off int64) (int, error) {
+	end := off + int64(len(p))
+	if off < 0 || end > v.Size() {
+		return 0, fmt.Errorf("%w: %d bytes at %d, size %d", ErrOutOfRange, len(p), off, v.Size())
+	}
+	a0, a1 := roundDown(off), roundUp(end)
+	first, last := a0/BlockSize, (a1-1)/BlockSize
+	aligned := a0 == off && a1 == end
+	v.locks.lock(first, last, !aligned)
+	defer v.locks.unlock(first, last, !aligned)
+	buf := p
+	if !aligned {
+		buf = alignedBuf(int(a1 - a0))
+		if _, err := v.readHealthy(buf, a0); err != nil {
+			return 0, err
+		}
+		copy(buf[off-a0:], p)
+	}
+	if err := v.fanout(true, func(r *Replica) error { _, err := r.WriteAt(buf, a0); return err }); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Unmap discards [off, off+n) on every healthy replica. While a rebuild
+// runs it discards nothing and succeeds, as Longhorn does (a punch could
+// race with the copy of data the WO replica has not received).
 func (v *Volume) Unmap(off, n int64) error {
-	return v.fanout(func(r *Replica) error { return r.Unmap(off, n) })
+	v.io.RLock()
+	defer v.io.RUnlock()
+	if len(*v.writers.Load()) > len(*v.healthy.Load()) {
+		return nil
+	}
+	return v.fanout(false, func(r *Replica) error { return r.Unmap(off, n) })
 }
 
 // Flush makes every acknowledged write durable on every healthy replica.
 func (v *Volume) Flush() error {
-	return v.fanout(func(r *Replica) error { return r.Flush() })
+	v.io.RLock()
+	defer v.io.RUnlock()
+	return v.fanout(true, func(r *Replica) error { return r.Flush() })
 }
 
-// Snapshot takes snapshot name on every healthy replica.
+// Snapshot takes snapshot name on every healthy (and WO) replica, with no
+// write in flight, so every replica's snapshot holds the same writes.
 func (v *Volume) Snapshot(name string) error {
 	if !validSnapshotName(name) {
 		return fmt.Errorf("%w: %q", ErrBadName, name)
 	}
-	return v.fanout(func(r *Replica) error { return r.Snapshot(name) })
+	v.io.Lock()
+	defer v.io.Unlock()
+	return v.fanout(true, func(r *Replica) error { return r.Snapshot(name) })
 }
 
 // ReadAt reads from the first healthy replica; one that fails is demoted
 // and the next one is tried.
-func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
+func (v *Volume) ReadAt(p []byte, off int64) (int, error) { return v.readHealthy(p, off) }
+
+func (v *Volume) readHealthy(p []byte, off int64) (int, error) {
 	for {
 		if v.isClosed.Load() {
 			return 0, ErrClosed

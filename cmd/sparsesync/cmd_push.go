@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
@@ -99,8 +100,9 @@ func (o *netOptions) clientOptions(addr string) (*tcpsync.Options, error) {
 
 func newPushCommand(g *globalOpts) *cobra.Command {
 	opts := netOptions{}
+	var replicaDir string
 	cmd := &cobra.Command{
-		Use:   "push [flags] SRC ADDR REMOTE",
+		Use:   "push [flags] SRC ADDR REMOTE | push --replica DIR [flags] ADDR REMOTE",
 		Short: "Send a sparse file to a sparsesync server, only what differs",
 		Long: `Send the local file SRC to REMOTE (a path relative to the server's --root)
 on the server at ADDR (host:port). Only data the server lacks travels:
@@ -108,17 +110,58 @@ holes are never read or sent, blocks both sides hold are compared by
 seeded hashes, all-zero blocks become holes. The result is verified end
 to end; a dropped connection is retried and resumes where it stopped.
 
+With --replica DIR the source is the volume held by the replica
+directory DIR (ours or Longhorn's, not open by a writer): its head merged
+with its snapshot chain, the newest layer winning per 4 KiB block, sent
+as one sparse image without exporting it first.
+
 --json prints one object {"src", "dst", "size", "data_bytes",
 "copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
 "wire_bytes_received", "seconds", "verified"}.
 ` + exitCodesHelp,
-		Args: cobra.ExactArgs(3),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if replicaDir != "" {
+				return cobra.ExactArgs(2)(cmd, args)
+			}
+			return cobra.ExactArgs(3)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if replicaDir != "" {
+				return runPushReplica(cmd.Context(), g, opts, replicaDir, args[0], args[1])
+			}
 			return runPush(cmd.Context(), g, opts, args[0], args[1], args[2])
 		},
 	}
 	opts.register(cmd.Flags())
+	cmd.Flags().StringVar(&replicaDir, "replica", "", "send the volume of this replica directory (head + snapshot chain)")
 	return cmd
+}
+
+// runPushReplica sends the merged chain of a replica directory.
+func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, addr, remote string) error {
+	co, err := opts.clientOptions(addr)
+	if err != nil {
+		return err
+	}
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	c, err := replica.OpenChain(dir)
+	if err != nil {
+		return fmt.Errorf("push --replica %s: %w", dir, err)
+	}
+	defer c.Close()
+	var bar *progressBar
+	if show {
+		bar = startProgress(g.stderr, "push", terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
+	}
+	st, err := tcpsync.Push(ctx, addr, c, remote, co)
+	bar.Stop()
+	if err != nil {
+		return fmt.Errorf("push --replica %s to %s %s: %w", dir, addr, remote, err)
+	}
+	return printResult(g, opts.json, "pushed", dir, "tcp://"+addr+"/"+remote, st)
 }
 
 func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {

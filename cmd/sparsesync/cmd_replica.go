@@ -22,18 +22,22 @@ var replicaSubcommands = []func(*globalOpts) *cobra.Command{
 	newReplicaInfoCommand,
 	newReplicaCheckCommand,
 	newReplicaBenchCommand,
+	newReplicaExportCommand,
+	newReplicaRebuildCommand,
 }
 
 func newReplicaCommand(g *globalOpts) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replica",
-		Short: "Create, inspect, check and benchmark Longhorn-format replica directories",
+		Short: "Create, inspect, check, benchmark, export and rebuild Longhorn-format replica directories",
 		Long: `Work on replica directories in Longhorn's format (volume.meta, volume-head-NNN.img,
-volume-snap-*.img, revision.counter), ours or written by Longhorn itself.
+volume-snap-*.img, revision.counter), ours or written by Longhorn itself:
+create, info, check, bench, export (one sparse image of the volume) and
+rebuild (copy a replica: local first, TCP fallback).
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{errors.New("replica: missing subcommand (create, info, check, bench)")}
+			return usageError{errors.New("replica: missing subcommand (create, info, check, bench, export, rebuild)")}
 		},
 	}
 	for _, newCmd := range replicaSubcommands {

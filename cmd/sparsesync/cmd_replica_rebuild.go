@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sparsesync/sparsesync/replica"
+	"github.com/sparsesync/sparsesync/tcpsync"
+)
+
+type replicaRebuildOptions struct {
+	remote    string
+	remoteDir string
+	tokenFile string
+	noAuth    bool
+	noLocal   bool
+	retries   int
+	json      bool
+}
+
+func newReplicaRebuildCommand(g *globalOpts) *cobra.Command {
+	opts := replicaRebuildOptions{}
+	cmd := &cobra.Command{
+		Use:   "rebuild [--remote ADDR --token-file F] [--json] SOURCE-DIR TARGET-DIR",
+		Short: "Rebuild a replica directory from another one: local first, TCP fallback",
+		Long: `Make TARGET-DIR an identical replica of SOURCE-DIR (which must not be written
+meanwhile). Each file is copied locally first (reflinks where the
+filesystem can, else copy_file_range or read/write, writing only what
+differs from an older copy in TARGET-DIR) and verified. If a local step
+fails, the files the local attempt created are removed, a warning is
+printed and the copy is made over TCP from the sparsesync server at
+--remote, which serves SOURCE-DIR as --remote-dir beneath its root
+(default: the last element of SOURCE-DIR). With --no-local the source is
+not on this machine and the copy goes straight to TCP.
+
+TARGET-DIR is marked rebuilding in volume.meta until every file is copied,
+verified and synced, and gets the source's revision counter at the end; an
+interrupted rebuild leaves a directory that does not open, and running the
+command again completes it.
+
+--json prints one object {"source", "target", "path": "local"|"tcp"|"local+tcp",
+"files": [{"name", "copied_bytes", "cloned_bytes", "unchanged_bytes"}],
+"seconds", "fallback_reason"}.
+` + exitCodesHelp,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplicaRebuild(cmd.Context(), g, opts, args[0], args[1])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.remote, "remote", "", "sparsesync server (host:port) serving the source, for the TCP path")
+	f.StringVar(&opts.remoteDir, "remote-dir", "", "the source directory's name beneath the server's root (default: base name of SOURCE-DIR)")
+	f.StringVar(&opts.tokenFile, "token-file", "", "file holding the server's shared token")
+	f.BoolVar(&opts.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
+	f.BoolVar(&opts.noLocal, "no-local", false, "the source is not on this machine: copy over TCP only")
+	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped or refused connection per file (0: none)")
+	f.BoolVar(&opts.json, "json", false, "print one JSON object")
+	return cmd
+}
+
+type rebuildFileJSON struct {
+	Name           string `json:"name"`
+	CopiedBytes    int64  `json:"copied_bytes"`
+	ClonedBytes    int64  `json:"cloned_bytes"`
+	UnchangedBytes int64  `json:"unchanged_bytes"`
+}
+
+type replicaRebuildResult struct {
+	Source         string            `json:"source"`
+	Target         string            `json:"target"`
+	Path           string            `json:"path"`
+	Files          []rebuildFileJSON `json:"files"`
+	Seconds        float64           `json:"seconds"`
+	FallbackReason string            `json:"fallback_reason"`
+}
+
+func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOptions, source, target string) error {
+	ro := &replica.RebuildOptions{Remote: opts.remote, RemoteDir: opts.remoteDir,
+		Logger: slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if ro.RemoteDir == "" {
+		ro.RemoteDir = baseName(source)
+	}
+	switch {
+	case opts.remote == "" && opts.noLocal:
+		return usageError{fmt.Errorf("replica rebuild: --no-local needs --remote")}
+	case opts.remote != "" && opts.noAuth && opts.tokenFile != "":
+		return usageError{fmt.Errorf("replica rebuild: --no-auth and --token-file are exclusive")}
+	case opts.remote != "" && !opts.noAuth && opts.tokenFile == "":
+		return usageError{fmt.Errorf("replica rebuild: --remote needs --token-file (or --no-auth for a loopback server)")}
+	case opts.remote == "" && (opts.tokenFile != "" || opts.noAuth):
+		return usageError{fmt.Errorf("replica rebuild: --token-file and --no-auth need --remote")}
+	}
+	ro.TCP.NoAuth = opts.noAuth
+	ro.TCP.Retries = opts.retries
+	if opts.retries <= 0 {
+		ro.TCP.Retries = -1
+	}
+	ro.TCP.Logger = ro.Logger
+	if opts.tokenFile != "" {
+		tok, err := tcpsync.LoadToken(opts.tokenFile)
+		if err != nil {
+			return fmt.Errorf("replica rebuild: %w", err)
+		}
+		ro.TCP.Token = tok
+	}
+	local := source
+	if opts.noLocal {
+		local = ""
+	}
+	st, err := replica.Rebuild(ctx, local, target, ro)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		res := replicaRebuildResult{Source: source, Target: target, Path: st.Path, Files: []rebuildFileJSON{},
+			Seconds: st.Elapsed.Seconds(), FallbackReason: st.FallbackReason}
+		for _, f := range st.Files {
+			res.Files = append(res.Files, rebuildFileJSON(f))
+		}
+		return writeJSONLine(g.stdout, res)
+	}
+	var copied, cloned, unchanged int64
+	for _, f := range st.Files {
+		copied, cloned, unchanged = copied+f.CopiedBytes, cloned+f.ClonedBytes, unchanged+f.UnchangedBytes
+	}
+	_, err = fmt.Fprintf(g.stdout, "rebuilt %s from %s (%s): %d files, %s copied, %s cloned, %s unchanged, revision %d, %.2f s\n",
+		target, source, st.Path, len(st.Files), humanBytes(copied), humanBytes(cloned), humanBytes(unchanged), st.Revision, st.Elapsed.Seconds())
+	if err == nil && st.FallbackReason != "" {
+		_, err = fmt.Fprintf(g.stdout, "local copy failed: %s\n", st.FallbackReason)
+	}
+	return err
+}
+
+func baseName(p string) string {
+	for len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}

@@ -1,0 +1,611 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sparsesync/sparsesync/sparse"
+	"github.com/sparsesync/sparsesync/tcpsync"
+)
+
+// Rebuild paths, as RebuildStats.Path reports them.
+const (
+	PathLocal    = "local"
+	PathTCP      = "tcp"
+	PathLocalTCP = "local+tcp"
+)
+
+// RebuildOptions configure Rebuild. The zero value copies locally only.
+type RebuildOptions struct {
+	// Remote is the address of a tcpsync server that serves the source
+	// replica directory: the fallback when the local copy fails, and the
+	// only path when Rebuild gets no local source. "" means no fallback.
+	Remote string
+	// RemoteDir is the source directory's name beneath that server's root;
+	// "" means the last element of the source path.
+	RemoteDir string
+	// TCP configures the network copy (Token or NoAuth, TLSConfig, retries).
+	TCP tcpsync.Options
+	// Logger receives the fallback warning and per-file debug records; nil
+	// discards them.
+	Logger *slog.Logger
+
+	// fault, when set, is called before each step ("local", "tcp") with the
+	// file name; its error fails that step (tests only).
+	fault func(step, name string) error
+}
+
+// RebuildFile is what the rebuild did to one file.
+type RebuildFile struct {
+	Name           string `json:"name"`
+	CopiedBytes    int64  `json:"copied_bytes"`
+	ClonedBytes    int64  `json:"cloned_bytes"`
+	UnchangedBytes int64  `json:"unchanged_bytes"`
+}
+
+// RebuildStats say what Rebuild did.
+type RebuildStats struct {
+	Source string
+	Target string
+	// Path is PathLocal, PathTCP or PathLocalTCP (the local copy failed and
+	// the network copy completed the rebuild).
+	Path string
+	// Files lists the data and metadata files copied (the image chain and
+	// its .meta files), in copy order, from the path that completed.
+	Files []RebuildFile
+	// FallbackReason is why the local copy failed ("" when it did not).
+	FallbackReason string
+	// Revision is the revision counter given to the target (the source's).
+	Revision int64
+	Elapsed  time.Duration
+}
+
+// Rebuild makes the replica directory target an identical copy of the
+// replica in source, so that target opens as a healthy replica of the same
+// volume. The source must not be written meanwhile: Rebuild holds the
+// source directory's lock (a Replica open there makes it fail with ErrBusy,
+// and Open fails with ErrBusy while the rebuild runs). For a volume
+// that keeps taking writes use Volume.AddReplica.
+//
+// source names the source directory on this machine; "" means it is not on
+// this machine. Each file is first copied with localsync (reflinks where
+// the filesystem can, else copy_file_range or read/write, writing only what
+// differs from an older copy already in target) and verified by comparing
+// bytes. If any local step fails, every file the local attempt created in
+// target is removed, a warning is logged and the copy is made again over
+// TCP from opts.Remote (RemoteDir beneath its root), writing only what
+// differs there too. With no local source, Rebuild goes straight to TCP.
+//
+//	lock target; read the source's volume.meta
+//	write target/volume.meta = source's, Rebuilding: true (fsynced)
+//	remove target files that are not in the source's chain
+//	copy + verify + fdatasync each image and .meta, oldest snapshot first
+//	revision.counter, replica.hdr := the source's count, mode, volume and epoch
+//	write target/volume.meta, Rebuilding: false (fsynced)
+//
+// Until the last step the target does not open (Open, Check and OpenChain
+// fail with ErrRebuilding); an interrupted rebuild is completed by the next.
+func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (RebuildStats, error) {
+	start := time.Now()
+	var o RebuildOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.RemoteDir == "" && source != "" {
+		o.RemoteDir = filepath.Base(source)
+	}
+	st := RebuildStats{Source: source, Target: target}
+	if source == "" && o.Remote == "" {
+		return st, errors.New("replica: rebuild: neither a local source nor a remote server")
+	}
+	if source != "" && sameDir(source, target) {
+		return st, fmt.Errorf("replica: rebuild %s: source and target are the same directory", target)
+	}
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return st, err
+	}
+	lock, err := lockDir(target)
+	if err != nil {
+		return st, err
+	}
+	defer lock.Close()
+
+	var res rebuildResult
+	if source != "" {
+		// No writer may change the source while it is copied: take its
+		// directory lock (Open takes the same one).
+		if sl, err := lockDir(source); errors.Is(err, ErrBusy) {
+			return st, fmt.Errorf("replica: rebuild from %w", err)
+		} else if err == nil {
+			defer sl.Close()
+		}
+		st.Path = PathLocal
+		res, err = rebuildLocal(ctx, source, target, &o)
+		if err != nil && o.Remote != "" && ctx.Err() == nil {
+			st.FallbackReason = err.Error()
+			o.Logger.Warn("replica rebuild: local copy failed, falling back to TCP",
+				"source", source, "target", target, "remote", o.Remote, "err", err)
+			st.Path = PathLocalTCP
+			res, err = rebuildTCP(ctx, target, &o)
+		}
+	} else {
+		st.Path = PathTCP
+		res, err = rebuildTCP(ctx, target, &o)
+	}
+	st.Files, st.Revision = res.files, res.revision
+	st.Elapsed = time.Since(start)
+	if err != nil {
+		return st, fmt.Errorf("replica: rebuild %s: %w", target, err)
+	}
+	return st, nil
+}
+
+func sameDir(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 == nil && err2 == nil {
+		return os.SameFile(sa, sb)
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
+}
+
+type rebuildResult struct {
+	files    []RebuildFile
+	revision int64
+}
+
+// counterFiles are the source's counter state: replica.hdr, revision.counter
+// and live.counter, each nil when absent.
+type counterFiles struct {
+	hdr, rc, live []byte
+}
+
+// state derives the counter mode, header and count the way Open does.
+func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, rev int64, err error) {
+	if c.hdr != nil {
+		h, _, err = decodeHeader(c.hdr)
+		if err != nil {
+			return 0, h, false, 0, corruptf(HeaderFile, "%v", err)
+		}
+		haveHdr, mode = true, h.mode
+	} else if c.rc != nil {
+		mode = CounterOn
+	}
+	if !mode.Enabled() {
+		return mode, h, haveHdr, 0, nil
+	}
+	if haveHdr {
+		rev = int64(h.writeSeq)
+		if c.live != nil {
+			if ls, err := decodeLive(c.live); err == nil && ls.bootID == boot && ls.replicaID == h.replicaID && int64(ls.count) > rev {
+				rev = int64(ls.count)
+			}
+		}
+		return mode, h, haveHdr, rev, nil
+	}
+	rev, err = ParseRevisionCounter(c.rc)
+	if err != nil {
+		return mode, h, haveHdr, 0, corruptf(RevisionCounterFile, "%v", err)
+	}
+	return mode, h, haveHdr, rev, nil
+}
+
+// markRebuilding writes target/volume.meta as the source's with Rebuilding
+// set: from here on the target does not open until finish.
+func markRebuilding(target string, vm VolumeMeta) error {
+	vm.Rebuilding, vm.Dirty = true, false
+	return writeJSONAtomic(target, VolumeMetaFile, vm)
+}
+
+// chainFiles lists the files to copy for a chain (head first): the images
+// and their .meta files, oldest snapshot first, the head last.
+func chainFiles(chain []string) []string {
+	var names []string
+	for _, img := range slices.Backward(chain) {
+		names = append(names, img, MetaName(img))
+	}
+	return names
+}
+
+// isChainFile reports whether name is an image, image .meta or .checksum of
+// a replica directory (what removeStale may delete).
+func isChainFile(name string) bool {
+	return (strings.HasPrefix(name, headPrefix) || strings.HasPrefix(name, snapPrefix)) &&
+		(strings.HasSuffix(name, imgSuffix) || strings.HasSuffix(name, imgSuffix+metaSuffix) ||
+			strings.HasSuffix(name, imgSuffix+".checksum") || strings.HasSuffix(name, imgSuffix+".tcpsync") ||
+			strings.HasSuffix(name, imgSuffix+metaSuffix+".tcpsync"))
+}
+
+// removeStale deletes chain files of an older copy that the source's chain
+// does not have, our live counter (it belongs to the old copy), and the
+// temporary files a killed rebuild may have left.
+func removeStale(target string, keep []string) error {
+	ents, err := os.ReadDir(target)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		base := strings.TrimSuffix(n, ".tcpsync")
+		tmp, isTmp := strings.CutSuffix(n, ".tmp")
+		leftover := strings.HasPrefix(n, ".rebuild-") || // staging files of a killed network copy
+			isTmp && (isChainFile(tmp) || tmp == VolumeMetaFile || tmp == HeaderFile || tmp == RevisionCounterFile)
+		if (isChainFile(n) && !slices.Contains(keep, base)) || n == LiveCounterFile || leftover {
+			if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finish gives the target the source's counter state and clears the
+// rebuilding mark. Every data file is already copied, verified and synced.
+func finish(target string, vm VolumeMeta, cf counterFiles) (int64, error) {
+	boot, err := currentBootID()
+	if err != nil {
+		return 0, err
+	}
+	mode, h, haveHdr, rev, err := cf.state(boot)
+	if err != nil {
+		return 0, err
+	}
+	if err := syncDir(target); err != nil {
+		return 0, err
+	}
+	if mode.Enabled() {
+		if err := writeFileAtomic(target, RevisionCounterFile, FormatRevisionCounter(rev)); err != nil {
+			return 0, err
+		}
+	} else if err := os.Remove(filepath.Join(target, RevisionCounterFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	if haveHdr {
+		// Same volume, mode and epoch as the source; a replica id of its
+		// own; the source's count, persisted as at a clean close.
+		nh := header{gen: 1, mode: mode, clean: true, epoch: h.epoch, writeSeq: uint64(rev),
+			volumeID: h.volumeID, replicaID: newID(), bootID: boot}
+		b := make([]byte, headerFileSize)
+		nh.encode(b[:headerSlotSize])
+		if err := writeFileAtomic(target, HeaderFile, b); err != nil {
+			return 0, err
+		}
+	} else if err := os.Remove(filepath.Join(target, HeaderFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	vm.Rebuilding, vm.Dirty = false, false
+	if err := writeJSONAtomic(target, VolumeMetaFile, vm); err != nil {
+		return 0, err
+	}
+	return rev, nil
+}
+
+// rebuildLocal copies from a source directory on this machine. On error it
+// removes the files it created in target.
+func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions) (res rebuildResult, err error) {
+	var created []string
+	defer func() {
+		if err != nil {
+			for _, p := range slices.Backward(created) {
+				os.Remove(p)
+			}
+		}
+	}()
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	chain, vm, err := Chain(source)
+	if err != nil {
+		return res, err
+	}
+	var cf counterFiles
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{HeaderFile, &cf.hdr}, {RevisionCounterFile, &cf.rc}, {LiveCounterFile, &cf.live}} {
+		b, err := os.ReadFile(filepath.Join(source, f.name))
+		if err == nil {
+			*f.dst = b
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return res, err
+		}
+	}
+	vmPath := filepath.Join(target, VolumeMetaFile)
+	if !exists(vmPath) {
+		created = append(created, vmPath)
+	}
+	if err := markRebuilding(target, vm); err != nil {
+		return res, err
+	}
+	names := chainFiles(chain)
+	if err := removeStale(target, names); err != nil {
+		return res, err
+	}
+	// A network copy's resume records no longer describe files the local
+	// copy is about to rewrite.
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(target, name+".tcpsync")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, err
+		}
+	}
+	if res.files, err = copyLocal(ctx, source, target, names, o); err != nil {
+		return res, err
+	}
+	for _, p := range []string{filepath.Join(target, RevisionCounterFile), filepath.Join(target, HeaderFile)} {
+		if !exists(p) {
+			created = append(created, p)
+		}
+	}
+	if err := o.injected("local", VolumeMetaFile); err != nil {
+		return res, err
+	}
+	res.revision, err = finish(target, vm, cf)
+	return res, err
+}
+
+func (o *RebuildOptions) injected(step, name string) error {
+	if o.fault == nil {
+		return nil
+	}
+	return o.fault(step, name)
+}
+
+// verifyCopy checks that dst reads as src. When both files map every
+// extent to the same physical blocks of one device (a reflink copy, per
+// FIEMAP) that is proof without reading; otherwise it compares byte for
+// byte over the data of either (holes of both read as zeros, unread).
+func verifyCopy(ctx context.Context, src, dst string) error {
+	if ok, err := sameBlocks(ctx, src, dst); err != nil || ok {
+		return err
+	}
+	sm, si, err := sparse.ReadMap(ctx, src)
+	if err != nil {
+		return err
+	}
+	dm, di, err := sparse.ReadMap(ctx, dst)
+	if err != nil {
+		return err
+	}
+	if si.Size != di.Size {
+		return fmt.Errorf("%w: %s: size %d, source %s has %d", ErrVerify, dst, di.Size, src, si.Size)
+	}
+	sf, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
+	df, err := os.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer df.Close()
+	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	for _, e := range sm.Union(dm).Extents() {
+		for off := e.Off; off < e.End(); {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(int64(len(a)), e.End()-off)
+			if _, err := sf.ReadAt(a[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if _, err := df.ReadAt(b[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if !bytes.Equal(a[:n], b[:n]) {
+				return fmt.Errorf("%w: %s differs from %s in [%d, %d)", ErrVerify, dst, src, off, off+n)
+			}
+			off += n
+		}
+	}
+	return nil
+}
+
+// rebuildTCP pulls the source directory from the tcpsync server.
+func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebuildResult, err error) {
+	if o.Remote == "" {
+		return res, errors.New("no remote server for the network copy")
+	}
+	remote := func(name string) string { return path.Join(filepath.ToSlash(o.RemoteDir), name) }
+	// Small files go through a staging name first: volume.meta must not
+	// appear unmarked, and optional files may be missing remotely.
+	stage := func(name string) ([]byte, error) {
+		tmp := filepath.Join(target, ".rebuild-"+name)
+		defer os.Remove(tmp)
+		defer os.Remove(tmp + ".tcpsync")
+		if err := o.injected("tcp", name); err != nil {
+			return nil, err
+		}
+		if _, err := tcpsync.Pull(ctx, o.Remote, remote(name), tmp, &o.TCP); err != nil {
+			return nil, err
+		}
+		return os.ReadFile(tmp)
+	}
+	b, err := stage(VolumeMetaFile)
+	if err != nil {
+		return res, err
+	}
+	vm, err := parseVolumeMeta(filepath.Join(o.Remote, remote(VolumeMetaFile)), b)
+	if err != nil {
+		return res, err
+	}
+	if err := markRebuilding(target, vm); err != nil {
+		return res, err
+	}
+	var cf counterFiles
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{HeaderFile, &cf.hdr}, {RevisionCounterFile, &cf.rc}, {LiveCounterFile, &cf.live}} {
+		b, err := stage(f.name)
+		if err == nil {
+			*f.dst = b
+		} else if !errors.Is(err, tcpsync.ErrNotFound) && !errors.Is(err, fs.ErrNotExist) {
+			return res, err
+		}
+	}
+	// Walk the chain from the head through the pulled .meta files.
+	var chain []string
+	for img := vm.Head; img != ""; {
+		if !validImageName(img) {
+			// The names come from the peer and become local file names.
+			return res, corruptf(remote(VolumeMetaFile), "image name %q is not a head or snapshot image", img)
+		}
+		if len(chain) >= MaxChain || slices.Contains(chain, img) {
+			return res, corruptf(remote(MetaName(img)), "chain loops or exceeds %d layers", MaxChain)
+		}
+		chain = append(chain, img)
+		name := MetaName(img)
+		if err := o.injected("tcp", name); err != nil {
+			return res, err
+		}
+		st, err := tcpsync.Pull(ctx, o.Remote, remote(name), filepath.Join(target, name), &o.TCP)
+		if err != nil {
+			return res, err
+		}
+		res.files = append(res.files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
+		dm, err := ReadDiskMeta(target, img)
+		if err != nil {
+			return res, err
+		}
+		img = dm.Parent
+	}
+	if err := removeStale(target, chainFiles(chain)); err != nil {
+		return res, err
+	}
+	var imgs []string
+	for _, img := range slices.Backward(chain) {
+		imgs = append(imgs, img)
+	}
+	files, err := copyTCP(ctx, target, imgs, o)
+	res.files = append(res.files, files...)
+	if err != nil {
+		return res, err
+	}
+	if err := o.injected("tcp", VolumeMetaFile); err != nil {
+		return res, err
+	}
+	res.revision, err = finish(target, vm, cf)
+	return res, err
+}
+
+// copyTCP pulls names from the source directory on the tcpsync server into
+// target, each verified end to end by tcpsync, only what differs moving.
+func copyTCP(ctx context.Context, target string, names []string, o *RebuildOptions) ([]RebuildFile, error) {
+	var files []RebuildFile
+	for _, name := range names {
+		if err := o.injected("tcp", name); err != nil {
+			return files, err
+		}
+		remote := path.Join(filepath.ToSlash(o.RemoteDir), name)
+		st, err := tcpsync.Pull(ctx, o.Remote, remote, filepath.Join(target, name), &o.TCP)
+		if err != nil {
+			return files, err
+		}
+		if !st.Verified {
+			return files, fmt.Errorf("%w: %s: not verified", ErrVerify, name)
+		}
+		files = append(files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
+	}
+	return files, nil
+}
+
+// physExtent is a FIEMAP record reduced to what decides the content.
+type physExtent struct {
+	logical, physical, length int64
+	unwritten                 bool
+}
+
+// physLayout returns f's extents, adjacent ones merged, or ok=false when
+// a location is unknown or the data is not plainly stored.
+func physLayout(ctx context.Context, f *os.File, size int64) (ext []physExtent, ok bool, err error) {
+	const opaque = sparse.FiemapUnknown | sparse.FiemapDelalloc | sparse.FiemapEncoded | sparse.FiemapDataEncrypted |
+		sparse.FiemapNotAligned | sparse.FiemapDataInline | sparse.FiemapDataTail
+	ok = true
+	err = sparse.Fiemap(ctx, f, 0, size, func(e sparse.FiemapExtent) error {
+		if e.Flags&opaque != 0 || e.Physical == 0 {
+			ok = false
+			return errStopFiemap
+		}
+		x := physExtent{e.Logical, e.Physical, e.Length, e.Flags&sparse.FiemapUnwritten != 0}
+		if n := len(ext); n > 0 {
+			p := &ext[n-1]
+			if p.logical+p.length == x.logical && p.physical+p.length == x.physical && p.unwritten == x.unwritten {
+				p.length += x.length
+				return nil
+			}
+		}
+		ext = append(ext, x)
+		return nil
+	})
+	if errors.Is(err, errStopFiemap) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, nil // no FIEMAP here: compare bytes
+	}
+	return ext, ok, nil
+}
+
+var errStopFiemap = errors.New("stop")
+
+// sameBlocks reports whether src and dst are one size, on one device, and
+// every extent of both lies on the same physical blocks.
+func sameBlocks(ctx context.Context, src, dst string) (bool, error) {
+	sf, err := os.Open(src)
+	if err != nil {
+		return false, err
+	}
+	defer sf.Close()
+	df, err := os.Open(dst)
+	if err != nil {
+		return false, err
+	}
+	defer df.Close()
+	si, err := sparse.Stat(sf)
+	if err != nil {
+		return false, err
+	}
+	di, err := sparse.Stat(df)
+	if err != nil {
+		return false, err
+	}
+	if si.Dev != di.Dev || si.Size != di.Size || si.Size == 0 {
+		return false, nil
+	}
+	se, ok, err := physLayout(ctx, sf, si.Size)
+	if err != nil || !ok || len(se) == 0 {
+		return false, err
+	}
+	de, ok, err := physLayout(ctx, df, di.Size)
+	if err != nil || !ok {
+		return false, err
+	}
+	return slices.Equal(se, de), nil
+}
+
+// validImageName reports whether img is volume-head-NNN.img or
+// volume-snap-NAME.img with a valid snapshot name.
+func validImageName(img string) bool {
+	if _, ok := headIndex(img); ok {
+		return true
+	}
+	name, ok := strings.CutPrefix(img, snapPrefix)
+	if !ok {
+		return false
+	}
+	name, ok = strings.CutSuffix(name, imgSuffix)
+	return ok && validSnapshotName(name)
+}

@@ -1,0 +1,306 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sparsesync/sparsesync/localsync"
+)
+
+// ModeWO is the mode of a replica that receives writes but is not read
+// from: the target of a running AddReplica.
+const ModeWO = "WO"
+
+// AddReplica rebuilds the replica directory target from the volume's
+// first healthy replica while the volume keeps taking writes, and adds it
+// as a healthy (RW) member, the way Longhorn's engine does:
+//
+//	target/volume.meta := Rebuilding; an empty head named as the source's
+//	join the volume write-only (WO): every write from now on reaches it;
+//	    unaligned writes are widened to whole blocks read from a RW replica
+//	snapshot every member (no write in flight): the source's snapshots are
+//	    now immutable and hold every write the target missed
+//	copy each snapshot image and .meta to the target (local first, TCP
+//	    fallback from opts.Remote as in Rebuild), verified and synced
+//	with no write in flight: the target gets the source's revision
+//	    counter and the volume's epoch, Rebuilding is cleared, it reopens
+//	    and becomes RW; the epoch is bumped on every member
+//
+// Only opts.Remote, RemoteDir, TCP and Logger are used. Unmaps are no-ops
+// while the rebuild runs. On failure the target is dropped and stays
+// marked Rebuilding; the volume goes on with its other members.
+func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOptions) (RebuildStats, error) {
+	start := time.Now()
+	var o RebuildOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	st := RebuildStats{Target: target, Path: PathLocal}
+	fail := func(err error) (RebuildStats, error) {
+		st.Elapsed = time.Since(start)
+		return st, fmt.Errorf("replica: add replica %s: %w", target, err)
+	}
+
+	// Prepare the target and join it write-only, with no I/O in flight.
+	v.io.Lock()
+	v.mu.Lock()
+	hs := *v.healthy.Load()
+	switch {
+	case v.closed:
+		v.mu.Unlock()
+		v.io.Unlock()
+		return fail(ErrClosed)
+	case v.wo != nil:
+		v.mu.Unlock()
+		v.io.Unlock()
+		return fail(errors.New("another rebuild is running"))
+	case len(hs) == 0:
+		v.mu.Unlock()
+		v.io.Unlock()
+		return fail(ErrNoHealthyReplica)
+	}
+	src := hs[0]
+	st.Source = src.Dir()
+	wo, err := prepareTarget(src, target, v.opts.Replica)
+	if err == nil {
+		v.wo, v.woErr = wo, nil
+		v.all = append(v.all, wo)
+		v.storeWritersLocked()
+		v.setMemberLocked(target, ModeWO, "rebuilding")
+	}
+	v.mu.Unlock()
+	v.io.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	abort := func(err error) (RebuildStats, error) {
+		v.mu.Lock()
+		if v.wo == wo {
+			v.wo = nil
+			v.storeWritersLocked()
+			v.setMemberLocked(target, ModeERR, err.Error())
+		}
+		v.mu.Unlock()
+		return fail(err)
+	}
+
+	// Freeze what the target missed into snapshots on every member.
+	if err := v.Snapshot("rebuild-" + newID().String()[:12]); err != nil {
+		return abort(err)
+	}
+	if err := v.woFailed(wo); err != nil {
+		return abort(err)
+	}
+	src.gate.RLock()
+	chain := append([]string(nil), src.chain[1:]...) // the snapshots, newest first
+	src.gate.RUnlock()
+	names := chainFiles(chain)
+
+	files, err := copyLocal(ctx, src.Dir(), target, names, &o)
+	if err != nil && o.Remote != "" && ctx.Err() == nil {
+		st.FallbackReason, st.Path = err.Error(), PathLocalTCP
+		o.Logger.Warn("replica add: local copy failed, falling back to TCP",
+			"source", src.Dir(), "target", target, "remote", o.Remote, "err", err)
+		if o.RemoteDir == "" {
+			o.RemoteDir = filepath.Base(src.Dir())
+		}
+		files, err = copyTCP(ctx, target, names, &o)
+	}
+	st.Files = files
+	if err != nil {
+		return abort(err)
+	}
+	if err := syncDir(target); err != nil {
+		return abort(err)
+	}
+
+	// Switch WO -> RW with no I/O in flight.
+	v.io.Lock()
+	defer v.io.Unlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.wo != wo {
+		st.Elapsed = time.Since(start)
+		return st, fmt.Errorf("replica: add replica %s: dropped: %w", target, v.woErr)
+	}
+	rev := src.Revision()
+	err = wo.Close()
+	if err == nil {
+		err = setRebuilt(target, rev, v.epoch)
+	}
+	var r *Replica
+	if err == nil {
+		r, err = Open(target, v.opts.Replica)
+	}
+	if err != nil {
+		v.wo = nil
+		v.storeWritersLocked()
+		v.setMemberLocked(target, ModeERR, err.Error())
+		st.Elapsed = time.Since(start)
+		return st, fmt.Errorf("replica: add replica %s: %w", target, err)
+	}
+	v.wo = nil
+	v.all = slices.DeleteFunc(v.all, func(x *Replica) bool { return x == wo })
+	v.all = append(v.all, r)
+	h := append(append([]*Replica(nil), *v.healthy.Load()...), r)
+	v.healthy.Store(&h)
+	v.storeWritersLocked()
+	v.setMemberLocked(target, ModeRW, "rebuilt")
+	st.Revision = rev
+	if err := v.bumpEpochLocked(); err != nil {
+		st.Elapsed = time.Since(start)
+		return st, err
+	}
+	st.Elapsed = time.Since(start)
+	return st, nil
+}
+
+// woFailed returns why the WO replica was dropped, if it was.
+func (v *Volume) woFailed(wo *Replica) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.wo != wo {
+		return fmt.Errorf("dropped: %w", v.woErr)
+	}
+	return nil
+}
+
+// prepareTarget marks target Rebuilding (first of all, so an older copy
+// there stops opening), removes its old heads, creates an empty head named
+// as src's with src's volume id and counter mode, and opens it.
+func prepareTarget(src *Replica, target string, opts Options) (*Replica, error) {
+	if sameDir(src.Dir(), target) {
+		return nil, errors.New("source and target are the same directory")
+	}
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return nil, err
+	}
+	src.gate.RLock()
+	head := src.vm.Head
+	src.gate.RUnlock()
+	vm := VolumeMeta{Size: src.size, Head: head, SectorSize: 512}
+	if err := markRebuilding(target, vm); err != nil {
+		return nil, err
+	}
+	// Keep old snapshot images (the copy then writes only what differs);
+	// drop every head, their metas and the old counter state.
+	ents, err := os.ReadDir(target)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if _, ok := headIndex(n); ok || (isChainFile(n) && len(n) > len(headPrefix) && n[:len(headPrefix)] == headPrefix) ||
+			n == LiveCounterFile || n == HeaderFile || n == RevisionCounterFile {
+			if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(target, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = f.Truncate(src.size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSONAtomic(target, MetaName(head), newDiskMeta(head, "", time.Now())); err != nil {
+		return nil, err
+	}
+	src.hmu.Lock()
+	sh := src.hf.cur
+	src.hmu.Unlock()
+	if sh.mode.Enabled() {
+		if err := writeFileAtomic(target, RevisionCounterFile, FormatRevisionCounter(0)); err != nil {
+			return nil, err
+		}
+	}
+	boot, err := opts.bootID()
+	if err != nil {
+		return nil, err
+	}
+	h := header{gen: 1, mode: sh.mode, clean: true, epoch: sh.epoch, volumeID: sh.volumeID, replicaID: newID(), bootID: boot}
+	b := make([]byte, headerFileSize)
+	h.encode(b[:headerSlotSize])
+	if err := writeFileAtomic(target, HeaderFile, b); err != nil {
+		return nil, err
+	}
+	opts.rebuilding = true
+	return Open(target, opts)
+}
+
+// setRebuilt gives a closed, fully copied target the revision count rev
+// and the epoch, and clears Rebuilding: from here on it opens.
+func setRebuilt(target string, rev int64, epoch uint64) error {
+	h, _, ok, err := readHeaderSlot(filepath.Join(target, HeaderFile))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w: no %s", target, ErrCorrupt, HeaderFile)
+	}
+	if h.mode.Enabled() {
+		if err := writeFileAtomic(target, RevisionCounterFile, FormatRevisionCounter(rev)); err != nil {
+			return err
+		}
+	}
+	h.gen++
+	h.writeSeq, h.clean, h.epoch = uint64(max(rev, 0)), true, epoch
+	b := make([]byte, headerFileSize)
+	h.encode(b[:headerSlotSize])
+	if err := writeFileAtomic(target, HeaderFile, b); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(target, LiveCounterFile))
+	vm, err := ReadVolumeMeta(target)
+	if err != nil {
+		return err
+	}
+	vm.Rebuilding, vm.Dirty = false, false
+	return writeJSONAtomic(target, VolumeMetaFile, vm)
+}
+
+// copyLocal copies names from source to target with localsync, verifying
+// each; on error it removes the files it created.
+func copyLocal(ctx context.Context, source, target string, names []string, o *RebuildOptions) (files []RebuildFile, err error) {
+	var created []string
+	defer func() {
+		if err != nil {
+			for _, p := range slices.Backward(created) {
+				os.Remove(p)
+			}
+		}
+	}()
+	for _, name := range names {
+		if err := o.injected("local", name); err != nil {
+			return files, err
+		}
+		src, dst := filepath.Join(source, name), filepath.Join(target, name)
+		if _, err := os.Lstat(dst); err != nil {
+			created = append(created, dst)
+		}
+		cst, err := localsync.Copy(ctx, src, dst, localsync.Options{Logger: o.Logger})
+		if err != nil {
+			return files, err
+		}
+		if err := verifyCopy(ctx, src, dst); err != nil {
+			return files, err
+		}
+		files = append(files, RebuildFile{Name: name, CopiedBytes: cst.CopiedBytes, ClonedBytes: cst.ClonedBytes, UnchangedBytes: cst.UnchangedBytes})
+	}
+	return files, nil
+}
