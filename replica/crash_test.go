@@ -234,6 +234,13 @@ func runCrash(t *testing.T, mode CounterMode) {
 			cmd.Wait()
 			t.Fatalf("rep %d: child never became ready: %s", rep, stderr.String())
 		}
+		// On a loaded machine the first acknowledgement can take longer than
+		// the random delay below: wait for one so every kill tests something.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if l, _ = readCrashLog(t, filepath.Join(root, "log")); len(l.acked) > 0 {
+				break
+			}
+		}
 		time.Sleep(time.Duration(10+rng.IntN(140)) * time.Millisecond)
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		err = cmd.Wait()
