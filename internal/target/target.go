@@ -204,12 +204,16 @@ func (t *File) Zero(off, n int64) (punched bool, err error) {
 		return true, nil
 	}
 	if !t.device {
-		if off+n >= t.size {
+		punched, err = sparse.PunchHole(t.f, off, n)
+		if end := off + n; err == nil && punched && end >= t.size && end%4096 != 0 {
 			// A range ending at end of file takes its whole last block:
-			// a partial block would be zeroed but stay allocated.
-			n = (off+n+4095)/4096*4096 - off
+			// a partial block would be zeroed but stay allocated. Only
+			// once punching works: the zero-writing fallback would grow
+			// the file past its end.
+			from := max(off, end/4096*4096)
+			_, err = sparse.PunchHole(t.f, from, (end+4095)/4096*4096-from)
 		}
-		return sparse.PunchHole(t.f, off, n)
+		return punched, err
 	}
 	const align = 4096
 	a := (off + align - 1) / align * align
