@@ -1,0 +1,52 @@
+package target
+
+import (
+	"io/fs"
+	"os"
+	"path"
+
+	"golang.org/x/sys/unix"
+)
+
+// openNoFollow opens name (inside root, or a path when root is nil) without
+// ever following its last component: os.Root itself follows a symlink that
+// stays inside the root, so the last component is opened here with
+// openat(O_NOFOLLOW) relative to its directory, which root opened.
+func openNoFollow(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, error) {
+	flag |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if root == nil {
+		return os.OpenFile(name, flag, perm)
+	}
+	dir, base := path.Split(name)
+	if base == "" || base == "." || base == ".." {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: unix.EISDIR}
+	}
+	if dir == "" {
+		dir = "."
+	}
+	d, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	rc, err := d.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var oerr error
+	if err := rc.Control(func(dfd uintptr) {
+		for {
+			fd, oerr = unix.Openat(int(dfd), base, flag, uint32(perm.Perm()))
+			if oerr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if oerr != nil {
+		return nil, &fs.PathError{Op: "openat", Path: name, Err: oerr}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
