@@ -60,7 +60,9 @@ type File struct {
 // Create opens path for writing: an existing block device in place, an
 // existing regular file in place (or, in atomic mode, a new temporary file
 // next to it), or a new regular file. It refuses directories and other
-// special files with ErrNotTarget, before writing anything.
+// special files with ErrNotTarget, before writing anything. With
+// Options.Root, path is a name inside that directory and only regular files
+// qualify (see Root).
 func Create(path string, o Options) (*File, error) {
 	perm := o.Mode.Perm()
 	if perm == 0 {
