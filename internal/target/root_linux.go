@@ -8,11 +8,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openNoFollow opens name (inside root, or a path when root is nil) without
-// ever following its last component: os.Root itself follows a symlink that
-// stays inside the root, so the last component is opened here with
-// openat(O_NOFOLLOW) relative to its directory, which root opened.
-func openNoFollow(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, error) {
+// OpenNoFollow opens name inside root (a path when root is nil) for flag,
+// never following its last component (a symlink there fails with ELOOP)
+// and never leaking the descriptor (O_CLOEXEC). os.Root itself follows a
+// symlink that stays inside the root, so the last component is opened here
+// with openat(O_NOFOLLOW) relative to its directory, which root opened. A
+// last component "." or ".." fails with EISDIR.
+func OpenNoFollow(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, error) {
 	flag |= unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if root == nil {
 		return os.OpenFile(name, flag, perm)

@@ -146,3 +146,33 @@ func TestRootAtomicPublish(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
 }
+
+func TestOpenNoFollow(t *testing.T) {
+	root, dir, outside := jail(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "in"), []byte("inside"), 0o600))
+	require.NoError(t, os.Symlink("in", filepath.Join(dir, "link")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "d", "out")))
+
+	f, err := OpenNoFollow(root, "in", os.O_RDONLY, 0)
+	require.NoError(t, err)
+	b := make([]byte, 6)
+	_, err = f.ReadAt(b, 0)
+	require.NoError(t, err)
+	require.Equal(t, "inside", string(b))
+	require.NoError(t, f.Close())
+
+	_, err = OpenNoFollow(root, "link", os.O_RDONLY, 0)
+	require.ErrorIs(t, err, syscall.ELOOP, "a symlink inside the root is not followed either")
+	_, err = OpenNoFollow(root, "d/out", os.O_WRONLY|os.O_TRUNC, 0)
+	require.ErrorIs(t, err, syscall.ELOOP)
+	_, err = OpenNoFollow(root, "d/..", os.O_RDONLY, 0)
+	require.ErrorIs(t, err, syscall.EISDIR)
+	_, err = OpenNoFollow(root, "../outside", os.O_RDONLY, 0)
+	require.Error(t, err)
+	_, err = OpenNoFollow(nil, filepath.Join(dir, "link"), os.O_RDONLY, 0)
+	require.ErrorIs(t, err, syscall.ELOOP)
+	got, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Equal(t, "secret", string(got))
+}

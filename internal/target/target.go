@@ -88,7 +88,7 @@ func Create(path string, o Options) (*File, error) {
 	}
 	exists := err == nil
 	if o.Atomic && o.TempName != "" {
-		f, err := openNoFollow(nil, o.TempName, os.O_RDWR|os.O_CREATE, perm)
+		f, err := OpenNoFollow(nil, o.TempName, os.O_RDWR|os.O_CREATE, perm)
 		if err != nil {
 			return nil, err
 		}
@@ -138,12 +138,12 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 		var f *os.File
 		var err error
 		if tmp != "" {
-			f, err = openNoFollow(root, tmp, os.O_RDWR|os.O_CREATE, perm)
+			f, err = OpenNoFollow(root, tmp, os.O_RDWR|os.O_CREATE, perm)
 		} else {
 			dir, base := path.Split(name)
 			for i := 0; ; i++ {
 				tmp = dir + "." + base + ".sparsesync-" + strconv.FormatInt(time.Now().UnixNano()+int64(i), 36)
-				f, err = openNoFollow(root, tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+				f, err = OpenNoFollow(root, tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 				if !errors.Is(err, fs.ErrExist) || i >= 100 {
 					break
 				}
@@ -159,14 +159,14 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 		flag |= os.O_TRUNC
 	}
 	created := false
-	f, err := openNoFollow(root, name, flag, 0)
+	f, err := OpenNoFollow(root, name, flag, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Create it, exclusively: a name appearing meanwhile is opened as
 		// an existing file on the retry rather than taken over.
-		f, err = openNoFollow(root, name, flag|os.O_CREATE|os.O_EXCL, perm)
+		f, err = OpenNoFollow(root, name, flag|os.O_CREATE|os.O_EXCL, perm)
 		created = err == nil
 		if errors.Is(err, fs.ErrExist) {
-			f, err = openNoFollow(root, name, flag, 0)
+			f, err = OpenNoFollow(root, name, flag, 0)
 		}
 	}
 	if errors.Is(err, syscall.EISDIR) {
