@@ -159,7 +159,7 @@ func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, err
 		return Stats{}, err
 	}
 	return withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
-		t, err := openTarget(localDir{}, dst, dst, c.Atomic)
+		t, err := openLocalTarget(dst, c.Atomic)
 		if err != nil {
 			return Stats{}, err
 		}

@@ -52,13 +52,16 @@
 // sidecar says "complete" with the source identity and the target's inode
 // and ctime: the next sync of the same source version ends after one round
 // trip (the quick check). With Atomic the receiver writes a temporary file
-// (seeded from the target with copy_file_range) and renames it at the end.
+// (seeded from the target with copy_file_range), fsyncs it, renames it over
+// the target and fsyncs the directory. Writes, holes, sizing, syncs and the
+// temporary file go through internal/target, as localsync's do.
 //
 // # Security
 //
 // Every byte from the network is hostile: remote names are validated
-// (ValidateName), resolved beneath an os.Root with O_NOFOLLOW and no
-// symlink on the path, and the file must be regular; ranges are
+// (ValidateName), resolved beneath an os.Root with no symlink on the path,
+// the last component opened with openat(O_NOFOLLOW) (os.Root alone would
+// follow a symlink inside the root), and the file must be regular; ranges are
 // overflow-checked against the size; the peer never chooses memory, threads
 // or timeouts. Connections are capped in total and per host, handshakes
 // have a deadline from accept, sessions an idle timeout. Errors go back to

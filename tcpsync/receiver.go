@@ -97,7 +97,7 @@ func (r *receiver) run(ctx context.Context) error {
 	}
 	var resume int64
 	if ident != "" && old != nil && old.State == stateIncomplete && old.Identity == ident &&
-		old.Size == int64(size) && old.BlockSize == int64(bs) && old.Done > 0 && old.Done <= int64(size) && r.t.tmp == "" {
+		old.Size == int64(size) && old.BlockSize == int64(bs) && old.Done > 0 && old.Done <= int64(size) && !r.t.atomic() {
 		resume = old.Done
 	}
 	if r.t.final == nil {
@@ -124,7 +124,7 @@ func (r *receiver) run(ctx context.Context) error {
 	}
 	// Mark the target incomplete before changing a byte of it.
 	r.sc = sidecar{State: stateIncomplete, Identity: ident, Size: int64(size), BlockSize: r.p.bs, Done: resume}
-	if r.t.tmp == "" {
+	if !r.t.atomic() {
 		if err := r.t.saveSidecar(&r.sc); err != nil {
 			return err
 		}
@@ -151,12 +151,12 @@ func (r *receiver) run(ctx context.Context) error {
 
 	// Shape the target: size, then holes where the source has none.
 	if r.dstMap.Size() != int64(size) {
-		if err := r.t.f.Truncate(int64(size)); err != nil {
+		if err := r.t.w.SetSize(int64(size)); err != nil {
 			return fmt.Errorf("tcpsync: truncating %s: %w", r.t.display, err)
 		}
 	}
 	for _, e := range r.plan.punch.Extents() {
-		if _, err := sparse.PunchHole(r.t.f, e.Off, e.Len); err != nil {
+		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}
 		r.st.PunchedBytes += e.Len
@@ -164,7 +164,7 @@ func (r *receiver) run(ctx context.Context) error {
 	r.states = make([]rstate, len(r.plan.chunks))
 	r.next, r.water = r.first, r.first
 	err = r.stream(ctx)
-	if err != nil && r.t.tmp == "" {
+	if err != nil && !r.t.atomic() {
 		r.checkpoint(true)
 	}
 	return err
@@ -185,10 +185,7 @@ func (r *receiver) quick(srcMap sparse.Map) error {
 	r.t.unlock()
 	r.st.DataBytes = srcMap.RoundOut(r.p.bs).Bytes()
 	r.st.UnchangedBytes = r.st.DataBytes
-	if r.t.tmp != "" {
-		_ = r.t.dir.Remove(r.t.tmp)
-		r.t.tmp = ""
-	}
+	r.t.discard()
 	return r.f.send(fDoneAck, 0, make([]byte, 24))
 }
 
@@ -229,7 +226,7 @@ func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
 		o := &ownHashes{k: k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
 		m, err := sparse.FromExtents(r.plan.size, c.cmp)
 		if err == nil {
-			err = h.Walk(ctx, r.t.f, m, r.p.bs, buf, func(off int64, b []byte, sum uint64) error {
+			err = h.Walk(ctx, r.t.w.OS(), m, r.p.bs, buf, func(off int64, b []byte, sum uint64) error {
 				o.seeded = append(o.seeded, sum)
 				var d digest
 				if !sparse.IsZero(b) {
@@ -345,7 +342,7 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.t.f.WriteAt(raw, o); err != nil {
+	if _, err := r.t.w.WriteAt(raw, o); err != nil {
 		return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, o, err)
 	}
 	for p := int64(0); p < l; p += r.p.bs {
@@ -375,7 +372,7 @@ func (r *receiver) onZero(body []byte) error {
 	ext := r.dstMap.Extents()
 	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > o })
 	if i < len(ext) && ext[i].Off < o+l && o < r.dstMap.Size() {
-		if _, err := sparse.PunchHole(r.t.f, o, l); err != nil {
+		if _, err := r.t.w.Zero(o, l); err != nil {
 			return err
 		}
 		r.st.PunchedBytes += l
@@ -494,7 +491,7 @@ func (r *receiver) settle(k int) error {
 // checkpoint makes settled chunks durable and records them in the sidecar,
 // every checkpointBytes or checkpointInterval (or now, when forced).
 func (r *receiver) checkpoint(force bool) {
-	if r.t.tmp != "" || r.water <= r.first {
+	if r.t.atomic() || r.water <= r.first {
 		return
 	}
 	off := r.plan.chunks[r.water-1].end
@@ -533,9 +530,6 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	}
 	if mine != sd {
 		return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
-	}
-	if err := r.t.sync(); err != nil {
-		return err
 	}
 	if err := r.t.commit(); err != nil {
 		return err

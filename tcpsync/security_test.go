@@ -313,3 +313,37 @@ func TestConcurrentPushes(t *testing.T) {
 		requireSame(t, srcs[i], filepath.Join(root, filepath.Base(srcs[i])))
 	}
 }
+
+// TestSymlinksBesideTheTarget: a pulled-to local file, and a pushed-to
+// remote one, whose own name or sidecar name is a symlink to another file
+// in the same directory is refused without touching that file (os.Root
+// alone would follow a symlink that stays inside it).
+func TestSymlinksBesideTheTarget(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	addr, _ := startServer(t, root, nil)
+	l := layout.Layout{Size: 50_000, Data: layout.Ranges(0, 9000, 30_000, 5000)}
+	layout.Create(t, filepath.Join(root, "remote"), l)
+	layout.Create(t, filepath.Join(local, "src"), l)
+	for _, dir := range []string{root, local} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "keep"), []byte("keep me"), 0o600))
+		require.NoError(t, os.Symlink("keep", filepath.Join(dir, "link")))
+		require.NoError(t, os.Symlink("keep", filepath.Join(dir, "img"+sidecarSuffix+".new")))
+	}
+	for _, atomic := range []bool{false, true} {
+		o := clientOpts()
+		o.Atomic = atomic
+		_, err := Pull(t.Context(), addr, "remote", filepath.Join(local, "link"), o)
+		require.ErrorIs(t, err, ErrPathOutsideRoot, "pull onto a symlink, atomic=%v", atomic)
+		// In place the sidecar is written first, so the sync fails; an
+		// atomic sync only records a complete sidecar, best effort.
+		_, err = Pull(t.Context(), addr, "remote", filepath.Join(local, "img"), o)
+		require.Equal(t, !atomic, err != nil, "pull whose sidecar is a symlink, atomic=%v: %v", atomic, err)
+		_, err = PushFile(t.Context(), addr, filepath.Join(local, "src"), "img", o)
+		require.Equal(t, !atomic, err != nil, "push whose sidecar is a symlink, atomic=%v: %v", atomic, err)
+		for _, dir := range []string{root, local} {
+			got, err := os.ReadFile(filepath.Join(dir, "keep"))
+			require.NoError(t, err)
+			require.Equal(t, "keep me", string(got), "atomic=%v", atomic)
+		}
+	}
+}

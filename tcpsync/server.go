@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 )
 
 // Server receives pushes into, and serves pulls from, files beneath Root.
@@ -396,7 +398,7 @@ func (s *Server) openForRead(name string) (*FileSource, *os.File, error) {
 	if err := s.checkDirs(name); err != nil {
 		return nil, nil, err
 	}
-	f, err := s.root.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	f, err := wtarget.OpenNoFollow(s.root, name, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, pathErr(sanitize(name), err)
 	}

@@ -7,31 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
-
-// dirOps is where a target, its sidecar and its temporary file live: an
-// *os.Root on the server, the local filesystem on a pulling client.
-type dirOps interface {
-	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
-	Rename(oldname, newname string) error
-	Remove(name string) error
-}
-
-var _ dirOps = (*os.Root)(nil)
-
-// localDir is the client's own filesystem (the user names the path).
-type localDir struct{}
-
-func (localDir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
-	return os.OpenFile(name, flag, perm)
-}
-func (localDir) Rename(o, n string) error { return os.Rename(o, n) }
-func (localDir) Remove(name string) error { return os.Remove(name) }
 
 const (
 	sidecarSuffix = ".tcpsync"
@@ -58,78 +41,111 @@ const (
 	stateComplete   = "complete"
 )
 
-// target is the file a receiver writes, locked for the session.
+// target is the file a receiver writes, locked for the session. The writes,
+// holes, size, syncs and the atomic temporary file go through
+// internal/target; what stays here is tcpsync's own: the jail (every name
+// is opened inside root, never following a final symlink), the per-target
+// lock, the old version an atomic sync is a delta against, and the sidecar.
 type target struct {
-	f       *os.File // what is written (the temporary file with atomic)
-	final   *os.File // the named target (== f unless atomic)
-	dir     dirOps
-	rel     string // the target's name within dir
-	tmp     string // with atomic: the temporary file's name
+	w       *wtarget.File // what is written (the temporary file with atomic)
+	final   *os.File      // the named target (w.OS() unless atomic; nil if none)
+	root    *os.Root
+	ownRoot bool   // opened for this target (a pulling client): close closes it
+	rel     string // the target's name within root
 	display string
 }
 
-// openTarget opens (creating if needed) rel in dir for writing, refusing
-// symlinks and non-regular files, and takes an exclusive flock so two
-// sessions never write one target.
-func openTarget(dir dirOps, rel, display string, atomic bool) (*target, error) {
-	flags := os.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if !atomic {
-		flags |= os.O_CREATE
+// openLocalTarget opens the client's own file dst (the user names the
+// path): the jail is dst's directory, so dst itself must not be a symlink
+// and the sidecar and temporary file live next to it.
+func openLocalTarget(dst string, atomic bool) (*target, error) {
+	dir, base := filepath.Split(dst)
+	if base == "" || base == "." || base == ".." {
+		return nil, fmt.Errorf("%w: %s is a directory", ErrNotRegular, dst)
 	}
-	f, err := dir.OpenFile(rel, flags, 0o644)
-	if atomic && errors.Is(err, fs.ErrNotExist) {
-		return openTemp(dir, rel, display, nil)
+	if dir == "" {
+		dir = "."
 	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, pathErr(display, err)
+		return nil, pathErr(dst, err)
 	}
-	st, err := f.Stat()
+	t, err := openTarget(root, base, dst, atomic)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("tcpsync: %s: %w", display, err)
+		root.Close()
+		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, display, st.Mode().Type())
-	}
-	if err := flock(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
-	}
-	if atomic {
-		return openTemp(dir, rel, display, f)
-	}
-	return &target{f: f, final: f, dir: dir, rel: rel, display: display}, nil
-}
-
-// openTemp opens the temporary file of an atomic sync (final may be nil
-// when the target does not exist yet); the temporary file is locked too.
-func openTemp(dir dirOps, rel, display string, final *os.File) (*target, error) {
-	t := &target{final: final, dir: dir, rel: rel, display: display}
-	t.tmp = path.Join(path.Dir(rel), "."+path.Base(rel)+tmpSuffix)
-	tf, err := dir.OpenFile(t.tmp, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err == nil {
-		if err = flock(tf); err != nil {
-			tf.Close()
-			err = fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
-		} else if err = tf.Truncate(0); err != nil {
-			tf.Close()
-		}
-	}
-	if err != nil {
-		if final != nil {
-			final.Close()
-		}
-		return nil, pathErr(display, err)
-	}
-	t.f = tf
+	t.ownRoot = true
 	return t, nil
 }
+
+// openTarget opens (creating if needed) rel in root for writing, refusing
+// symlinks and non-regular files, and takes an exclusive flock so two
+// sessions never write one target.
+func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error) {
+	t := &target{root: root, rel: rel, display: display}
+	if !atomic {
+		w, err := wtarget.Create(rel, wtarget.Options{Root: root, Mode: 0o644})
+		if err != nil {
+			return nil, pathErr(display, err)
+		}
+		if err := flock(w.OS()); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
+		}
+		t.w, t.final = w, w.OS()
+		return t, nil
+	}
+	// Atomic: lock the old version (if any), then the temporary file, and
+	// only then empty the temporary file (another session may own it).
+	f, err := wtarget.OpenNoFollow(root, rel, os.O_RDWR, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, pathErr(display, err)
+	default:
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("tcpsync: %s: %w", display, err)
+		}
+		if !st.Mode().IsRegular() {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, display, st.Mode().Type())
+		}
+		if err := flock(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
+		}
+		t.final = f
+	}
+	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+tmpSuffix)
+	w, err := wtarget.Create(rel, wtarget.Options{Root: root, Atomic: true, TempName: tmp, Mode: 0o644})
+	if err == nil {
+		if err = flock(w.OS()); err != nil {
+			w.Close()
+			err = fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
+		} else if err = w.SetSize(0); err != nil {
+			w.Close()
+		}
+	}
+	if err != nil {
+		if t.final != nil {
+			t.final.Close()
+		}
+		return nil, pathErr(display, err)
+	}
+	t.w = w
+	return t, nil
+}
+
+// atomic reports whether the target is still an uncommitted temporary file.
+func (t *target) atomic() bool { return t.w.TempName() != "" }
 
 // unlock releases the session's lock early (after the final sync), so the
 // next session of a client that got its answer does not find it busy.
 func (t *target) unlock() {
-	for _, f := range []*os.File{t.f, t.final} {
+	for _, f := range []*os.File{t.w.OS(), t.final} {
 		if f == nil {
 			continue
 		}
@@ -157,7 +173,7 @@ func pathErr(display string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrNotFound, display, err)
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
 		return fmt.Errorf("%w: %s: %w", ErrPathOutsideRoot, display, err)
-	case errors.Is(err, unix.EISDIR):
+	case errors.Is(err, unix.EISDIR), errors.Is(err, wtarget.ErrNotTarget):
 		return fmt.Errorf("%w: %s: %w", ErrNotRegular, display, err)
 	}
 	if strings.Contains(err.Error(), "escapes") {
@@ -170,20 +186,20 @@ func pathErr(display string, err error) error {
 // contents (data extents only, in the kernel: reflinks where supported), so
 // the delta applies to it.
 func (t *target) seedTemp(m sparse.Map) error {
-	if t.tmp == "" || t.final == nil {
+	if !t.atomic() || t.final == nil {
 		return nil
 	}
-	if err := t.f.Truncate(m.Size()); err != nil {
+	if err := t.w.SetSize(m.Size()); err != nil {
 		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
 	}
 	for _, e := range m.Extents() {
 		off, end := e.Off, e.End()
 		for off < end {
 			in, out := off, off
-			n, err := unix.CopyFileRange(int(t.final.Fd()), &in, int(t.f.Fd()), &out, int(min(end-off, 1<<30)), 0)
+			n, err := unix.CopyFileRange(int(t.final.Fd()), &in, int(t.w.OS().Fd()), &out, int(min(end-off, 1<<30)), 0)
 			if err != nil || n == 0 {
 				// Fall back to a plain copy of the rest of the extent.
-				if err := copyRange(t.final, t.f, off, end-off); err != nil {
+				if err := copyRange(t.final, t.w, off, end-off); err != nil {
 					return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)
 				}
 				break
@@ -194,7 +210,7 @@ func (t *target) seedTemp(m sparse.Map) error {
 	return nil
 }
 
-func copyRange(src, dst *os.File, off, n int64) error {
+func copyRange(src *os.File, dst *wtarget.File, off, n int64) error {
 	buf := make([]byte, min(n, 1<<20))
 	for n > 0 {
 		c := min(n, int64(len(buf)))
@@ -210,46 +226,63 @@ func copyRange(src, dst *os.File, off, n int64) error {
 	return nil
 }
 
+// sync makes what is written so far durable (fdatasync).
 func (t *target) sync() error {
-	if err := unix.Fdatasync(int(t.f.Fd())); err != nil {
-		return &fs.PathError{Op: "fdatasync", Path: t.display, Err: err}
+	if err := t.w.Sync(); err != nil {
+		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
 	}
 	return nil
 }
 
-// commit renames the temporary file over the target (atomic mode).
+// commit makes a verified target durable and final: fdatasync in place;
+// with atomic, fsync the temporary file, rename it over the target and
+// fsync the directory. The file stays open (and locked) for the sidecar's
+// stamp.
 func (t *target) commit() error {
-	if t.tmp == "" {
-		return nil
+	atomic := t.atomic()
+	if err := t.w.Publish(true); err != nil {
+		if atomic {
+			return fmt.Errorf("tcpsync: renaming over %s: %w", t.display, err)
+		}
+		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
 	}
-	if err := t.dir.Rename(t.tmp, t.rel); err != nil {
-		return fmt.Errorf("tcpsync: renaming over %s: %w", t.display, err)
+	if atomic {
+		if t.final != nil {
+			t.final.Close()
+		}
+		t.final = t.w.OS()
 	}
-	t.tmp = ""
-	if t.final != nil {
-		t.final.Close()
-	}
-	t.final = t.f
 	return nil
 }
 
-// close releases the target; an uncommitted temporary file is removed.
+// discard drops an uncommitted temporary file (a quick check found nothing
+// to do); the old version stays open and locked.
+func (t *target) discard() {
+	if t.atomic() {
+		_ = t.w.Abort()
+	}
+}
+
+// close releases the target; an uncommitted temporary file is removed, a
+// target written in place stays (with its sidecar, for a resume).
 func (t *target) close() {
-	if t.tmp != "" {
-		_ = t.dir.Remove(t.tmp)
+	if t.atomic() {
+		_ = t.w.Abort()
+	} else {
+		_ = t.w.Close()
 	}
-	if t.f != t.final {
-		t.f.Close()
-	}
-	if t.final != nil {
+	if t.final != nil && t.final != t.w.OS() {
 		t.final.Close()
+	}
+	if t.ownRoot {
+		t.root.Close()
 	}
 }
 
 func (t *target) sidecarName() string { return t.rel + sidecarSuffix }
 
 func (t *target) loadSidecar() *sidecar {
-	f, err := t.dir.OpenFile(t.sidecarName(), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := wtarget.OpenNoFollow(t.root, t.sidecarName(), os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}
@@ -284,7 +317,7 @@ func (t *target) saveSidecar(sc *sidecar) error {
 		return err
 	}
 	tmp := t.sidecarName() + ".new"
-	f, err := t.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := wtarget.OpenNoFollow(t.root, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("tcpsync: sidecar of %s: %w", t.display, err)
 	}
@@ -296,10 +329,10 @@ func (t *target) saveSidecar(sc *sidecar) error {
 		err = cerr
 	}
 	if err == nil {
-		err = t.dir.Rename(tmp, t.sidecarName())
+		err = t.root.Rename(tmp, t.sidecarName())
 	}
 	if err != nil {
-		_ = t.dir.Remove(tmp)
+		_ = t.root.Remove(tmp)
 		return fmt.Errorf("tcpsync: sidecar of %s: %w", t.display, err)
 	}
 	return nil

@@ -14,6 +14,11 @@
 //	t.Commit(sync)             // fdatasync; atomic: fsync, rename, fsync dir
 //	t.Abort()                  // after any failure: temp file removed
 //
+// A server that confines clients to a directory passes it as Options.Root:
+// names then resolve inside it, a final symlink is never followed, and the
+// temporary file and the rename stay inside it. Publish is Commit for a
+// caller that keeps the published file open (its lock, its identity).
+//
 // A File is safe for concurrent WriteAt and Zero calls on disjoint ranges;
 // SetSize, Commit, Abort and Close must not run concurrently with anything.
 package target

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sparsesync/sparsesync/sparse"
@@ -25,15 +27,30 @@ type Options struct {
 	// Truncate empties an existing regular destination when it is opened
 	// (in place), so the caller can treat it as new.
 	Truncate bool
+	// Root confines the destination to a directory: the path given to
+	// Create is a slash-separated name inside Root, resolved by os.Root (it
+	// can never leave Root), its last component is never followed if it is
+	// a symlink (O_NOFOLLOW), and only regular files are accepted, checked
+	// on the opened descriptor. The temporary file, the rename and the
+	// directory sync of atomic mode happen inside Root too.
+	Root *os.Root
+	// TempName is the temporary file's name in atomic mode (in the same
+	// namespace as the destination: a path, or a name inside Root) instead
+	// of a fresh unique one. A leftover file of that name is reused as it is
+	// (opened without following symlinks, never truncated by Create): a
+	// caller that serialises sessions on it locks it first, then calls
+	// SetSize(0).
+	TempName string
 }
 
 // File is an open destination. See the package documentation for the
 // concurrency rules.
 type File struct {
 	f       *os.File
-	path    string // the destination's name
-	tmp     string // the temporary file in atomic mode, else ""
-	created bool   // Create made the file (in place): Abort removes it
+	root    *os.Root // names are inside root (Options.Root), else paths
+	path    string   // the destination's name
+	tmp     string   // the temporary file in atomic mode, else ""
+	created bool     // Create made the file (in place): Abort removes it
 	device  bool
 	devSize int64
 	size    int64
@@ -43,11 +60,16 @@ type File struct {
 // Create opens path for writing: an existing block device in place, an
 // existing regular file in place (or, in atomic mode, a new temporary file
 // next to it), or a new regular file. It refuses directories and other
-// special files with ErrNotTarget, before writing anything.
+// special files with ErrNotTarget, before writing anything. With
+// Options.Root, path is a name inside that directory and only regular files
+// qualify (see Root).
 func Create(path string, o Options) (*File, error) {
 	perm := o.Mode.Perm()
 	if perm == 0 {
 		perm = 0o600
+	}
+	if o.Root != nil {
+		return createIn(o.Root, path, perm, o)
 	}
 	st, err := os.Stat(path)
 	switch {
@@ -65,6 +87,13 @@ func Create(path string, o Options) (*File, error) {
 		return nil, err
 	}
 	exists := err == nil
+	if o.Atomic && o.TempName != "" {
+		f, err := OpenNoFollow(nil, o.TempName, os.O_RDWR|os.O_CREATE, perm)
+		if err != nil {
+			return nil, err
+		}
+		return adoptTemp(nil, f, path, o.TempName, perm, false)
+	}
 	if o.Atomic {
 		f, tmp, err := createTemp(path, perm)
 		if err != nil {
@@ -90,6 +119,105 @@ func Create(path string, o Options) (*File, error) {
 			t.Abort()
 			return nil, err
 		}
+	}
+	return t, nil
+}
+
+// createIn is Create inside root: regular files only, the last component
+// never followed, every check made on the opened descriptor.
+func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, error) {
+	if o.Atomic {
+		// The destination is only replaced by name at the end; refuse
+		// what a rename cannot or must not replace before writing.
+		if st, err := root.Lstat(name); err == nil && !st.Mode().IsRegular() {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", st.Mode().Type(), ErrNotTarget)}
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		tmp := o.TempName
+		var f *os.File
+		var err error
+		if tmp != "" {
+			f, err = OpenNoFollow(root, tmp, os.O_RDWR|os.O_CREATE, perm)
+		} else {
+			dir, base := path.Split(name)
+			for i := 0; ; i++ {
+				tmp = dir + "." + base + ".sparsesync-" + strconv.FormatInt(time.Now().UnixNano()+int64(i), 36)
+				f, err = OpenNoFollow(root, tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+				if !errors.Is(err, fs.ErrExist) || i >= 100 {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return adoptTemp(root, f, name, tmp, perm, o.TempName == "")
+	}
+	flag := os.O_RDWR
+	if o.Truncate {
+		flag |= os.O_TRUNC
+	}
+	created := false
+	f, err := OpenNoFollow(root, name, flag, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Create it, exclusively: a name appearing meanwhile is opened as
+		// an existing file on the retry rather than taken over.
+		f, err = OpenNoFollow(root, name, flag|os.O_CREATE|os.O_EXCL, perm)
+		created = err == nil
+		if errors.Is(err, fs.ErrExist) {
+			f, err = OpenNoFollow(root, name, flag, 0)
+		}
+	}
+	if errors.Is(err, syscall.EISDIR) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("is a directory: %w", ErrNotTarget)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := regular(root, f, name)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		t.created = true
+		if err := f.Chmod(perm); err != nil {
+			t.Abort()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// regular wraps f (owned: closed on error) when it is a regular file.
+func regular(root *os.Root, f *os.File, name string) (*File, error) {
+	info, err := sparse.Stat(f)
+	if err == nil && !info.Mode.IsRegular() {
+		err = &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", info.Mode.Type(), ErrNotTarget)}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &File{f: f, root: root, path: name, size: info.Size}, nil
+}
+
+// adoptTemp wraps the temporary file f of an atomic Create: a regular file
+// given exactly perm. On error f is closed and, when fresh (made by this
+// Create, not a reused TempName), removed.
+func adoptTemp(root *os.Root, f *os.File, name, tmp string, perm fs.FileMode, fresh bool) (*File, error) {
+	t, err := regular(root, f, tmp)
+	if err == nil {
+		t.path, t.tmp = name, tmp
+		if err = f.Chmod(perm); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		if fresh {
+			_ = removeName(root, tmp)
+		}
+		return nil, err
 	}
 	return t, nil
 }
@@ -204,12 +332,16 @@ func (t *File) Zero(off, n int64) (punched bool, err error) {
 		return true, nil
 	}
 	if !t.device {
-		if off+n >= t.size {
+		punched, err = sparse.PunchHole(t.f, off, n)
+		if end := off + n; err == nil && punched && end >= t.size && end%4096 != 0 {
 			// A range ending at end of file takes its whole last block:
-			// a partial block would be zeroed but stay allocated.
-			n = (off+n+4095)/4096*4096 - off
+			// a partial block would be zeroed but stay allocated. Only
+			// once punching works: the zero-writing fallback would grow
+			// the file past its end.
+			from := max(off, end/4096*4096)
+			_, err = sparse.PunchHole(t.f, from, (end+4095)/4096*4096-from)
 		}
-		return sparse.PunchHole(t.f, off, n)
+		return punched, err
 	}
 	const align = 4096
 	a := (off + align - 1) / align * align
@@ -250,16 +382,7 @@ func (t *File) Commit(sync bool) error {
 	if t.done.Swap(true) {
 		return ErrClosed
 	}
-	var err error
-	if sync {
-		if t.tmp != "" {
-			if err = t.f.Sync(); err != nil {
-				err = &fs.PathError{Op: "fsync", Path: t.tmp, Err: errors.Unwrap(err)}
-			}
-		} else {
-			err = t.Sync()
-		}
-	}
+	err := t.flush(sync)
 	if cerr := t.f.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -267,15 +390,80 @@ func (t *File) Commit(sync bool) error {
 		return err
 	}
 	if err == nil {
-		if err = os.Rename(t.tmp, t.path); err == nil {
-			if sync {
-				err = syncDir(filepath.Dir(t.path))
-			}
-			return err
+		if err = t.publish(sync); err == nil {
+			return nil
 		}
 	}
-	os.Remove(t.tmp)
+	_ = removeName(t.root, t.tmp)
 	return err
+}
+
+// Publish is Commit that keeps the file open: the caller may still hold a
+// lock on it or look at what it published (its inode, its times), and
+// closes it with Close. After Publish, Abort only closes. On error nothing
+// is removed: the caller calls Abort.
+func (t *File) Publish(sync bool) error {
+	if t.done.Load() {
+		return ErrClosed
+	}
+	if err := t.flush(sync); err != nil {
+		return err
+	}
+	if t.tmp != "" {
+		if err := t.publish(sync); err != nil {
+			return err
+		}
+		t.tmp = ""
+	}
+	t.created = false
+	return nil
+}
+
+// flush makes the data durable before a commit: fsync for a temporary file
+// (its size and metadata must survive the rename), fdatasync in place.
+func (t *File) flush(sync bool) error {
+	if !sync {
+		return nil
+	}
+	if t.tmp != "" {
+		if err := t.f.Sync(); err != nil {
+			return &fs.PathError{Op: "fsync", Path: t.tmp, Err: errors.Unwrap(err)}
+		}
+		return nil
+	}
+	return t.Sync()
+}
+
+// publish renames the temporary file over the destination and, with sync,
+// fsyncs their directory.
+func (t *File) publish(sync bool) error {
+	if t.root != nil {
+		if err := t.root.Rename(t.tmp, t.path); err != nil {
+			return err
+		}
+		if !sync {
+			return nil
+		}
+		d, err := t.root.Open(path.Dir(t.path))
+		if err != nil {
+			return err
+		}
+		return syncClose(d)
+	}
+	if err := os.Rename(t.tmp, t.path); err != nil {
+		return err
+	}
+	if sync {
+		return syncDir(filepath.Dir(t.path))
+	}
+	return nil
+}
+
+func removeName(root *os.Root, name string) error {
+	if root != nil {
+		return root.Remove(name)
+	}
+	return os.Remove(name)
 }
 
 // Abort gives up: it closes the file and removes the temporary file (atomic
@@ -288,11 +476,11 @@ func (t *File) Abort() error {
 	err := t.f.Close()
 	switch {
 	case t.tmp != "":
-		if rerr := os.Remove(t.tmp); rerr != nil && err == nil {
+		if rerr := removeName(t.root, t.tmp); rerr != nil && err == nil {
 			err = rerr
 		}
 	case t.created:
-		if rerr := os.Remove(t.path); rerr != nil && err == nil {
+		if rerr := removeName(t.root, t.path); rerr != nil && err == nil {
 			err = rerr
 		}
 	}
@@ -313,7 +501,11 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	return syncClose(d)
+}
+
+func syncClose(d *os.File) error {
+	err := d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
