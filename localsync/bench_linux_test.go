@@ -71,6 +71,18 @@ func run(b *testing.B, name string, args ...string) time.Duration {
 	return time.Since(t0)
 }
 
+// pairedRatio is the median of the per-iteration ratios a[i]/b[i]: with
+// both measured back to back in each iteration, it follows a load that
+// drifts over the run better than the ratio of the medians.
+func pairedRatio(a, b []time.Duration) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
@@ -112,26 +124,32 @@ func cli(b *testing.B) string {
 	return cliPath
 }
 
-// peakRSS runs "sparsesync local args..." as a child process, cold cache,
-// and returns its peak resident set size (getrusage ru_maxrss) in MiB:
+// runCLI runs "sparsesync local args..." as a child process and returns
+// its wall time and peak resident set size (getrusage ru_maxrss) in MiB:
 // the whole process, not just the Go heap.
-func peakRSS(b *testing.B, args ...string) float64 {
+func runCLI(b *testing.B, args ...string) (time.Duration, float64) {
 	b.Helper()
-	dropCaches(b)
 	cmd := exec.Command(cli(b), append([]string{"local"}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
 		b.Fatalf("sparsesync local %v: %v: %s", args, err, out)
 	}
-	return float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024
+	return d, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024
 }
 
-// copyVsCp copies src to a fresh file with localsync and with cp (both made
-// durable: localsync fdatasyncs, cp is followed by sync -d on its output),
-// cold cache for each, and reports MB/s of data and the ratio of median
-// wall times (x_cp below 1 means faster than cp).
+// copyVsCp copies src to a fresh file with localsync (in this process),
+// with the sparsesync CLI (a child process, like cp) and with cp, cold cache
+// for each, the three interleaved in every iteration. All are made durable:
+// localsync fdatasyncs, cp is followed by sync -d on its output. It reports
+// MB/s of data, the ratios of median wall times (x_cp for the library,
+// x_cp_cli for the CLI; below 1 means faster than cp), the CLI's peak RSS
+// and the load average.
 func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Options, cpArgs ...string) {
 	ours, theirs := filepath.Join(dir, "ours"), filepath.Join(dir, "cp")
-	var tOurs, tCp []time.Duration
+	var tOurs, tCLI, tCp []time.Duration
+	var rss float64
 	b.SetBytes(l.DataBytes())
 	b.ReportAllocs()
 	load := loadAvg()
@@ -147,16 +165,24 @@ func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Opt
 		}
 		tOurs = append(tOurs, time.Since(t0))
 		b.StopTimer()
+		os.Remove(ours)
+		dropCaches(b)
+		d, r := runCLI(b, "--method", opts.Method.String(), src, ours)
+		tCLI, rss = append(tCLI, d), max(rss, r)
 		dropCaches(b)
 		tCp = append(tCp, run(b, "cp", append(cpArgs, src, theirs)...)+run(b, "sync", "-d", theirs))
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(median(tOurs))/float64(median(tCp)), "x_cp")
+	b.ReportMetric(float64(median(tCLI))/float64(median(tCp)), "x_cp_cli")
+	b.ReportMetric(pairedRatio(tOurs, tCp), "x_cp_paired")
 	b.ReportMetric(float64(median(tCp).Microseconds())/1000, "cp_ms")
 	b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
+	b.ReportMetric(float64(median(tCLI).Microseconds())/1000, "cli_ms")
+	b.ReportMetric(rss, "peak_rss_MiB")
 	b.ReportMetric((load+loadAvg())/2, "load1")
 	os.Remove(ours)
-	b.ReportMetric(peakRSS(b, "--method", opts.Method.String(), src, ours), "peak_rss_MiB")
+	os.Remove(theirs)
 }
 
 // BenchmarkCopy10pct: a file with 10% data in about 200 extents (64 KiB to
@@ -263,6 +289,7 @@ func BenchmarkResync1pct(b *testing.B) {
 			buf := make([]byte, 4096)
 			b.SetBytes(l.DataBytes())
 			b.ReportAllocs()
+			load := loadAvg()
 			for b.Loop() {
 				b.StopTimer()
 				for _, p := range []string{ours, theirs} {
@@ -304,6 +331,8 @@ func BenchmarkResync1pct(b *testing.B) {
 			}
 			b.ReportMetric(float64(written)/float64(changed), "written/changed")
 			b.ReportMetric(float64(median(tOurs))/float64(median(tRsync)), "x_rsync")
+			b.ReportMetric(pairedRatio(tOurs, tRsync), "x_rsync_paired")
+			b.ReportMetric((load+loadAvg())/2, "load1")
 			b.ReportMetric(float64(median(tRsync).Microseconds())/1000, "rsync_ms")
 			b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
 		})
