@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"regexp"
 	"slices"
-	"sync/atomic"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,48 +71,88 @@ func run(b *testing.B, name string, args ...string) time.Duration {
 	return time.Since(t0)
 }
 
+// pairedRatio is the median of the per-iteration ratios a[i]/b[i]: with
+// both measured back to back in each iteration, it follows a load that
+// drifts over the run better than the ratio of the medians.
+func pairedRatio(a, b []time.Duration) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
 }
 
-// peakHeap samples the heap while fn runs and returns the largest HeapInuse.
-func peakHeap(fn func()) uint64 {
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	<-done
-	return peak.Load()
+// loadAvg returns the 1-minute load average (0 if unknown), reported with
+// each figure: the machine these benchmarks run on is often shared.
+func loadAvg() float64 {
+	var l float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscan(string(b), &l)
+	}
+	return l
 }
 
-// copyVsCp copies src to a fresh file with localsync and with cp (both made
-// durable: localsync fdatasyncs, cp is followed by sync -d on its output),
-// cold cache for each, and reports MB/s of data and the ratio of median
-// wall times (x_cp below 1 means faster than cp).
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+// cli builds cmd/sparsesync once for the peak-RSS measurements.
+func cli(b *testing.B) string {
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "localsync-bench-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cliPath = filepath.Join(dir, "sparsesync")
+		if out, err := exec.Command("go", "build", "-o", cliPath, "../cmd/sparsesync").CombinedOutput(); err != nil {
+			cliErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if cliErr != nil {
+		b.Skipf("cannot build the CLI for the RSS measurement: %v", cliErr)
+	}
+	return cliPath
+}
+
+// runCLI runs "sparsesync local args..." as a child process and returns
+// its wall time and peak resident set size (getrusage ru_maxrss) in MiB:
+// the whole process, not just the Go heap.
+func runCLI(b *testing.B, args ...string) (time.Duration, float64) {
+	b.Helper()
+	cmd := exec.Command(cli(b), append([]string{"local"}, args...)...)
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		b.Fatalf("sparsesync local %v: %v: %s", args, err, out)
+	}
+	return d, float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024
+}
+
+// copyVsCp copies src to a fresh file with localsync (in this process),
+// with the sparsesync CLI (a child process, like cp) and with cp, cold cache
+// for each, the three interleaved in every iteration. All are made durable:
+// localsync fdatasyncs, cp is followed by sync -d on its output. It reports
+// MB/s of data, the ratios of median wall times (x_cp for the library,
+// x_cp_cli for the CLI; below 1 means faster than cp), the CLI's peak RSS
+// and the load average.
 func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Options, cpArgs ...string) {
 	ours, theirs := filepath.Join(dir, "ours"), filepath.Join(dir, "cp")
-	var tOurs, tCp []time.Duration
-	var peak uint64
+	var tOurs, tCLI, tCp []time.Duration
+	var rss float64
 	b.SetBytes(l.DataBytes())
 	b.ReportAllocs()
+	load := loadAvg()
 	for b.Loop() {
 		b.StopTimer()
 		os.Remove(ours)
@@ -118,50 +160,90 @@ func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Opt
 		dropCaches(b)
 		b.StartTimer()
 		t0 := time.Now()
-		peak = max(peak, peakHeap(func() {
-			if _, err := localsync.Copy(b.Context(), src, ours, opts); err != nil {
-				b.Fatal(err)
-			}
-		}))
+		if _, err := localsync.Copy(b.Context(), src, ours, opts); err != nil {
+			b.Fatal(err)
+		}
 		tOurs = append(tOurs, time.Since(t0))
 		b.StopTimer()
+		os.Remove(ours)
+		dropCaches(b)
+		d, r := runCLI(b, "--method", opts.Method.String(), src, ours)
+		tCLI, rss = append(tCLI, d), max(rss, r)
 		dropCaches(b)
 		tCp = append(tCp, run(b, "cp", append(cpArgs, src, theirs)...)+run(b, "sync", "-d", theirs))
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(median(tOurs))/float64(median(tCp)), "x_cp")
+	b.ReportMetric(float64(median(tCLI))/float64(median(tCp)), "x_cp_cli")
+	b.ReportMetric(pairedRatio(tOurs, tCp), "x_cp_paired")
 	b.ReportMetric(float64(median(tCp).Microseconds())/1000, "cp_ms")
 	b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
-	b.ReportMetric(float64(peak)/float64(mib), "peak_heap_MiB")
+	b.ReportMetric(float64(median(tCLI).Microseconds())/1000, "cli_ms")
+	b.ReportMetric(rss, "peak_rss_MiB")
+	b.ReportMetric((load+loadAvg())/2, "load1")
+	os.Remove(ours)
+	os.Remove(theirs)
 }
 
 // BenchmarkCopy10pct: a file with 10% data in about 200 extents (64 KiB to
 // 4 MiB), copied into a new file, against cp --sparse=auto on ext4 and
-// cp --reflink=always on XFS and btrfs.
+// cp --reflink=always on XFS and btrfs. On XFS and btrfs a reflink costs
+// per extent, not per byte, so the 2 and 8 GiB files there are the 1 GiB
+// layout scaled up (same extent count, extents 2 and 8 times longer): the
+// time must not grow with the size.
 func BenchmarkCopy10pct(b *testing.B) {
 	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS, loopfs.Btrfs) {
 		inPlace(b, place, func(b *testing.B, dir string) {
-			sizes := []int64{gib, 2 * gib}
-			if place[0] == "xfs" || place[0] == "btrfs" {
-				sizes = append(sizes, 8*gib)
+			reflink := place[0] == "xfs" || place[0] == "btrfs"
+			var layouts []layout.Layout
+			if reflink {
+				base := scattered("10pct", gib, 10, 42)
+				layouts = []layout.Layout{base, scaled(base, 2), scaled(base, 8)}
+			} else {
+				layouts = []layout.Layout{scattered("10pct", gib, 10, 42), scattered("10pct", 2*gib, 10, 42)}
 			}
-			for _, size := range sizes {
-				l := scattered("10pct", size, 10, 42)
+			for _, l := range layouts {
+				name := fmt.Sprintf("%dGiB-%dextents", l.Size>>30, len(l.Data))
+				if !benchWanted(b, name) {
+					continue
+				}
 				src := filepath.Join(dir, "src")
 				if err := layout.Write(src, l); err != nil {
 					b.Fatal(err)
 				}
 				cpArgs := []string{"--sparse=auto"}
-				if place[0] == "xfs" || place[0] == "btrfs" {
+				if reflink {
 					cpArgs = []string{"--reflink=always"}
 				}
-				b.Run(fmt.Sprintf("%dGiB-%dextents", size>>30, len(l.Data)), func(b *testing.B) {
+				b.Run(name, func(b *testing.B) {
 					copyVsCp(b, dir, src, l, localsync.Options{}, cpArgs...)
 				})
 				os.Remove(src)
 			}
 		})
 	}
+}
+
+// scaled multiplies the offsets, lengths and size of l by k.
+func scaled(l layout.Layout, k int64) layout.Layout {
+	out := layout.Layout{Name: l.Name, Size: l.Size * k}
+	for _, d := range l.Data {
+		out.Data = append(out.Data, layout.Range{Off: d.Off * k, Len: d.Len * k})
+	}
+	return out
+}
+
+// benchWanted reports whether -test.bench can select the sub-benchmark
+// name of b (so that big source files are not written for nothing).
+func benchWanted(b *testing.B, name string) bool {
+	pat := flag.Lookup("test.bench").Value.String()
+	parts := strings.Split(pat, "/")
+	depth := strings.Count(b.Name(), "/") + 1
+	if depth >= len(parts) {
+		return true
+	}
+	ok, err := regexp.MatchString(parts[depth], name)
+	return err != nil || ok
 }
 
 // BenchmarkCopy100kExtents: 100,000 extents of 4 KiB against cp on ext4.
@@ -207,6 +289,7 @@ func BenchmarkResync1pct(b *testing.B) {
 			buf := make([]byte, 4096)
 			b.SetBytes(l.DataBytes())
 			b.ReportAllocs()
+			load := loadAvg()
 			for b.Loop() {
 				b.StopTimer()
 				for _, p := range []string{ours, theirs} {
@@ -248,6 +331,8 @@ func BenchmarkResync1pct(b *testing.B) {
 			}
 			b.ReportMetric(float64(written)/float64(changed), "written/changed")
 			b.ReportMetric(float64(median(tOurs))/float64(median(tRsync)), "x_rsync")
+			b.ReportMetric(pairedRatio(tOurs, tRsync), "x_rsync_paired")
+			b.ReportMetric((load+loadAvg())/2, "load1")
 			b.ReportMetric(float64(median(tRsync).Microseconds())/1000, "rsync_ms")
 			b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
 		})

@@ -14,6 +14,8 @@
 //	         FICLONERANGE where block-aligned  # MethodReflink
 //	         else copy_file_range, explicit offsets, this extent only
 //	         else pread/pwrite, pooled 1 MiB buffers
+//	     every 8 MiB written: sync_file_range(WRITE) # the disk writes while
+//	                                                # the source is still read
 //
 // A method that fails with EXDEV, EINVAL, EOPNOTSUPP, ENOSYS, EPERM, EBADF,
 // ETXTBSY or ENOTTY, or whose first copy_file_range returns 0, is dropped for

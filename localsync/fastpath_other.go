@@ -24,3 +24,5 @@ const oTmpfile = 0
 func fdatasyncFile(f *os.File) error { return f.Sync() }
 
 func adviseSequential(*os.File) {}
+
+func startWriteback(*os.File) {}
