@@ -708,7 +708,7 @@ func (e *engine) sharedRanges(within sparse.Map) sparse.Map {
 	if err != nil || len(d) == 0 {
 		return empty
 	}
-	if err := fdatasyncFile(e.src); err != nil {
+	if err := target.Fdatasync(e.src); err != nil {
 		return empty
 	}
 	if err := e.dst.Sync(); err != nil {

@@ -127,24 +127,6 @@ func copyRange(src, dst *os.File, off, n int64) (written int64, handled bool, er
 // oTmpfile opens an unnamed temporary file in a directory.
 const oTmpfile = unix.O_TMPFILE
 
-func fdatasyncFile(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
 // adviseSequential asks for aggressive readahead on f (as cp does), with
 // length 0 so that no filesystem reads the whole file at once. Errors are
 // ignored: it is only a hint.

@@ -21,8 +21,6 @@ func copyRange(_, _ *os.File, _, _ int64) (int64, bool, error) {
 
 const oTmpfile = 0
 
-func fdatasyncFile(f *os.File) error { return f.Sync() }
-
 func adviseSequential(*os.File) {}
 
 func startWriteback(*os.File) {}

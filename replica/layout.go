@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // File names inside a replica directory. The first group is Longhorn's
@@ -228,36 +228,12 @@ func writeJSONAtomic(dir, name string, v any) error {
 }
 
 // syncDir fsyncs a directory so that creates, renames and unlinks in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func syncDir(dir string) error { return target.SyncDir(dir) }
 
 // fdatasync flushes f's data and the metadata needed to read it back.
 func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
+	if err := target.Fdatasync(f); err != nil {
 		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-	}
-	var errno error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if errno = unix.Fdatasync(int(fd)); errno != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		errno = err
-	}
-	if errno != nil {
-		return &fs.PathError{Op: "fdatasync", Path: f.Name(), Err: errno}
 	}
 	return nil
 }

@@ -195,8 +195,7 @@ func (t *target) seedTemp(m sparse.Map) error {
 	for _, e := range m.Extents() {
 		off, end := e.Off, e.End()
 		for off < end {
-			in, out := off, off
-			n, err := unix.CopyFileRange(int(t.final.Fd()), &in, int(t.w.OS().Fd()), &out, int(min(end-off, 1<<30)), 0)
+			n, err := kernelCopy(t.final, t.w.OS(), off, min(end-off, 1<<30))
 			if err != nil || n == 0 {
 				// Fall back to a plain copy of the rest of the extent.
 				if err := copyRange(t.final, t.w, off, end-off); err != nil {

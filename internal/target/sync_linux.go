@@ -6,7 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func fdatasync(f *os.File) error {
+// Fdatasync flushes f's data and the metadata needed to read it back,
+// retrying on EINTR. It returns the bare error; callers add the op and path.
+func Fdatasync(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err

@@ -4,4 +4,5 @@ package target
 
 import "os"
 
-func fdatasync(f *os.File) error { return f.Sync() }
+// Fdatasync falls back to fsync where fdatasync does not exist.
+func Fdatasync(f *os.File) error { return f.Sync() }

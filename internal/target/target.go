@@ -368,7 +368,7 @@ func (t *File) Zero(off, n int64) (punched bool, err error) {
 
 // Sync flushes the destination's data (fdatasync).
 func (t *File) Sync() error {
-	if err := fdatasync(t.f); err != nil {
+	if err := Fdatasync(t.f); err != nil {
 		return &fs.PathError{Op: "fdatasync", Path: t.path, Err: err}
 	}
 	return nil
@@ -454,7 +454,7 @@ func (t *File) publish(sync bool) error {
 		return err
 	}
 	if sync {
-		return syncDir(filepath.Dir(t.path))
+		return SyncDir(filepath.Dir(t.path))
 	}
 	return nil
 }
@@ -496,7 +496,9 @@ func (t *File) Close() error {
 	return t.f.Close()
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory so that creates, renames and unlinks in it
+// are durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
