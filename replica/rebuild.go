@@ -243,6 +243,7 @@ func removeStale(target string, keep []string) error {
 		base := strings.TrimSuffix(n, ".tcpsync")
 		tmp, isTmp := strings.CutSuffix(n, ".tmp")
 		leftover := strings.HasPrefix(n, ".rebuild-") || // staging files of a killed network copy
+			strings.HasSuffix(n, ".tcpsync.new") || strings.HasSuffix(n, ".tcpsync-tmp") || // tcpsync's half-written sidecar or atomic temp
 			isTmp && (isChainFile(tmp) || tmp == VolumeMetaFile || tmp == HeaderFile || tmp == RevisionCounterFile)
 		if (isChainFile(n) && !slices.Contains(keep, base)) || n == LiveCounterFile || leftover {
 			if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
