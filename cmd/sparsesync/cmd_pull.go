@@ -33,20 +33,9 @@ progress so an interrupted pull resumes.
 }
 
 func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, dst string) error {
-	co, err := opts.clientOptions(addr)
-	if err != nil {
-		return err
-	}
-	show, err := progressEnabled(opts.progress, g.stderr)
-	if err != nil {
-		return err
-	}
-	var bar *progressBar
-	if show {
-		bar = startProgress(g.stderr, "pull", terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
-	}
-	st, err := tcpsync.Pull(ctx, addr, remote, dst, co)
-	bar.Stop()
+	st, err := transfer(g, opts, addr, "pull", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+		return tcpsync.Pull(ctx, addr, remote, dst, co)
+	})
 	if err != nil {
 		return fmt.Errorf("pull %s %s to %s: %w", addr, remote, dst, err)
 	}

@@ -139,25 +139,14 @@ as one sparse image without exporting it first.
 
 // runPushReplica sends the merged chain of a replica directory.
 func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, addr, remote string) error {
-	co, err := opts.clientOptions(addr)
-	if err != nil {
-		return err
-	}
-	show, err := progressEnabled(opts.progress, g.stderr)
-	if err != nil {
-		return err
-	}
 	c, err := replica.OpenChain(dir)
 	if err != nil {
 		return fmt.Errorf("push --replica %s: %w", dir, err)
 	}
 	defer c.Close()
-	var bar *progressBar
-	if show {
-		bar = startProgress(g.stderr, "push", terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
-	}
-	st, err := tcpsync.Push(ctx, addr, c, remote, co)
-	bar.Stop()
+	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+		return tcpsync.Push(ctx, addr, c, remote, co)
+	})
 	if err != nil {
 		return fmt.Errorf("push --replica %s to %s %s: %w", dir, addr, remote, err)
 	}
@@ -165,24 +154,33 @@ func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, ad
 }
 
 func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {
-	co, err := opts.clientOptions(addr)
-	if err != nil {
-		return err
-	}
-	show, err := progressEnabled(opts.progress, g.stderr)
-	if err != nil {
-		return err
-	}
-	var bar *progressBar
-	if show {
-		bar = startProgress(g.stderr, "push", terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
-	}
-	st, err := tcpsync.PushFile(ctx, addr, src, remote, co)
-	bar.Stop()
+	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+		return tcpsync.PushFile(ctx, addr, src, remote, co)
+	})
 	if err != nil {
 		return fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)
 	}
 	return printResult(g, opts.json, "pushed", src, "tcp://"+addr+"/"+remote, st)
+}
+
+// transfer builds the client options from the flags, draws the progress bar
+// when asked, and runs one push or pull with them.
+func transfer(g *globalOpts, opts netOptions, addr, label string, run func(*tcpsync.Options) (tcpsync.Stats, error)) (tcpsync.Stats, error) {
+	co, err := opts.clientOptions(addr)
+	if err != nil {
+		return tcpsync.Stats{}, err
+	}
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return tcpsync.Stats{}, err
+	}
+	var bar *progressBar
+	if show {
+		bar = startProgress(g.stderr, label, terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
+	}
+	st, err := run(co)
+	bar.Stop()
+	return st, err
 }
 
 func progressOf(p *tcpsync.Progress) func() (int64, int64, int64) {
