@@ -344,16 +344,23 @@ func TestLiveCounterAndReboot(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, r.Flush())
+	// The header writer records the flushed count shortly after.
+	other := newID()
+	var info Info
+	require.Eventually(t, func() bool {
+		info, err = Inspect(dir, InspectOptions{BootID: &other})
+		return err == nil && *info.Revision == 5
+	}, 5*time.Second, time.Millisecond)
+	r.hwWG.Wait()
 	for range 3 {
 		_, err := r.WriteAt(b, 0)
 		require.NoError(t, err)
 	}
 	// As after a kill -9: the live page (page cache) has 8, the last
 	// flush persisted 5.
-	info, err := Inspect(dir, InspectOptions{})
+	info, err = Inspect(dir, InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(8), *info.Revision)
-	other := newID()
 	info, err = Inspect(dir, InspectOptions{BootID: &other})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), *info.Revision, "after a reboot only the flushed count counts")

@@ -26,12 +26,23 @@
 // I/O and never syncs it. Here (CounterOn) a completed write is counted by
 // an atomic add in the mapped live.counter page: no syscall, and the count
 // survives a kill of the process because it lives in the page cache. Flush
-// persists it with the data:
+// is one fdatasync of the head, as with the counter off; the count it made
+// durable is recorded behind it:
 //
 //	S = live count
 //	fdatasync(head)
-//	write replica.hdr {flushSeq+1, writeSeq = S} into the other slot
+//	D = S; wake the header writer
+//	header writer, while replica.hdr trails D, at most once per 10 ms:
+//	    write replica.hdr {flushSeq+1, writeSeq = D} into the other slot
 //	    (one O_DIRECT|O_DSYNC 4 KiB write)
+//
+// So the header never claims a write whose data a power loss could still
+// take, and no flush waits for a second I/O. After a reboot the header's
+// count may trail the last flush by one interval: that can demote a
+// healthy replica (a needless rebuild), never pick one that lacks a write
+// acknowledged before the last acknowledged flush, since every replica of
+// the highest epoch holds all of those. Close syncs the data first and
+// then records the exact count. A failed header write latches the replica.
 //
 // revision.counter gets the count on Open and on Close (Longhorn's tools
 // read it; Longhorn never syncs it either).

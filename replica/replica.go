@@ -85,6 +85,15 @@ type Replica struct {
 	hmu sync.Mutex
 	hf  headerFile
 
+	// durable is the count of completed writes whose data a data sync has
+	// made durable; replica.hdr never records more than this.
+	durable atomic.Uint64
+
+	// The header writer records durable in replica.hdr behind the flushes.
+	hwMu      sync.Mutex
+	hwRunning bool
+	hwWG      sync.WaitGroup
+
 	fmu      sync.Mutex // group commit
 	fcond    *sync.Cond
 	fstarted uint64
@@ -268,7 +277,13 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	} else {
 		r.hf.slot = 1 // first write goes to slot A
 	}
-	h.clean, h.bootID, h.writeSeq = false, boot, start
+	// The persisted count stays what the last flush made durable: the live
+	// count may include writes still in the device's cache.
+	if !haveHdr {
+		h.writeSeq = start
+	}
+	r.durable.Store(h.writeSeq)
+	h.clean, h.bootID = false, boot
 	if err := r.hf.write(h); err != nil {
 		return nil, err
 	}
@@ -580,10 +595,11 @@ func (r *Replica) Revision() int64 {
 }
 
 // Flush makes every write completed before the call durable: fdatasync of
-// the head, then (counter on) the count of completed writes is stored
-// durably in replica.hdr. Concurrent flushes share one sync
-// (group commit): a caller waits for the first sync that starts after it
-// arrived, and the one caller that finds no sync running leads it.
+// the head and, with the counter on, a durable replica.hdr write of the
+// count that the previous flush made durable, the two at the same time.
+// Concurrent flushes share one sync (group commit): a caller waits for the
+// first sync that starts after it arrived, and the one caller that finds
+// no sync running leads it.
 func (r *Replica) Flush() error {
 	if le := r.latched.Load(); le != nil {
 		return le
@@ -617,7 +633,22 @@ func (r *Replica) Flush() error {
 	return r.Err()
 }
 
-// sync persists data and the count (clean: this is the final one).
+// headerInterval is the least time between two count-only header writes.
+const headerInterval = 10 * time.Millisecond
+
+// sync persists data and a count (clean: the final sync of Close).
+//
+// A flush is one fdatasync of the head, as with the counter off. The count
+// it made durable is recorded in replica.hdr afterwards by the header
+// writer, a goroutine that runs while the header trails and writes at most
+// once per headerInterval, so a flush never waits for a second I/O. The
+// header only ever records a count whose data a completed sync made
+// durable (design note 8 (c): never ahead of the data after a power loss);
+// it trails the live count by the flushes of the last interval, which
+// after a reboot costs at most a needless rebuild of a healthy replica,
+// never a wrong pick: every replica of the highest epoch holds every write
+// acknowledged before the last acknowledged flush. Close has no writes in
+// flight and records the exact count after its data sync.
 func (r *Replica) sync(clean bool) error {
 	var s uint64
 	if r.live != nil {
@@ -629,11 +660,19 @@ func (r *Replica) sync(clean bool) error {
 	if err := fdatasync(r.layers[0]); err != nil {
 		return err
 	}
+	r.durable.Store(s)
+	if !clean {
+		if r.live != nil {
+			r.kickHeader()
+		}
+		return nil
+	}
+	r.hwWG.Wait()
 	// revision.counter is for Longhorn's tools and rewritten on close;
 	// replica.hdr is what our check trusts after a reboot. (Rewriting
 	// revision.counter on every flush as well cost up to half the flush
 	// rate on ext4: another inode in each journal commit.)
-	if r.rc != nil && clean {
+	if r.rc != nil {
 		r.pwMu.Lock()
 		formatRevisionCounter(r.pwBuf, int64(s))
 		_, err := r.rc.WriteAt(r.pwBuf, 0)
@@ -645,14 +684,60 @@ func (r *Replica) sync(clean bool) error {
 			return err
 		}
 	}
-	if r.live == nil && !clean {
-		return nil // no count to persist; the epoch is written when it changes
+	return r.writeCount(s, true)
+}
+
+// kickHeader starts the header writer unless it runs.
+func (r *Replica) kickHeader() {
+	r.hwMu.Lock()
+	defer r.hwMu.Unlock()
+	if r.hwRunning {
+		return
 	}
+	r.hwRunning = true
+	r.hwWG.Add(1)
+	go r.headerWriter()
+}
+
+// headerWriter records the durable count until the header holds it. A
+// failed write latches the replica.
+func (r *Replica) headerWriter() {
+	defer r.hwWG.Done()
+	for {
+		r.hwMu.Lock()
+		d := r.durable.Load()
+		if d == r.headerCount() || r.latched.Load() != nil {
+			r.hwRunning = false
+			r.hwMu.Unlock()
+			return
+		}
+		r.hwMu.Unlock()
+		err := r.injected("header")
+		if err == nil {
+			err = r.writeCount(d, false)
+		}
+		if err != nil {
+			r.fail(fmt.Errorf("%s: %w", HeaderFile, err))
+			continue // latched: the loop ends
+		}
+		time.Sleep(headerInterval)
+	}
+}
+
+// headerCount is the count replica.hdr holds.
+func (r *Replica) headerCount() uint64 {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return r.hf.cur.writeSeq
+}
+
+// writeCount durably records count (at most r.durable) in replica.hdr.
+func (r *Replica) writeCount(count uint64, clean bool) error {
 	r.hmu.Lock()
 	defer r.hmu.Unlock()
 	h := r.hf.cur
 	h.flushSeq++
-	h.writeSeq, h.clean, h.bootID = s, clean, r.bootID
+	h.writeSeq, h.clean, h.bootID = count, clean, r.bootID
 	return r.hf.write(h)
 }
 
@@ -674,7 +759,7 @@ func (r *Replica) SetEpoch(epoch uint64) error {
 	h := r.hf.cur
 	h.epoch = epoch
 	if r.live != nil {
-		h.writeSeq = r.live.n.Load()
+		h.writeSeq = max(h.writeSeq, r.durable.Load())
 	}
 	if err := r.hf.write(h); err != nil {
 		return r.fail(err)
@@ -790,6 +875,7 @@ func (r *Replica) Close() error {
 			err = writeJSONAtomic(r.dir, VolumeMetaFile, vm)
 		}
 	}
+	r.hwWG.Wait() // the header writer is done with replica.hdr
 	if cerr := r.closeFiles(); err == nil {
 		err = cerr
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -278,6 +279,43 @@ func TestCounterFaultLatches(t *testing.T) {
 	require.Equal(t, int64(1), *info.Revision)
 }
 
+// A header write that fails behind a flush latches the replica: the next
+// operations fail and the header keeps the last count it recorded.
+func TestHeaderWriteFaultLatches(t *testing.T) {
+	dir := t.TempDir()
+	var fail atomic.Bool
+	injected := errors.New("injected header write failure")
+	r, err := Create(dir, 1<<20, Options{fault: func(_, op string) error {
+		if fail.Load() && op == "header" {
+			return injected
+		}
+		return nil
+	}})
+	require.NoError(t, err)
+	b := alignedBuf(BlockSize)
+	_, err = r.WriteAt(b, 0)
+	require.NoError(t, err)
+	require.NoError(t, r.Flush())
+	require.Eventually(t, func() bool {
+		h, _, err := readHeader(filepath.Join(dir, HeaderFile))
+		return err == nil && h.writeSeq == 1
+	}, 5*time.Second, time.Millisecond)
+	fail.Store(true)
+	_, err = r.WriteAt(b, BlockSize)
+	require.NoError(t, err)
+	require.NoError(t, r.Flush(), "the data sync itself succeeded")
+	require.Eventually(t, func() bool { return r.Err() != nil }, 5*time.Second, time.Millisecond)
+	require.ErrorIs(t, r.Err(), injected)
+	_, err = r.WriteAt(b, 2*BlockSize)
+	require.ErrorIs(t, err, ErrLatched)
+	require.ErrorIs(t, r.Flush(), ErrLatched)
+	require.ErrorIs(t, r.Close(), ErrLatched)
+	h, _, err := readHeader(filepath.Join(dir, HeaderFile))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), h.writeSeq)
+	require.False(t, h.clean)
+}
+
 // writeLonghornDir builds, by hand, a replica directory exactly as Longhorn
 // writes it: one snapshot and a head, revision.counter, no replica.hdr.
 func writeLonghornDir(t *testing.T, dir string, counter int64, headData, snapData map[int64]byte) {
@@ -393,18 +431,26 @@ func TestFlushGroupCommit(t *testing.T) {
 			for i := range 20 {
 				_, err := r.WriteAt(b, int64(w*20+i)*BlockSize)
 				require.NoError(t, err)
-				seen := r.Revision()
+				seen := uint64(r.Revision())
 				require.NoError(t, r.Flush())
-				// The flush covered at least every write completed
-				// before it was called.
+				// The flush's data sync covered at least every write
+				// completed before it was called, and the header never
+				// records more than a data sync has covered.
 				h, ok, err := readHeader(filepath.Join(dir, HeaderFile))
 				require.NoError(t, err)
 				require.True(t, ok)
-				require.GreaterOrEqual(t, int64(h.writeSeq), seen)
+				durable := r.durable.Load()
+				require.GreaterOrEqual(t, durable, seen)
+				require.LessOrEqual(t, h.writeSeq, durable)
 			}
 		})
 	}
 	wg.Wait()
+	// The header writer catches up with the last flush.
+	require.Eventually(t, func() bool {
+		h, _, err := readHeader(filepath.Join(dir, HeaderFile))
+		return err == nil && h.writeSeq == flushers*20 && !h.clean
+	}, 5*time.Second, time.Millisecond)
 	t.Logf("%d flush calls, %d syncs", flushers*20, syncs.Load())
 	require.Less(t, syncs.Load(), int64(flushers*20), "concurrent flushes share syncs")
 	require.NoError(t, r.Close())

@@ -20,6 +20,9 @@ type WriteBenchOptions struct {
 	Duration time.Duration
 	// Counter is the revision counter mode of the replica.
 	Counter CounterMode
+	// Flush makes every write durable: each writer calls Flush after each
+	// write (concurrent flushes share syncs).
+	Flush bool
 	// Replica configures the replica (BufferedIO, ...).
 	Replica Options
 }
@@ -55,7 +58,7 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 		r.Close()
 		return WriteBenchResult{}, err
 	}
-	res, err := measureWrites(ctx, r, o.QueueDepth, o.Duration)
+	res, err := measureWrites(ctx, r, o.QueueDepth, o.Duration, o.Flush)
 	res.Revision = r.Revision()
 	if cerr := r.Close(); err == nil {
 		err = cerr
@@ -81,7 +84,7 @@ func fillReplica(ctx context.Context, r *Replica) error {
 	return r.Flush()
 }
 
-func measureWrites(ctx context.Context, r *Replica, qd int, d time.Duration) (WriteBenchResult, error) {
+func measureWrites(ctx context.Context, r *Replica, qd int, d time.Duration, flush bool) (WriteBenchResult, error) {
 	var writes atomic.Int64
 	var stop atomic.Bool
 	var firstErr error
@@ -103,7 +106,11 @@ func measureWrites(ctx context.Context, r *Replica, qd int, d time.Duration) (Wr
 					once.Do(func() { firstErr = ctx.Err() })
 					return
 				}
-				if _, err := r.WriteAt(b, rng.Int64N(blocks)*BlockSize); err != nil {
+				_, err := r.WriteAt(b, rng.Int64N(blocks)*BlockSize)
+				if err == nil && flush {
+					err = r.Flush()
+				}
+				if err != nil {
 					once.Do(func() { firstErr = err })
 					stop.Store(true)
 					return
