@@ -12,8 +12,8 @@ import (
 // openImage opens an image file, with O_DIRECT where the filesystem allows
 // it (direct reports whether it did).
 func openImage(path string, flag int, directIO bool) (f *os.File, direct bool, err error) {
-	if directIO {
-		f, err = os.OpenFile(path, flag|unix.O_DIRECT, 0o600)
+	if directIO && oDirect != 0 {
+		f, err = os.OpenFile(path, flag|oDirect, 0o600)
 		if err == nil {
 			return f, true, nil
 		}

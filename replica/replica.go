@@ -263,7 +263,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		}
 	}
 
-	hf, direct, err := openImage(hdrPath, os.O_RDWR|os.O_CREATE|unix.O_DSYNC, !opts.BufferedIO)
+	hf, direct, err := openImage(hdrPath, os.O_RDWR|os.O_CREATE|oDSync, !opts.BufferedIO)
 	if err != nil {
 		return nil, err
 	}
