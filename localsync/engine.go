@@ -296,7 +296,17 @@ const (
 type job struct {
 	kind   jobKind
 	off, n int64
+	batch  []sparse.Extent // several small extents instead of off, n
 }
+
+// A batch job takes up to batchMax consecutive extents shorter than
+// batchExtent: one channel hand-off per batch rather than per 4 KiB
+// extent (100,000 hand-offs and goroutine wake-ups cost about a tenth of
+// a 100k-extent copy), with the same number of workers in flight.
+const (
+	batchMax    = 32
+	batchExtent = 64 << 10
+)
 
 // parallel runs the copy jobs (missing) and comparison jobs (both) on
 // inFlight workers; the first error stops them all.
@@ -316,27 +326,57 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 				if ctx.Err() != nil {
 					continue
 				}
-				var err error
-				if j.kind == jobCopy {
-					err = w.copy(j.off, j.n)
-				} else {
-					err = w.compare(j.off, j.n)
+				if j.batch == nil {
+					j.batch = []sparse.Extent{{Off: j.off, Len: j.n}}
 				}
-				if err != nil {
-					cancel(err)
+				for _, x := range j.batch {
+					var err error
+					if j.kind == jobCopy {
+						err = w.copy(x.Off, x.Len)
+					} else {
+						err = w.compare(x.Off, x.Len)
+					}
+					if err != nil {
+						cancel(err)
+						break
+					}
 				}
 			}
 		})
 	}
+	put := func(j job) bool {
+		select {
+		case jobs <- j:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	send := func(kind jobKind, m sparse.Map, chunk int64) bool {
-		for _, x := range m.Extents() {
+		xs := m.Extents()
+		// Batches only where there are extents enough to keep every
+		// worker busy many times over.
+		per := min(batchMax, max(1, len(xs)/(inFlight*16)))
+		for i := 0; i < len(xs); {
+			if per > 1 && xs[i].Len < batchExtent {
+				k, total := i, int64(0)
+				for k < len(xs) && k-i < per && xs[k].Len < batchExtent && total+xs[k].Len <= chunk {
+					total += xs[k].Len
+					k++
+				}
+				if !put(job{kind: kind, batch: xs[i:k]}) {
+					return false
+				}
+				i = k
+				continue
+			}
+			x := xs[i]
 			for off := x.Off; off < x.End(); off += chunk {
-				select {
-				case jobs <- job{kind, off, min(chunk, x.End()-off)}:
-				case <-ctx.Done():
+				if !put(job{kind: kind, off: off, n: min(chunk, x.End()-off)}) {
 					return false
 				}
 			}
+			i++
 		}
 		return true
 	}
