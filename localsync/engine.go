@@ -642,11 +642,22 @@ func (w *worker) compare(off, n int64) error {
 	}
 	sbuf, dbuf := w.buffers()
 	s, d := sbuf[:n], dbuf[:n]
-	if err := e.readFull(s, off); err != nil {
-		return err
+	// Both reads at once: a cold comparison waits on the disk, and two
+	// reads in flight per worker keep its queue twice as deep.
+	dstErr := make(chan error, 1)
+	go func() {
+		if got, err := e.dst.OS().ReadAt(d, off); got < len(d) {
+			dstErr <- &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
+			return
+		}
+		dstErr <- nil
+	}()
+	err := e.readFull(s, off)
+	if derr := <-dstErr; err == nil {
+		err = derr
 	}
-	if got, err := e.dst.OS().ReadAt(d, off); got < len(d) {
-		return &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
+	if err != nil {
+		return err
 	}
 	const (
 		same = iota
