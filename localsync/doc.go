@@ -34,11 +34,16 @@
 //	src data, dst hole   -> copy as above, without reading the destination
 //	data on both sides   -> FIEMAP: ranges that still share the source's
 //	                        physical blocks are equal unread (XFS, btrfs);
-//	                        the rest is read on both sides and compared per
-//	                        block with seeded xxhash64 (internal/blockhash);
-//	                        differing blocks are cloned or written
+//	                        the rest is read on both sides at once and
+//	                        compared per block with seeded xxhash64
+//	                        (internal/blockhash); differing blocks are
+//	                        cloned or written
 //
-// so an unchanged re-sync writes nothing. Stats count cloned, copied,
+// so an unchanged re-sync writes nothing. A range of which no page is in
+// the page cache (cachestat(2)) is read with O_DIRECT through a second
+// descriptor of the same file: a cold comparison then costs the disk's time
+// only (Stats.DirectReadBytes); a cached or dirty range is read through the
+// cache. Stats count cloned, copied,
 // unchanged, punched and zeroed bytes exactly.
 //
 // # Safety

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/internal/target"
@@ -36,7 +37,16 @@ const (
 )
 
 // bufPool holds bufSize buffers shared by all copies.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
+// They are 4 KiB-aligned in memory so that cold ranges can be read into
+// them with O_DIRECT.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, bufSize+4096)
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % 4096); r != 0 {
+		b = b[4096-r:]
+	}
+	b = b[:bufSize:bufSize]
+	return &b
+}}
 
 // Method probing state, per copy and method.
 const (
@@ -69,6 +79,9 @@ type engine struct {
 	cloned, cfrBytes, rwBytes, unchanged atomic.Int64
 	punched, zeroed, zeroBytes           atomic.Int64
 	dirty                                atomic.Int64 // written since the last writeback kick
+
+	// Cold ranges of a re-sync are read with O_DIRECT; nil: buffered.
+	srcCold, dstCold *coldReader
 }
 
 // run copies w's file (src) into t following opts; see Copy.
@@ -157,6 +170,13 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		e.done.Add(shared.Bytes())
 		both = both.Difference(shared)
 	}
+	if both.Len() > 0 && !t.BlockDevice() {
+		if fi, err := src.Stat(); err == nil && fi.Mode().IsRegular() {
+			e.srcCold, e.dstCold = newColdReader(src), newColdReader(t.OS())
+			defer e.srcCold.close()
+			defer e.dstCold.close()
+		}
+	}
 	e.log.Debug("localsync: plan", "src", src.Name(), "dst", t.Name(), "size", e.size,
 		"data", e.total, "copy", missing.Bytes(), "compare", both.Bytes(), "zero", extra.Bytes())
 
@@ -178,6 +198,7 @@ func (e *engine) stats() Stats {
 		ClonedBytes: e.cloned.Load(), CopiedBytes: e.cfrBytes.Load() + e.rwBytes.Load(),
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
+		DirectReadBytes: e.srcCold.directBytes() + e.dstCold.directBytes(),
 	}
 	for m, n := range map[Method]int64{MethodReflink: st.ClonedBytes, MethodCopyRange: e.cfrBytes.Load(), MethodReadWrite: e.rwBytes.Load()} {
 		if n == 0 {
@@ -557,7 +578,7 @@ func (e *engine) shrunk(off int64) error {
 // readFull preads len(b) bytes at off from the source; a short read means
 // the source shrank.
 func (e *engine) readFull(b []byte, off int64) error {
-	n, err := e.src.ReadAt(b, off)
+	n, err := e.srcCold.readAt(e.src, b, off)
 	if n == len(b) {
 		return nil
 	}
@@ -646,7 +667,7 @@ func (w *worker) compare(off, n int64) error {
 	// reads in flight per worker keep its queue twice as deep.
 	dstErr := make(chan error, 1)
 	go func() {
-		if got, err := e.dst.OS().ReadAt(d, off); got < len(d) {
+		if got, err := e.dstCold.readAt(e.dst.OS(), d, off); got < len(d) {
 			dstErr <- &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/sparse"
+	"golang.org/x/sys/unix"
 )
 
 // TestIncremental changes a copied source — 37 random 4 KiB blocks
@@ -176,4 +177,73 @@ func requireNoTemp(t *testing.T, dir string) {
 	tmps, err := filepath.Glob(filepath.Join(dir, ".*.sparsesync-*"))
 	require.NoError(t, err)
 	require.Empty(t, tmps, "temporary file left behind")
+}
+
+// TestColdResync re-syncs with both files out of the page cache: the
+// comparison reads them with O_DIRECT (DirectReadBytes), the result is
+// identical and only the changed blocks are written. A second re-sync with
+// the files cached reads through the cache. The source's last block is
+// partial (size not a multiple of 4 KiB), so the direct read past the end
+// of the file is exercised too.
+func TestColdResync(t *testing.T) {
+	runAll(t, gib, func(t *testing.T, kind loopfs.Kind, dir string) {
+		l := scattered("cold", 64*mib, 30, 21)
+		l.Size += mib + 1000
+		l.Data = append(l.Data, layout.Range{Off: l.Size - 5000, Len: 5000})
+		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+		layout.Create(t, src, l)
+		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{Reflink: localsync.ReflinkNever})
+		require.NoError(t, err)
+
+		f, err := os.OpenFile(src, os.O_RDWR, 0)
+		require.NoError(t, err)
+		r := rand.New(rand.NewPCG(7, 7))
+		changed := map[int64]bool{}
+		for len(changed) < 20 {
+			d := l.Data[r.IntN(len(l.Data)-1)]
+			blk := d.Off + r.Int64N(d.Len/4096)*4096
+			if changed[blk] {
+				continue
+			}
+			changed[blk] = true
+			b := make([]byte, 4096)
+			for i := range b {
+				b[i] = byte(r.Uint32()) | 1
+			}
+			_, err = f.WriteAt(b, blk)
+			require.NoError(t, err)
+		}
+		tail := []byte("the last partial block changed")
+		_, err = f.WriteAt(tail, l.Size-int64(len(tail)))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		dropCache(t, src)
+		dropCache(t, dst)
+
+		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		require.NoError(t, err)
+		checkSame(t, src, dst)
+		checkStatsAdd(t, st)
+		// 20 random blocks and the last one (1000 bytes into a 4 KiB block).
+		require.Equal(t, int64(20*4096+1000), st.CopiedBytes, "%+v", st)
+		if kind != loopfs.Tmpfs { // tmpfs pages are the storage: always cached
+			require.Greater(t, st.DirectReadBytes, st.DataBytes, "cold data is read directly from both files: %+v", st)
+		}
+
+		// Warm: everything was just read through the cache by checkSame.
+		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		require.NoError(t, err)
+		require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes, "%+v", st)
+		require.Zero(t, st.DirectReadBytes, "cached data is read through the cache: %+v", st)
+	})
+}
+
+// dropCache writes path's dirty pages and drops its cached ones.
+func dropCache(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Sync())
+	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
 }
