@@ -98,19 +98,22 @@ func TestReplicaUsageErrors(t *testing.T) {
 func TestReplicaBench(t *testing.T) {
 	g, out := testGlobals()
 	dir := filepath.Join(t.TempDir(), "bench")
-	for _, mode := range []string{"off", "on", "per-write"} {
+	for i, mode := range []string{"off", "on", "per-write", "on"} {
+		flush := i == 3 // durable writes: a Flush after each
 		out.Reset()
-		require.NoError(t, runReplicaBench(t.Context(), g, replicaBenchOptions{qd: 2, seconds: 0.2, counter: mode, size: "4M", json: true}, dir))
+		require.NoError(t, runReplicaBench(t.Context(), g, replicaBenchOptions{qd: 2, seconds: 0.2, counter: mode, size: "4M", json: true, flush: flush}, dir))
 		var res struct {
 			Writes   int64
 			IOPS     float64
 			Revision int64
 			Counter  string `json:"revision_counter"`
+			Flush    bool
 		}
 		require.NoError(t, json.Unmarshal(out.Bytes(), &res))
 		require.Positive(t, res.Writes)
 		require.Positive(t, res.IOPS)
 		require.Equal(t, mode, res.Counter)
+		require.Equal(t, flush, res.Flush)
 		if mode == "off" {
 			require.Zero(t, res.Revision)
 		} else {
