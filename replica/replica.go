@@ -594,12 +594,12 @@ func (r *Replica) Revision() int64 {
 	return int64(r.live.n.Load())
 }
 
-// Flush makes every write completed before the call durable: fdatasync of
-// the head and, with the counter on, a durable replica.hdr write of the
-// count that the previous flush made durable, the two at the same time.
-// Concurrent flushes share one sync (group commit): a caller waits for the
-// first sync that starts after it arrived, and the one caller that finds
-// no sync running leads it.
+// Flush makes every write completed before the call durable: one fdatasync
+// of the head, with the counter on or off. With the counter on, the header
+// writer then records the count that sync covered in replica.hdr, behind
+// the flush (see sync). Concurrent flushes share one sync (group commit): a
+// caller waits for the first sync that starts after it arrived, and the one
+// caller that finds no sync running leads it.
 func (r *Replica) Flush() error {
 	if le := r.latched.Load(); le != nil {
 		return le
