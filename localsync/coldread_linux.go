@@ -13,6 +13,13 @@ import (
 // dioAlign is the offset, length and memory alignment of a direct read.
 const dioAlign = 4096
 
+// directMin is the shortest read worth doing directly. Shorter ones go
+// through the page cache, whose readahead merges neighbouring small
+// extents into large disk reads that direct reads cannot match (an
+// unchanged cold re-sync of 100,000 4 KiB extents: 3.3 s through the
+// cache, 6.5 s direct).
+const directMin = 256 << 10
+
 // coldReader reads ranges that are not in the page cache with O_DIRECT,
 // from a second descriptor of the same file: a cold comparison then costs
 // the disk's time without copying every byte through the page cache
@@ -60,7 +67,7 @@ func newColdReader(f *os.File) *coldReader {
 // with an error.
 func (c *coldReader) readAt(f *os.File, b []byte, off int64) (int, error) {
 	n := (len(b) + dioAlign - 1) / dioAlign * dioAlign
-	if c == nil || len(b) == 0 || c.disabled.Load() || off%dioAlign != 0 || cap(b) < n ||
+	if c == nil || len(b) < directMin || c.disabled.Load() || off%dioAlign != 0 || cap(b) < n ||
 		uintptr(unsafe.Pointer(unsafe.SliceData(b)))%dioAlign != 0 || !c.cold(off, n) {
 		return f.ReadAt(b, off)
 	}

@@ -181,7 +181,8 @@ func requireNoTemp(t *testing.T, dir string) {
 
 // TestColdResync re-syncs with both files out of the page cache: the
 // comparison reads them with O_DIRECT (DirectReadBytes), the result is
-// identical and only the changed blocks are written. A second re-sync with
+// identical and only the changed blocks are written; ranges under
+// directMin are still read through the cache. A second re-sync with
 // the files cached reads through the cache. The source's last block is
 // partial (size not a multiple of 4 KiB), so the direct read past the end
 // of the file is exercised too.
@@ -235,6 +236,23 @@ func TestColdResync(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes, "%+v", st)
 		require.Zero(t, st.DirectReadBytes, "cached data is read through the cache: %+v", st)
+
+		// Small extents are read through the cache even when cold: its
+		// readahead merges neighbours into large disk reads.
+		small := layout.Layout{Name: "small", Size: 2000 * 8192}
+		for i := range int64(2000) {
+			small.Data = append(small.Data, layout.Range{Off: i * 8192, Len: 4096})
+		}
+		a, b := filepath.Join(dir, "small-a"), filepath.Join(dir, "small-b")
+		layout.Create(t, a, small)
+		_, err = localsync.Copy(t.Context(), a, b, localsync.Options{Reflink: localsync.ReflinkNever})
+		require.NoError(t, err)
+		dropCache(t, a)
+		dropCache(t, b)
+		st, err = localsync.Copy(t.Context(), a, b, localsync.Options{})
+		require.NoError(t, err)
+		require.Equal(t, small.DataBytes(), st.UnchangedBytes, "%+v", st)
+		require.Zero(t, st.DirectReadBytes, "%+v", st)
 	})
 }
 
