@@ -343,14 +343,17 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 		wg.Go(func() {
 			w := worker{e: e, h: blockhash.New(0)}
 			defer w.release()
+			var one [1]sparse.Extent
 			for j := range jobs {
 				if ctx.Err() != nil {
 					continue
 				}
-				if j.batch == nil {
-					j.batch = []sparse.Extent{{Off: j.off, Len: j.n}}
+				batch := j.batch
+				if batch == nil {
+					one[0] = sparse.Extent{Off: j.off, Len: j.n}
+					batch = one[:]
 				}
-				for _, x := range j.batch {
+				for _, x := range batch {
 					var err error
 					if j.kind == jobCopy {
 						err = w.copy(x.Off, x.Len)
