@@ -19,46 +19,7 @@ func BenchmarkWrite(b *testing.B) {
 	for _, qd := range []int{1, 8} {
 		for _, mode := range []CounterMode{CounterOff, CounterOn, CounterPerWrite} {
 			b.Run("qd="+itoa(qd)+"/counter="+mode.String(), func(b *testing.B) {
-				dir := filepath.Join(b.TempDir(), "r")
-				r, err := Create(dir, 256<<20, Options{Counter: mode})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer r.Close()
-				if err := fillReplica(b.Context(), r); err != nil {
-					b.Fatal(err)
-				}
-				blocks := r.Size() / BlockSize
-				b.SetBytes(BlockSize)
-				b.ReportAllocs()
-				start := time.Now()
-				var n atomic.Int64
-				if qd == 1 {
-					buf := alignedBuf(BlockSize)
-					rng := rand.New(rand.NewPCG(1, 2))
-					for b.Loop() {
-						if _, err := r.WriteAt(buf, rng.Int64N(blocks)*BlockSize); err != nil {
-							b.Fatal(err)
-						}
-						n.Add(1)
-					}
-				} else {
-					b.SetParallelism((qd + 1) / 2) // GOMAXPROCS=2 here: 8 goroutines
-					b.ResetTimer()
-					var seed atomic.Uint64
-					b.RunParallel(func(pb *testing.PB) {
-						buf := alignedBuf(BlockSize)
-						rng := rand.New(rand.NewPCG(seed.Add(1), 2))
-						for pb.Next() {
-							if _, err := r.WriteAt(buf, rng.Int64N(blocks)*BlockSize); err != nil {
-								b.Error(err)
-								return
-							}
-							n.Add(1)
-						}
-					})
-				}
-				b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "IOPS")
+				benchRandomWrites(b, mode, 256<<20, qd, false)
 			})
 		}
 	}
@@ -75,57 +36,65 @@ func BenchmarkWriteFlush(b *testing.B) {
 	for _, qd := range []int{1, 8} {
 		for _, mode := range []CounterMode{CounterOff, CounterOn} {
 			b.Run("qd="+itoa(qd)+"/counter="+mode.String(), func(b *testing.B) {
-				dir := filepath.Join(b.TempDir(), "r")
-				r, err := Create(dir, 64<<20, Options{Counter: mode})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer r.Close()
-				if err := fillReplica(b.Context(), r); err != nil {
-					b.Fatal(err)
-				}
-				blocks := r.Size() / BlockSize
-				b.SetBytes(BlockSize)
-				b.ReportAllocs()
-				start := time.Now()
-				var n atomic.Int64
-				if qd == 1 {
-					buf := alignedBuf(BlockSize)
-					rng := rand.New(rand.NewPCG(1, 3))
-					for b.Loop() {
-						if _, err := r.WriteAt(buf, rng.Int64N(blocks)*BlockSize); err != nil {
-							b.Fatal(err)
-						}
-						if err := r.Flush(); err != nil {
-							b.Fatal(err)
-						}
-						n.Add(1)
-					}
-					b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "IOPS")
-					return
-				}
-				b.SetParallelism((qd + 1) / 2) // GOMAXPROCS=2 here: 8 goroutines
-				b.ResetTimer()
-				var seed atomic.Uint64
-				b.RunParallel(func(pb *testing.PB) {
-					buf := alignedBuf(BlockSize)
-					rng := rand.New(rand.NewPCG(seed.Add(1), 3))
-					for pb.Next() {
-						if _, err := r.WriteAt(buf, rng.Int64N(blocks)*BlockSize); err != nil {
-							b.Error(err)
-							return
-						}
-						if err := r.Flush(); err != nil {
-							b.Error(err)
-							return
-						}
-						n.Add(1)
-					}
-				})
-				b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "IOPS")
+				benchRandomWrites(b, mode, 64<<20, qd, true)
 			})
 		}
 	}
+}
+
+// benchRandomWrites creates and fills a replica of size bytes, then times
+// random 4 KiB overwrites (each followed by a Flush when flush is set): one
+// goroutine at qd 1, else qd goroutines (GOMAXPROCS=2 here). It reports
+// IOPS.
+func benchRandomWrites(b *testing.B, mode CounterMode, size int64, qd int, flush bool) {
+	r, err := Create(filepath.Join(b.TempDir(), "r"), size, Options{Counter: mode})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	if err := fillReplica(b.Context(), r); err != nil {
+		b.Fatal(err)
+	}
+	blocks := r.Size() / BlockSize
+	write := func(buf []byte, rng *rand.Rand) error {
+		if _, err := r.WriteAt(buf, rng.Int64N(blocks)*BlockSize); err != nil {
+			return err
+		}
+		if flush {
+			return r.Flush()
+		}
+		return nil
+	}
+	b.SetBytes(BlockSize)
+	b.ReportAllocs()
+	start := time.Now()
+	var n atomic.Int64
+	if qd == 1 {
+		buf := alignedBuf(BlockSize)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for b.Loop() {
+			if err := write(buf, rng); err != nil {
+				b.Fatal(err)
+			}
+			n.Add(1)
+		}
+	} else {
+		b.SetParallelism((qd + 1) / 2)
+		b.ResetTimer()
+		var seed atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			buf := alignedBuf(BlockSize)
+			rng := rand.New(rand.NewPCG(seed.Add(1), 2))
+			for pb.Next() {
+				if err := write(buf, rng); err != nil {
+					b.Error(err)
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "IOPS")
 }
 
 // BenchmarkCounterOverhead measures the counter's cost as a paired ratio
