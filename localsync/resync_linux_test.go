@@ -49,22 +49,7 @@ func TestIncremental(t *testing.T) {
 		}
 		_, err = f.WriteAt(buf, fill.Off)
 		require.NoError(t, err)
-		r := rand.New(rand.NewPCG(5, 5))
-		changed := map[int64]bool{}
-		for len(changed) < 37 {
-			d := l.Data[1+r.IntN(len(l.Data)-1)]
-			blk := d.Off + r.Int64N(d.Len/4096)*4096
-			if changed[blk] {
-				continue
-			}
-			changed[blk] = true
-			b := make([]byte, 4096)
-			for i := range b {
-				b[i] = byte(r.Uint32()) | 1
-			}
-			_, err = f.WriteAt(b, blk)
-			require.NoError(t, err)
-		}
+		rewriteBlocks(t, f, l.Data[1:], 37, rand.New(rand.NewPCG(5, 5)))
 		require.NoError(t, f.Truncate(l.Size+5*mib))
 
 		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
@@ -198,22 +183,7 @@ func TestColdResync(t *testing.T) {
 
 		f, err := os.OpenFile(src, os.O_RDWR, 0)
 		require.NoError(t, err)
-		r := rand.New(rand.NewPCG(7, 7))
-		changed := map[int64]bool{}
-		for len(changed) < 20 {
-			d := l.Data[r.IntN(len(l.Data)-1)]
-			blk := d.Off + r.Int64N(d.Len/4096)*4096
-			if changed[blk] {
-				continue
-			}
-			changed[blk] = true
-			b := make([]byte, 4096)
-			for i := range b {
-				b[i] = byte(r.Uint32()) | 1
-			}
-			_, err = f.WriteAt(b, blk)
-			require.NoError(t, err)
-		}
+		rewriteBlocks(t, f, l.Data[:len(l.Data)-1], 20, rand.New(rand.NewPCG(7, 7)))
 		tail := []byte("the last partial block changed")
 		_, err = f.WriteAt(tail, l.Size-int64(len(tail)))
 		require.NoError(t, err)
@@ -264,4 +234,25 @@ func dropCache(t *testing.T, path string) {
 	defer f.Close()
 	require.NoError(t, f.Sync())
 	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+}
+
+// rewriteBlocks writes n distinct random 4 KiB blocks of new random bytes
+// (never all zeros) inside the data ranges in.
+func rewriteBlocks(t *testing.T, f *os.File, in []layout.Range, n int, r *rand.Rand) {
+	t.Helper()
+	changed := map[int64]bool{}
+	b := make([]byte, 4096)
+	for len(changed) < n {
+		d := in[r.IntN(len(in))]
+		blk := d.Off + r.Int64N(d.Len/4096)*4096
+		if changed[blk] {
+			continue
+		}
+		changed[blk] = true
+		for i := range b {
+			b[i] = byte(r.Uint32()) | 1
+		}
+		_, err := f.WriteAt(b, blk)
+		require.NoError(t, err)
+	}
 }
