@@ -2,8 +2,6 @@ package replica
 
 import (
 	"fmt"
-
-	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // begin checks an I/O of n bytes at off and takes the I/O gate; the caller
@@ -66,8 +64,7 @@ func (r *Replica) readBlocks(buf []byte, off int64) error {
 			clear(b)
 			return nil
 		}
-		_, err := r.layers[layer].ReadAt(b, o)
-		return err
+		return readLayer(r.layers[layer], b, o)
 	})
 }
 
@@ -155,35 +152,6 @@ func (r *Replica) writeAligned(p []byte, off int64) error {
 			return err
 		}
 		p, off = p[n:], off+int64(n)
-	}
-	return nil
-}
-
-// Unmap discards [off, off+n): the 4 KiB-aligned interior is punched out of
-// the head, partial blocks at the edges are left as they are (as Longhorn
-// does). While snapshots exist below the head, punching would expose their
-// data, so Unmap then discards nothing; it still counts as a revision.
-func (r *Replica) Unmap(off, n int64) error {
-	if n < 0 || n > int64(int(^uint(0)>>1)) {
-		return fmt.Errorf("%s: %w: unmap %d bytes", r.dir, ErrOutOfRange, n)
-	}
-	if err := r.begin(off, int(n)); err != nil {
-		return err
-	}
-	defer r.gate.RUnlock()
-	a0, a1 := roundUp(off), roundDown(off+n)
-	var err error
-	if a1 > a0 && len(r.layers) == 1 {
-		first, last := a0/BlockSize, (a1-1)/BlockSize
-		r.locks.lock(first, last, false)
-		_, err = sparse.PunchHole(r.layers[0], a0, a1-a0)
-		r.locks.unlock(first, last, false)
-	}
-	if err == nil {
-		err = r.count()
-	}
-	if err != nil {
-		return r.fail(err)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err 
 	}
 	head := HeadName(0)
 	path := filepath.Join(dir, head)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +154,10 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		}
 		start = uint64(n)
 		if haveHdr {
+			// A foreign writer (Longhorn) advanced revision.counter
+			// past our header: adopt its count, as for a Longhorn
+			// directory; the counter never moves backwards.
+			h.writeSeq = max(h.writeSeq, uint64(n))
 			start = h.writeSeq
 			if ls, ok, err := readLive(filepath.Join(dir, LiveCounterFile)); err == nil && ok &&
 				ls.bootID == boot && ls.replicaID == h.replicaID && ls.count > start {
@@ -216,9 +220,25 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if fi.Size() != vm.Size {
+		// Longhorn's Expand (replica.go Expand, createDisk with the new
+		// size) leaves the layers below the new head at the old size,
+		// and its read path (diff_disk.go read) reads their missing
+		// tail as zeros; so does ours (SEEK_DATA past a layer's end
+		// finds nothing there). Only the head must have the volume size.
+		if fi.Size() != vm.Size && (i == 0 || fi.Size() > vm.Size) {
 			return nil, corruptf(f.Name(), "size %d, volume size %d", fi.Size(), vm.Size)
 		}
+	}
+	if r.children, r.removed, err = diskTree(dir); err != nil {
+		return nil, err
+	}
+	bf, err := openBacking(dir, vm)
+	if err != nil {
+		return nil, err
+	}
+	if bf != nil {
+		r.layers = append(r.layers, bf)
+		r.backing = true
 	}
 	vm.Dirty = true
 	if err := writeJSONAtomic(dir, VolumeMetaFile, vm); err != nil {

@@ -184,6 +184,11 @@ func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, 
 		haveHdr, mode = true, h.mode
 	} else if c.rc != nil {
 		mode = CounterOn
+	} else {
+		// Neither file: Longhorn with --disableRevCounter (its default
+		// since 1.7) never creates revision.counter (replica.go
+		// construct skips initRevisionCounter).
+		mode = CounterOff
 	}
 	if !mode.Enabled() {
 		return mode, h, haveHdr, 0, nil
@@ -195,13 +200,17 @@ func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, 
 				rev = int64(ls.count)
 			}
 		}
-		return mode, h, haveHdr, rev, nil
+		if c.rc == nil {
+			return mode, h, haveHdr, rev, nil
+		}
 	}
-	rev, err = ParseRevisionCounter(c.rc)
+	rc, err := ParseRevisionCounter(c.rc)
 	if err != nil {
 		return mode, h, haveHdr, 0, corruptf(RevisionCounterFile, "%v", err)
 	}
-	return mode, h, haveHdr, rev, nil
+	// Longhorn keeps revision.counter current and ignores replica.hdr:
+	// the higher of the two is the count (as probeDir and Open decide).
+	return mode, h, haveHdr, max(rev, rc), nil
 }
 
 // markRebuilding writes target/volume.meta as the source's with Rebuilding

@@ -95,7 +95,7 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	}
 
 	// Freeze what the target missed into snapshots on every member.
-	if err := v.Snapshot("rebuild-" + newID().String()[:12]); err != nil {
+	if err := v.Snapshot("rebuild-"+newID().String()[:12], SnapshotOptions{}); err != nil { // a system snapshot, as Longhorn's rebuild takes
 		return abort(err)
 	}
 	if err := v.woFailed(wo); err != nil {
@@ -207,7 +207,7 @@ func prepareTarget(src *Replica, target string, opts Options) (*Replica, error) 
 			}
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(target, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(filepath.Join(target, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
 	if err != nil {
 		return nil, err
 	}

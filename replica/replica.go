@@ -23,6 +23,10 @@ type Options struct {
 	BootID *ID
 	// Logger receives debug events; nil discards them.
 	Logger *slog.Logger
+	// UnmapMarkSnapChainRemoved marks the snapshots behind the head
+	// Removed on every unmap and discards the range in them too, as
+	// Longhorn's setting of the same name does (see Unmap).
+	UnmapMarkSnapChainRemoved bool
 
 	// fault, when set, is called before every data write ("write"),
 	// counter update ("counter") and sync ("sync") with the replica
@@ -65,7 +69,13 @@ type Replica struct {
 	chain  []string   // image names, head first
 	layers []*os.File // open images, head first
 	direct bool       // layers[0] is O_DIRECT
-	closed bool
+	// backing: the last of layers is the raw backing file (not in chain).
+	backing bool
+
+	metaMu   sync.Mutex      // Removed marks written by Unmap
+	children map[string]int  // image -> number of child images
+	removed  map[string]bool // image -> .meta Removed
+	closed   bool
 
 	dirLock *os.File // flock(LOCK_EX) held while open
 

@@ -9,10 +9,33 @@ import (
 	"time"
 )
 
+// SnapshotOptions are what Longhorn's Snapshot records in the snapshot's
+// .meta besides its name (replica.go Snapshot(name, userCreated, created,
+// labels)).
+type SnapshotOptions struct {
+	// UserCreated: a snapshot the user asked for; false for system
+	// snapshots (Longhorn's expansion and rebuild snapshots), which
+	// Longhorn's purge may remove.
+	UserCreated bool
+	// Labels are stored as is (nil is written as null, as Longhorn does).
+	Labels map[string]string
+	// Created is the creation time; zero means now.
+	Created time.Time
+}
+
 // Snapshot freezes the current head as volume-snap-NAME.img and continues
 // on a new empty head volume-head-(N+1).img whose parent it is, as Longhorn
-// does. It waits for the I/O in flight. A failure latches the replica.
-func (r *Replica) Snapshot(name string) error {
+// does. Without opts (at most one is used) the snapshot is user-created
+// with no labels. It waits for the I/O in flight. A failure latches the
+// replica.
+func (r *Replica) Snapshot(name string, opts ...SnapshotOptions) error {
+	so := SnapshotOptions{UserCreated: true}
+	if len(opts) > 0 {
+		so = opts[0]
+	}
+	if so.Created.IsZero() {
+		so.Created = time.Now()
+	}
 	if !validSnapshotName(name) {
 		return fmt.Errorf("%s: %w: %q", r.dir, ErrBadName, name)
 	}
@@ -28,13 +51,13 @@ func (r *Replica) Snapshot(name string) error {
 	if _, err := os.Lstat(filepath.Join(r.dir, snap)); err == nil {
 		return fmt.Errorf("%s: snapshot %q: %w", r.dir, name, fs.ErrExist)
 	}
-	if err := r.snapshot(snap); err != nil {
+	if err := r.snapshot(snap, so); err != nil {
 		return r.fail(fmt.Errorf("snapshot %q: %w", name, err))
 	}
 	return nil
 }
 
-func (r *Replica) snapshot(snap string) error {
+func (r *Replica) snapshot(snap string, so SnapshotOptions) error {
 	if err := r.sync(false); err != nil {
 		return err
 	}
@@ -45,7 +68,7 @@ func (r *Replica) snapshot(snap string) error {
 	}
 	head := HeadName(idx + 1)
 	path := filepath.Join(r.dir, head)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
 	if err != nil {
 		return err
 	}
@@ -56,7 +79,7 @@ func (r *Replica) snapshot(snap string) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := so.Created
 	if err := writeJSONAtomic(r.dir, MetaName(head), newDiskMeta(head, snap, now)); err != nil {
 		return err
 	}
@@ -64,7 +87,7 @@ func (r *Replica) snapshot(snap string) error {
 		return err
 	}
 	sm := newDiskMeta(snap, r.vm.Parent, now)
-	sm.UserCreated = true
+	sm.UserCreated, sm.Labels = so.UserCreated, so.Labels
 	if err := writeJSONAtomic(r.dir, MetaName(snap), sm); err != nil {
 		return err
 	}
@@ -95,5 +118,8 @@ func (r *Replica) snapshot(snap string) error {
 	oldHead := r.layers[0]
 	r.layers = append([]*os.File{nf, sf}, r.layers[1:]...)
 	r.chain = append([]string{head, snap}, r.chain[1:]...)
+	r.metaMu.Lock()
+	r.children[snap], r.removed[snap] = 1, false
+	r.metaMu.Unlock()
 	return oldHead.Close()
 }
