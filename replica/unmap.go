@@ -33,14 +33,16 @@ func (r *Replica) Unmap(off, n int64) error {
 	}
 	defer r.gate.RUnlock()
 	a0, a1 := roundUp(off), roundDown(off+n)
-	punch, err := r.unmappable()
-	if err == nil && a1 > a0 && punch != nil {
+	punch, ok, err := r.unmappable()
+	if err == nil && a1 > a0 && ok {
 		first, last := a0/BlockSize, (a1-1)/BlockSize
 		r.locks.lock(first, last, false)
-		for _, f := range punch {
-			if _, err = sparse.PunchHole(f, a0, a1-a0); err != nil {
+		_, err = sparse.PunchHole(r.layers[0], a0, a1-a0)
+		for _, img := range punch {
+			if err != nil {
 				break
 			}
+			err = punchImage(filepath.Join(r.dir, img), a0, a1-a0)
 		}
 		r.locks.unlock(first, last, false)
 	}
@@ -53,25 +55,24 @@ func (r *Replica) Unmap(off, n int64) error {
 	return nil
 }
 
-// unmappable returns the layers an unmap punches (head first), or nil
-// when punching would expose a snapshot's older data. The caller holds
-// the gate (shared).
-func (r *Replica) unmappable() ([]*os.File, error) {
+// unmappable returns the snapshot images an unmap punches besides the
+// head, and whether it punches at all (not when that would expose a
+// snapshot's older data). The caller holds the gate (shared).
+func (r *Replica) unmappable() (punch []string, ok bool, err error) {
 	if len(r.chain) == 1 {
-		return r.layers[:1], nil
+		return nil, true, nil
 	}
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
-	punch := r.layers[:1:1]
 	whole := true
-	for i, img := range r.chain[1:] {
+	for _, img := range r.chain[1:] {
 		if r.children[img] > 1 {
 			whole = false
 			break
 		}
 		if r.opts.UnmapMarkSnapChainRemoved && !r.removed[img] {
 			if err := markRemoved(r.dir, img); err != nil {
-				return nil, fmt.Errorf("mark %s removed before unmap: %w", img, err)
+				return nil, false, fmt.Errorf("mark %s removed before unmap: %w", img, err)
 			}
 			r.removed[img] = true
 		}
@@ -79,12 +80,23 @@ func (r *Replica) unmappable() ([]*os.File, error) {
 			whole = false
 			continue
 		}
-		punch = append(punch, r.layers[1+i])
+		punch = append(punch, img)
 	}
-	if !whole {
-		return nil, nil
+	return punch, whole, nil
+}
+
+// punchImage punches [off, off+n) out of a snapshot image (the chain holds
+// them read-only).
+func punchImage(path string, off, n int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
 	}
-	return punch, nil
+	_, err = sparse.PunchHole(f, off, n)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // markRemoved sets Removed in dir/IMG.meta (Longhorn's markDiskAsRemoved).
