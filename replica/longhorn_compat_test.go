@@ -440,3 +440,29 @@ func TestLonghornRemovedAndUnmapMarkChain(t *testing.T) {
 	}
 	require.Equal(t, l.sha(), exportSHA(t, src))
 }
+
+// An encrypted Longhorn volume (Info.Encrypted) stores the ciphertext that
+// dm-crypt above the engine wrote; the replica layer never decrypts.
+// Export, rebuild and our writer carry those bytes and the flag unchanged.
+func TestLonghornEncryptedCarriedAsIs(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.encrypted = true
+	l.writeVolumeMeta(true)
+	l.randomWrites(30) // random bytes stand for ciphertext
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	dst := filepath.Join(root, "dst")
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+	for _, d := range []string{src, dst} {
+		vm, err := ReadVolumeMeta(d)
+		require.NoError(t, err)
+		require.True(t, vm.Encrypted, d)
+	}
+}

@@ -39,9 +39,13 @@ type lhReplica struct {
 	counter  bool
 	revision int64
 	backing  string
-	model    []byte            // the volume's bytes
-	snaps    map[string][]byte // snapshot image -> volume bytes when taken
-	rng      *rand.Rand
+	// encrypted is Info.Encrypted: the engine put LUKS (dm-crypt) above the
+	// replicas, so the images hold ciphertext, which the replica code
+	// stores and reads like any data.
+	encrypted bool
+	model     []byte            // the volume's bytes
+	snaps     map[string][]byte // snapshot image -> volume bytes when taken
+	rng       *rand.Rand
 }
 
 // lhInfo is replica.go's Info as encodeToFile writes it (BackingFile is
@@ -105,7 +109,7 @@ func (l *lhReplica) encode(name string, v any) {
 
 func (l *lhReplica) writeVolumeMeta(dirty bool) {
 	l.encode(VolumeMetaFile, lhInfo{Size: l.size, Head: l.head, Dirty: dirty, Parent: l.parent,
-		SectorSize: 512, BackingFilePath: l.backing})
+		SectorSize: 512, BackingFilePath: l.backing, Encrypted: l.encrypted})
 }
 
 // writeCounter is writeRevisionCounter: one 4096-byte block at offset 0.
