@@ -466,3 +466,33 @@ func TestLonghornEncryptedCarriedAsIs(t *testing.T) {
 		require.True(t, vm.Encrypted, d)
 	}
 }
+
+// Volume.AddReplica copies the abandoned branch of a reverted Longhorn
+// volume too (the same rule as Rebuild).
+func TestAddReplicaKeepsRevertedBranch(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.randomWrites(20)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(20)
+	l.snapshot("s2", true, nil, l.size)
+	l.revert("s1")
+	l.randomWrites(10)
+	l.close()
+	v, err := OpenVolume([]string{src}, VolumeOptions{Counter: CounterOn})
+	require.NoError(t, err)
+	dst := filepath.Join(root, "dst")
+	_, err = v.AddReplica(t.Context(), dst, nil)
+	require.NoError(t, err)
+	require.NoError(t, v.Close())
+	s2 := SnapshotName("s2")
+	for _, name := range []string{s2, MetaName(s2)} {
+		a, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(dst, name))
+		require.NoError(t, err, "abandoned branch not copied")
+		require.Equal(t, sha256.Sum256(a), sha256.Sum256(b), name)
+	}
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+}

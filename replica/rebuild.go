@@ -292,6 +292,20 @@ func chainFiles(chain []string) []string {
 // it fails too); a head .meta without its image is what an interrupted
 // snapshot leaves and is skipped.
 func sourceFiles(source string, chain []string) ([]string, error) {
+	extra, err := offChainDisks(source, chain)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, img := range extra {
+		names = append(names, img, MetaName(img))
+	}
+	return append(names, chainFiles(chain)...), nil
+}
+
+// offChainDisks lists, sorted, the images of source that have a .meta but
+// are not in chain (see sourceFiles).
+func offChainDisks(source string, chain []string) ([]string, error) {
 	ents, err := os.ReadDir(source)
 	if err != nil {
 		return nil, err
@@ -311,11 +325,7 @@ func sourceFiles(source string, chain []string) ([]string, error) {
 		extra = append(extra, img)
 	}
 	slices.Sort(extra)
-	var names []string
-	for _, img := range extra {
-		names = append(names, img, MetaName(img))
-	}
-	return append(names, chainFiles(chain)...), nil
+	return extra, nil
 }
 
 // isChainFile reports whether name is an image, image .meta or .checksum of

@@ -102,9 +102,20 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 		return abort(err)
 	}
 	src.gate.RLock()
-	chain := append([]string(nil), src.chain[1:]...) // the snapshots, newest first
+	full := append([]string(nil), src.chain...)
 	src.gate.RUnlock()
-	names := chainFiles(chain)
+	chain := full[1:] // the snapshots, newest first
+	// Every disk the source lists, as Longhorn's rebuild copies them
+	// (sourceFiles): the off-chain ones first, immutable like the snapshots.
+	extra, err := offChainDisks(src.Dir(), full)
+	if err != nil {
+		return abort(err)
+	}
+	var names []string
+	for _, img := range extra {
+		names = append(names, img, MetaName(img))
+	}
+	names = append(names, chainFiles(chain)...)
 
 	files, err := copyLocal(ctx, src.Dir(), target, names, &o)
 	if err != nil && o.Remote != "" && ctx.Err() == nil {
