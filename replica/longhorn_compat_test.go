@@ -52,6 +52,14 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	_, err = Rebuild(t.Context(), "", tcp, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
 	require.NoError(t, err)
 	check(tcp)
+
+	// Longhorn's start with the counter off and no salvage checks nothing
+	// (control.go): every replica stays RW. Ours agrees.
+	dirs := []string{src, local, tcp}
+	rep, err := Check(dirs, CheckOptions{})
+	require.NoError(t, err)
+	require.False(t, rep.CounterEnabled)
+	require.Equal(t, dirs, rep.RW)
 }
 
 // Case 2: Longhorn ignores replica.hdr but keeps revision.counter current
