@@ -504,3 +504,28 @@ func TestAddReplicaKeepsRevertedBranch(t *testing.T) {
 	}
 	require.Equal(t, l.sha(), exportSHA(t, dst))
 }
+
+// BackingFilePath may name a directory holding exactly one file
+// (util.go ResolveBackingFilepath); anything else, or a missing file, is
+// an error naming volume.meta, never zeros.
+func TestBackingFilePathResolution(t *testing.T) {
+	root := t.TempDir()
+	bdir := filepath.Join(root, "bi")
+	require.NoError(t, os.Mkdir(bdir, 0o755))
+	writeRaw(t, filepath.Join(bdir, "disk.raw"), 512<<10)
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, bdir)
+	l.randomWrites(10)
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+
+	writeRaw(t, filepath.Join(bdir, "other.raw"), 4096)
+	_, err := OpenChain(src)
+	require.ErrorContains(t, err, "expected exactly one file")
+	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
+
+	require.NoError(t, os.RemoveAll(bdir))
+	_, err = Open(src, Options{})
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
+}

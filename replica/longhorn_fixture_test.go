@@ -83,7 +83,14 @@ func newLonghorn(t *testing.T, dir string, size int64, counter bool, backing str
 	l := &lhReplica{t: t, dir: dir, size: size, counter: counter, backing: backing,
 		model: make([]byte, size), snaps: map[string][]byte{}, rng: rand.New(rand.NewPCG(uint64(size), 7))}
 	if backing != "" {
-		b, err := os.ReadFile(backing)
+		file := backing
+		if fi, err := os.Stat(backing); err == nil && fi.IsDir() { // util.go ResolveBackingFilepath
+			ents, err := os.ReadDir(backing)
+			require.NoError(t, err)
+			require.Len(t, ents, 1)
+			file = filepath.Join(backing, ents[0].Name())
+		}
+		b, err := os.ReadFile(file)
 		require.NoError(t, err)
 		copy(l.model, b)
 	}
