@@ -529,3 +529,29 @@ func TestBackingFilePathResolution(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
 }
+
+// The scale: a 1 GiB volume, 2,000 random 4 KiB writes (one in ten
+// 512-byte aligned) with snapshots between batches, then Longhorn's writes
+// on top of ours. Heavy: run with SPARSESYNC_LONGHORN_SCALE=1.
+func TestLonghornScale(t *testing.T) {
+	if os.Getenv("SPARSESYNC_LONGHORN_SCALE") == "" {
+		t.Skip("set SPARSESYNC_LONGHORN_SCALE=1 to run the 1 GiB interoperability test")
+	}
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<30, true, "")
+	for i := range 4 {
+		l.randomWrites(500)
+		l.snapshot("b"+string(rune('0'+i)), true, nil, l.size)
+	}
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+	dst := filepath.Join(root, "dst")
+	_, err := Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+	rep, err := Check([]string{src, dst}, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, []string{src, dst}), rep.RW)
+	require.Len(t, rep.RW, 2)
+}
