@@ -27,7 +27,8 @@ type ChainReader struct {
 	layers []*os.File
 }
 
-// OpenChain opens the live chain of dir (head first) read-only.
+// OpenChain opens the live chain of dir (head first) read-only, with the
+// raw backing file volume.meta names (if any) as the bottom layer.
 func OpenChain(dir string) (*ChainReader, error) {
 	chain, vm, err := Chain(dir)
 	if err != nil {
@@ -41,6 +42,14 @@ func OpenChain(dir string) (*ChainReader, error) {
 			return nil, err
 		}
 		c.layers = append(c.layers, f)
+	}
+	bf, err := openBacking(dir, vm)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if bf != nil {
+		c.layers = append(c.layers, bf)
 	}
 	return c, nil
 }
@@ -71,8 +80,7 @@ func (c *ChainReader) ReadAt(p []byte, off int64) (int, error) {
 			clear(b)
 			return nil
 		}
-		_, err := c.layers[layer].ReadAt(b, s)
-		return err
+		return readLayer(c.layers[layer], b, s)
 	})
 	if err != nil {
 		return 0, err

@@ -75,9 +75,13 @@ func probeDir(dir string, boot ID) probe {
 		p.revErr = err
 		return p
 	}
+	// The count is the highest either file claims: Longhorn keeps
+	// revision.counter current and ignores replica.hdr, so after Longhorn
+	// wrote into a directory of ours the counter file is ahead of the
+	// header, and a replica lacking those writes must not look equal.
 	p.rev = rc
 	if haveHdr {
-		p.rev = int64(h.writeSeq)
+		p.rev = max(rc, int64(h.writeSeq))
 		ls, ok, err := readLive(filepath.Join(dir, LiveCounterFile))
 		if err == nil && ok && ls.bootID == boot && ls.replicaID == h.replicaID && int64(ls.count) > p.rev {
 			p.rev = int64(ls.count)

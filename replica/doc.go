@@ -67,7 +67,10 @@
 // ChainReader merges the chain into one read-only source (ReadAt, Size,
 // Map of data extents) for export and rebuild: a 4 KiB block comes from
 // the newest layer that has any of it allocated (SEEK_DATA/SEEK_HOLE per
-// layer), as Longhorn's location map decides.
+// layer), as Longhorn's location map decides. A raw backing file named in
+// volume.meta is the bottom layer; other backing formats (qcow2) fail with
+// ErrBackingFormat. Layers older than an expansion are shorter than the
+// volume: their missing tail reads as zeros.
 //
 // # Export and rebuild
 //
@@ -87,6 +90,12 @@
 //	    tcpsync.Pull every file instead (hash compare, verified)
 //	revision.counter, replica.hdr := source's count, mode, volume, epoch
 //	volume.meta: Rebuilding: false                   (target opens)
+//	on failure: remove the incomplete copy            (Longhorn would adopt it)
+//
+// Every disk the source lists is copied (the snapshots of a branch a revert
+// abandoned too), as Longhorn's rebuild does; over TCP, the live chain.
+// A replica's count is the highest its files claim (revision.counter,
+// which Longhorn keeps current, replica.hdr, live.counter).
 //
 // Volume.AddReplica does it under writes: the target joins write-only,
 // every member snapshots with no write in flight, the now immutable

@@ -22,6 +22,10 @@ var (
 	ErrRebuilding = errors.New("replica: directory is being rebuilt (incomplete)")
 	// ErrNoHealthyReplica: the start check left no replica RW.
 	ErrNoHealthyReplica = errors.New("replica: no healthy replica")
+	// ErrBackingFormat: volume.meta names a backing file that is not a
+	// raw image (qcow2 and the other formats qemu-img recognises): we
+	// have no reader for it and refuse rather than read zeros.
+	ErrBackingFormat = errors.New("replica: unsupported backing file format")
 )
 
 // Errors of rebuild.

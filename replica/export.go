@@ -2,9 +2,7 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/target"
@@ -79,7 +77,7 @@ func exportTo(ctx context.Context, c *ChainReader, owners []sparse.Map, t *targe
 					return err
 				}
 				b := buf[:min(int64(len(buf)), e.End()-off)]
-				if _, err := c.layers[i].ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+				if err := readLayer(c.layers[i], b, off); err != nil {
 					return err
 				}
 				if _, err := t.WriteAt(b, off); err != nil {

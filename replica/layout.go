@@ -192,13 +192,26 @@ func chainOf(dir string, rebuilding bool) ([]string, VolumeMeta, error) {
 	}
 }
 
+// fileMode is the mode Longhorn gives a file of the directory (before the
+// umask): revision.counter 0600 (revision_counter.go revisionFileMode),
+// images, .meta and volume.meta 0644 (replica.go openFile and
+// encodeToFile: 0666 under the usual umask 022, made explicit here). Our
+// own replica.hdr and live.counter stay private.
+func fileMode(name string) os.FileMode {
+	switch name {
+	case RevisionCounterFile, HeaderFile, LiveCounterFile:
+		return 0o600
+	}
+	return 0o644
+}
+
 // writeFileAtomic replaces dir/name with data: write name.tmp, fsync it,
 // rename over name, fsync the directory. A crash leaves either the old or
 // the new content, never a mix (Longhorn skips both fsyncs).
 func writeFileAtomic(dir, name string, data []byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode(name))
 	if err != nil {
 		return err
 	}

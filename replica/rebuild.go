@@ -94,8 +94,14 @@ type RebuildStats struct {
 //	revision.counter, replica.hdr := the source's count, mode, volume and epoch
 //	write target/volume.meta, Rebuilding: false (fsynced)
 //
+// Every disk the source lists is copied, including the snapshots of a
+// branch a revert abandoned (see sourceFiles); over TCP only the live
+// chain can be found (the server lists no directory).
+//
 // Until the last step the target does not open (Open, Check and OpenChain
-// fail with ErrRebuilding); an interrupted rebuild is completed by the next.
+// fail with ErrRebuilding); a rebuild that was killed is completed by the
+// next. A rebuild that fails removes the incomplete copy (see purgeFailed):
+// Longhorn would open it despite the Rebuilding mark.
 func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (RebuildStats, error) {
 	start := time.Now()
 	var o RebuildOptions
@@ -149,9 +155,54 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 	st.Files, st.Revision = res.files, res.revision
 	st.Elapsed = time.Since(start)
 	if err != nil {
+		if perr := purgeFailed(target); perr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the incomplete copy: %w", perr))
+		}
 		return st, fmt.Errorf("replica: rebuild %s: %w", target, err)
 	}
 	return st, nil
+}
+
+// purgeFailed removes what a failed rebuild leaves in target, so that no
+// tool takes it for a replica: Longhorn opens a directory whatever its
+// Rebuilding flag says, and re-creates a missing volume.meta from the
+// first volume-head-* file it finds (replica.go tryRecoverVolumeMetaFile).
+// A target that is still a complete replica (volume.meta without
+// Rebuilding: the rebuild failed before touching it) is left alone.
+// Heads go first and volume.meta last, so an interrupted purge leaves a
+// directory marked Rebuilding, which the next rebuild completes.
+func purgeFailed(target string) error {
+	vm, err := ReadVolumeMeta(target)
+	switch {
+	case err == nil && !vm.Rebuilding:
+		return nil
+	case err != nil && !errors.Is(err, ErrNotReplica) && !errors.Is(err, ErrCorrupt):
+		return err
+	}
+	ents, err := os.ReadDir(target)
+	if err != nil {
+		return err
+	}
+	var heads, rest []string
+	for _, e := range ents {
+		n := e.Name()
+		base := strings.TrimSuffix(strings.TrimSuffix(n, ".tmp"), ".tcpsync")
+		switch {
+		case strings.HasPrefix(n, headPrefix) && strings.HasSuffix(n, imgSuffix):
+			heads = append(heads, n)
+		case isChainFile(base) || strings.HasPrefix(n, ".rebuild-") ||
+			strings.HasSuffix(n, ".tcpsync.new") || strings.HasSuffix(n, ".tcpsync-tmp") ||
+			n == RevisionCounterFile || n == HeaderFile || n == LiveCounterFile ||
+			base == RevisionCounterFile || base == HeaderFile || base == VolumeMetaFile:
+			rest = append(rest, n)
+		}
+	}
+	for _, n := range append(append(heads, rest...), VolumeMetaFile) {
+		if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return syncDir(target)
 }
 
 func sameDir(a, b string) bool {
@@ -184,6 +235,11 @@ func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, 
 		haveHdr, mode = true, h.mode
 	} else if c.rc != nil {
 		mode = CounterOn
+	} else {
+		// Neither file: Longhorn with --disableRevCounter (its default
+		// since 1.7) never creates revision.counter (replica.go
+		// construct skips initRevisionCounter).
+		mode = CounterOff
 	}
 	if !mode.Enabled() {
 		return mode, h, haveHdr, 0, nil
@@ -195,13 +251,17 @@ func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, 
 				rev = int64(ls.count)
 			}
 		}
-		return mode, h, haveHdr, rev, nil
+		if c.rc == nil {
+			return mode, h, haveHdr, rev, nil
+		}
 	}
-	rev, err = ParseRevisionCounter(c.rc)
+	rc, err := ParseRevisionCounter(c.rc)
 	if err != nil {
 		return mode, h, haveHdr, 0, corruptf(RevisionCounterFile, "%v", err)
 	}
-	return mode, h, haveHdr, rev, nil
+	// Longhorn keeps revision.counter current and ignores replica.hdr:
+	// the higher of the two is the count (as probeDir and Open decide).
+	return mode, h, haveHdr, max(rev, rc), nil
 }
 
 // markRebuilding writes target/volume.meta as the source's with Rebuilding
@@ -219,6 +279,53 @@ func chainFiles(chain []string) []string {
 		names = append(names, img, MetaName(img))
 	}
 	return names
+}
+
+// sourceFiles lists the files a rebuild copies from source: every disk
+// the source lists, not only the live chain. Longhorn lists a disk for
+// every image .meta in the directory (replica.go readMetadata, ListDisks)
+// and its rebuild syncs all of them but the head and the backing file
+// (controller/util.go GetReplicaDisksAndHead, controller/rebuild.go), so
+// the snapshots of a branch abandoned by a revert stay the user's. Those
+// come first (sorted), then the chain, oldest first, the head last. A
+// listed snapshot whose image is missing is corrupt (Longhorn's sync of
+// it fails too); a head .meta without its image is what an interrupted
+// snapshot leaves and is skipped.
+func sourceFiles(source string, chain []string) ([]string, error) {
+	extra, err := offChainDisks(source, chain)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, img := range extra {
+		names = append(names, img, MetaName(img))
+	}
+	return append(names, chainFiles(chain)...), nil
+}
+
+// offChainDisks lists, sorted, the images of source that have a .meta but
+// are not in chain (see sourceFiles).
+func offChainDisks(source string, chain []string) ([]string, error) {
+	ents, err := os.ReadDir(source)
+	if err != nil {
+		return nil, err
+	}
+	var extra []string
+	for _, e := range ents {
+		img, ok := strings.CutSuffix(e.Name(), metaSuffix)
+		if !ok || e.IsDir() || !validImageName(img) || slices.Contains(chain, img) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(source, img)); err != nil {
+			if _, head := headIndex(img); head && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %w: %s lists a disk whose image is missing: %w", source, ErrCorrupt, e.Name(), err)
+		}
+		extra = append(extra, img)
+	}
+	slices.Sort(extra)
+	return extra, nil
 }
 
 // isChainFile reports whether name is an image, image .meta or .checksum of
@@ -330,7 +437,10 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err := markRebuilding(target, vm); err != nil {
 		return res, err
 	}
-	names := chainFiles(chain)
+	names, err := sourceFiles(source, chain)
+	if err != nil {
+		return res, err
+	}
 	if err := removeStale(target, names); err != nil {
 		return res, err
 	}

@@ -95,16 +95,27 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	}
 
 	// Freeze what the target missed into snapshots on every member.
-	if err := v.Snapshot("rebuild-" + newID().String()[:12]); err != nil {
+	if err := v.Snapshot("rebuild-"+newID().String()[:12], SnapshotOptions{}); err != nil { // a system snapshot, as Longhorn's rebuild takes
 		return abort(err)
 	}
 	if err := v.woFailed(wo); err != nil {
 		return abort(err)
 	}
 	src.gate.RLock()
-	chain := append([]string(nil), src.chain[1:]...) // the snapshots, newest first
+	full := append([]string(nil), src.chain...)
 	src.gate.RUnlock()
-	names := chainFiles(chain)
+	chain := full[1:] // the snapshots, newest first
+	// Every disk the source lists, as Longhorn's rebuild copies them
+	// (sourceFiles): the off-chain ones first, immutable like the snapshots.
+	extra, err := offChainDisks(src.Dir(), full)
+	if err != nil {
+		return abort(err)
+	}
+	var names []string
+	for _, img := range extra {
+		names = append(names, img, MetaName(img))
+	}
+	names = append(names, chainFiles(chain)...)
 
 	files, err := copyLocal(ctx, src.Dir(), target, names, &o)
 	if err != nil && o.Remote != "" && ctx.Err() == nil {
@@ -207,7 +218,7 @@ func prepareTarget(src *Replica, target string, opts Options) (*Replica, error) 
 			}
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(target, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(filepath.Join(target, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
 	if err != nil {
 		return nil, err
 	}

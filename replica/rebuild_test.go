@@ -276,8 +276,10 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 	_, err := Rebuild(t.Context(), "", dst, o)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, "volume.meta")
+	// The failed rebuild removed its incomplete copy (purgeFailed).
 	_, err = Open(dst, Options{})
-	require.ErrorIs(t, err, ErrRebuilding)
+	require.ErrorIs(t, err, ErrNotReplica)
+	require.Empty(t, adoptable(t, dst))
 	for _, bad := range []string{"..", ".", "volume.meta", "volume-snap-../x.img", "volume-snap-.img", "x.img"} {
 		require.False(t, validImageName(bad), bad)
 	}

@@ -1,0 +1,557 @@
+package replica
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/tcpsync"
+)
+
+// Case 1: Longhorn's default since 1.7 is --disableRevCounter: construct
+// skips initRevisionCounter, so the directory has neither replica.hdr nor
+// revision.counter. A rebuild (local and TCP) must give an exact copy that
+// is still counter-off.
+func TestLonghornCounterOffRebuild(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, false, "")
+	l.randomWrites(60)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(30)
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src), "fixture export")
+
+	check := func(dst string) {
+		t.Helper()
+		require.Equal(t, l.sha(), exportSHA(t, dst))
+		names := fileNames(t, dst)
+		require.NotContains(t, names, RevisionCounterFile)
+		require.NotContains(t, names, HeaderFile)
+		i, err := Inspect(dst, InspectOptions{})
+		require.NoError(t, err)
+		require.False(t, i.CounterEnabled)
+		require.Nil(t, i.Revision)
+	}
+	local := filepath.Join(root, "local")
+	_, err := Rebuild(t.Context(), src, local, nil)
+	require.NoError(t, err)
+	check(local)
+
+	tcp := filepath.Join(root, "tcp")
+	_, err = Rebuild(t.Context(), "", tcp, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+	require.NoError(t, err)
+	check(tcp)
+
+	// Longhorn's start with the counter off and no salvage checks nothing
+	// (control.go): every replica stays RW. Ours agrees.
+	dirs := []string{src, local, tcp}
+	rep, err := Check(dirs, CheckOptions{})
+	require.NoError(t, err)
+	require.False(t, rep.CounterEnabled)
+	require.Equal(t, dirs, rep.RW)
+}
+
+// Case 2: Longhorn ignores replica.hdr but keeps revision.counter current
+// (revision_counter.go: every WriteAt writes cache+1). After Longhorn wrote
+// into one of two directories we created, that replica's count is the
+// counter file's; the other lacks those writes and is ERR, as Longhorn's
+// own start check decides; Open never moves the counter backwards.
+func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
+	root := t.TempDir()
+	const size = 1 << 20
+	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1")}
+	model := make([]byte, size)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rs []*Replica
+	for _, d := range dirs {
+		r, err := Create(d, size, Options{})
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	for range 20 {
+		p := make([]byte, BlockSize)
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		off := rng.Int64N(size/BlockSize) * BlockSize
+		copy(model[off:], p)
+		for _, r := range rs {
+			_, err := r.WriteAt(p, off)
+			require.NoError(t, err)
+		}
+	}
+	for _, r := range rs {
+		require.NoError(t, r.Close())
+	}
+
+	// Longhorn opens r1 and writes 5 times.
+	l := openLonghorn(t, dirs[1], model)
+	require.Equal(t, int64(20), l.revision)
+	l.randomWrites(5)
+	l.close()
+	require.Equal(t, int64(25), l.revision)
+
+	i, err := Inspect(dirs[1], InspectOptions{})
+	require.NoError(t, err)
+	require.True(t, i.HasHeader)
+	require.Equal(t, int64(25), *i.Revision, "revision.counter ahead of replica.hdr")
+
+	rep, err := Check(dirs, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
+	require.Equal(t, []string{dirs[1]}, rep.RW, "%+v", rep)
+
+	// Our Open continues from 25, and Close records 26, never 20.
+	r, err := Open(dirs[1], Options{})
+	require.NoError(t, err)
+	require.Equal(t, int64(25), r.Revision())
+	b, err := os.ReadFile(filepath.Join(dirs[1], RevisionCounterFile))
+	require.NoError(t, err)
+	n, err := ParseRevisionCounter(b)
+	require.NoError(t, err)
+	require.Equal(t, int64(25), n, "Open rewrote revision.counter backwards")
+	p := bytes.Repeat([]byte{0xa5}, BlockSize)
+	_, err = r.WriteAt(p, 0)
+	require.NoError(t, err)
+	copy(l.model, p)
+	require.NoError(t, r.Close())
+	i, err = Inspect(dirs[1], InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(26), *i.Revision)
+	require.Equal(t, l.sha(), exportSHA(t, dirs[1]))
+
+	// The minimal form: create, then write 5 into revision.counter.
+	m := filepath.Join(root, "m")
+	r, err = Create(m, size, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(m, RevisionCounterFile), []byte("5"), 0o600))
+	i, err = Inspect(m, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), *i.Revision)
+}
+
+// Check never keeps RW a replica whose count, by either file, is below
+// another replica's: replica.hdr ahead in one (our writer), revision.counter
+// ahead in the other (Longhorn).
+func TestCheckCountByEitherFile(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b} {
+		r, err := Create(d, 1<<20, Options{})
+		require.NoError(t, err)
+		for range 10 {
+			_, err := r.WriteAt(make([]byte, BlockSize), 0)
+			require.NoError(t, err)
+		}
+		require.NoError(t, r.Close())
+	}
+	// b: Longhorn advanced revision.counter to 12 (header still 10).
+	require.NoError(t, os.WriteFile(filepath.Join(b, RevisionCounterFile), FormatRevisionCounter(12), 0o600))
+	rep, err := Check([]string{a, b}, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{b}, rep.RW, "%+v", rep)
+	require.Equal(t, longhornStartCheck(t, []string{a, b}), rep.RW)
+}
+
+// writeRaw writes a raw backing file of n bytes of random data.
+func writeRaw(t *testing.T, path string, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range b {
+		b[i] = byte(rng.Uint32() | 1) // no zero run: every block is data
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return b
+}
+
+// Case 3: a raw backing file is the bottom layer (backingfile.go
+// OpenBackingFile, replica.go insertBackingFile at index 1; diff_disk.go
+// lookup falls back to index 1 for a block no image holds). Its size need
+// only be a multiple of 512; past its end the volume reads zeros.
+func TestLonghornRawBackingFile(t *testing.T) {
+	root := t.TempDir()
+	backing := filepath.Join(root, "backing.raw")
+	writeRaw(t, backing, 1<<20+512)
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 2<<20, true, backing)
+	l.randomWrites(40)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(20)
+	l.close()
+
+	require.Equal(t, l.sha(), exportSHA(t, src), "Export")
+	c, err := OpenChain(src)
+	require.NoError(t, err)
+	got := make([]byte, l.size)
+	_, err = c.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.Equal(t, l.sha(), sha256.Sum256(got), "OpenChain")
+
+	// Our writer reads the backing file under an unaligned write.
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	p := []byte("over the backing file")
+	_, err = r.WriteAt(p, 1<<20+300)
+	require.NoError(t, err)
+	copy(l.model[1<<20+300:], p)
+	_, err = r.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), sha256.Sum256(got), "Replica.ReadAt")
+	require.NoError(t, r.Close())
+	require.Equal(t, l.sha(), exportSHA(t, src))
+
+	// A rebuild keeps the backing file reference (Longhorn does not copy it).
+	dst := filepath.Join(root, "dst")
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+}
+
+// Case 3, refused: a qcow2 backing file (we have no qcow2 reader) fails
+// with ErrBackingFormat everywhere instead of reading zeros.
+func TestQcow2BackingFileRefused(t *testing.T) {
+	root := t.TempDir()
+	q := filepath.Join(root, "backing.qcow2")
+	if _, err := exec.LookPath("qemu-img"); err == nil {
+		out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", q, "2M").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	} else {
+		// The qcow2 header qemu-img writes starts with magic and version.
+		h := make([]byte, 512)
+		copy(h, "QFI\xfb\x00\x00\x00\x03")
+		require.NoError(t, os.WriteFile(q, h, 0o644))
+	}
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 2<<20, true, q)
+	l.randomWrites(5)
+	l.close()
+	_, err := OpenChain(src)
+	require.ErrorIs(t, err, ErrBackingFormat)
+	require.Contains(t, err.Error(), "qcow2")
+	_, err = Open(src, Options{})
+	require.ErrorIs(t, err, ErrBackingFormat)
+	_, err = Export(t.Context(), src, filepath.Join(root, "out.img"))
+	require.ErrorIs(t, err, ErrBackingFormat)
+}
+
+// Case 4: after a revert (replica.go revertDisk) the snapshots of the
+// abandoned branch stay listed (readMetadata reads every .meta) and
+// Longhorn's rebuild syncs every listed disk but the head
+// (controller/util.go GetReplicaDisksAndHead). Ours copies them too.
+func TestLonghornRevertRebuildKeepsBranch(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.randomWrites(30)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(30)
+	l.snapshot("s2", true, map[string]string{"app": "db"}, l.size)
+	l.randomWrites(10)
+	l.revert("s1")
+	l.randomWrites(10)
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+
+	dst := filepath.Join(root, "dst")
+	_, err := Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+	s2 := SnapshotName("s2")
+	for _, name := range []string{s2, MetaName(s2)} {
+		a, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(dst, name))
+		require.NoError(t, err, "abandoned branch not copied")
+		require.Equal(t, sha256.Sum256(a), sha256.Sum256(b), name)
+	}
+	// The branch image holds the volume as it was at s2.
+	img, err := os.ReadFile(filepath.Join(dst, s2))
+	require.NoError(t, err)
+	s1, err := os.ReadFile(filepath.Join(dst, SnapshotName("s1")))
+	require.NoError(t, err)
+	merged := make([]byte, len(img))
+	for off := 0; off < len(img); off += BlockSize {
+		blk := img[off : off+BlockSize]
+		if bytes.Equal(blk, make([]byte, BlockSize)) {
+			blk = s1[off : off+BlockSize]
+		}
+		copy(merged[off:], blk)
+	}
+	require.Equal(t, sha256.Sum256(l.snaps[s2]), sha256.Sum256(merged))
+}
+
+// Case 5: Longhorn's Expand leaves the layers below the new head at the
+// old size and reads their missing tail as zeros (diff_disk.go read). Our
+// writer opens such a replica and writes across the old end.
+func TestLonghornExpandedOpensForWrite(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.randomWrites(30)
+	l.expand(2 << 20)
+	l.randomWrites(10)
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	require.Equal(t, int64(2<<20), r.Size())
+	p := bytes.Repeat([]byte("tail"), 1000) // unaligned, across the old end
+	_, err = r.WriteAt(p, 1<<20-1001)
+	require.NoError(t, err)
+	copy(l.model[1<<20-1001:], p)
+	got := make([]byte, r.Size())
+	_, err = r.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), sha256.Sum256(got))
+	require.NoError(t, r.Close())
+	require.Equal(t, l.sha(), exportSHA(t, src))
+	dst := filepath.Join(root, "dst")
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+}
+
+// adoptable lists what Longhorn would take for a replica in dir: any .meta
+// (readMetadata) or any file whose name contains volume-head
+// (tryRecoverVolumeMetaFile re-creates volume.meta from it).
+func adoptable(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range fileNames(t, dir) {
+		if strings.HasSuffix(n, ".meta") || strings.Contains(n, "volume-head") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A failed rebuild leaves nothing Longhorn (or we) would adopt, on the
+// local and the TCP path; a target the rebuild never touched is kept.
+func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, false, "")
+	l.randomWrites(20)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(5)
+	l.close()
+	fail := func(step string) func(string, string) error {
+		return func(s, name string) error {
+			if s == step && name == VolumeMetaFile { // after every image was copied
+				return errors.New("injected failure")
+			}
+			return nil
+		}
+	}
+	dst := filepath.Join(root, "dst")
+	_, err := Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fail("local")})
+	require.Error(t, err)
+	require.Empty(t, adoptable(t, dst))
+
+	tcp := filepath.Join(root, "tcp")
+	_, err = Rebuild(t.Context(), "", tcp, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fail("tcp")})
+	require.Error(t, err)
+	require.Empty(t, adoptable(t, tcp))
+
+	// A complete replica whose rebuild fails before it is touched stays.
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	_, err = Rebuild(t.Context(), filepath.Join(root, "missing"), dst, nil)
+	require.Error(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+}
+
+// Snapshot records UserCreated and Labels as Longhorn's Snapshot(name,
+// userCreated, created, labels) does; files get Longhorn's modes.
+func TestSnapshotOptionsAndModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	r, err := Create(dir, 1<<20, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Snapshot("sys", SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}}))
+	require.NoError(t, r.Snapshot("user"))
+	require.NoError(t, r.Close())
+	sys, err := ReadDiskMeta(dir, SnapshotName("sys"))
+	require.NoError(t, err)
+	require.False(t, sys.UserCreated)
+	require.Equal(t, map[string]string{"replica-expansion": "1"}, sys.Labels)
+	user, err := ReadDiskMeta(dir, SnapshotName("user"))
+	require.NoError(t, err)
+	require.True(t, user.UserCreated)
+	require.Nil(t, user.Labels)
+
+	umask := syscall.Umask(0)
+	syscall.Umask(umask)
+	mode := func(name string) fs.FileMode {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return fi.Mode().Perm()
+	}
+	public := fs.FileMode(0o644) &^ fs.FileMode(umask)
+	for _, n := range []string{HeadName(2), MetaName(HeadName(2)), SnapshotName("sys"), MetaName(SnapshotName("sys")), VolumeMetaFile} {
+		require.Equal(t, public, mode(n), n)
+	}
+	require.Equal(t, fs.FileMode(0o600), mode(RevisionCounterFile))
+}
+
+// Removed snapshots (markDiskAsRemoved) stay in the chain and are read;
+// an unmap with unmapMarkSnapChainRemoved marks the chain behind the head
+// Removed and punches the range out of the head and all of them
+// (replica.go UnmapAt, diff_disk.go UnmapAt), so it reads as zeros.
+func TestLonghornRemovedAndUnmapMarkChain(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.randomWrites(40)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(40)
+	l.snapshot("s2", true, nil, l.size)
+	l.randomWrites(10)
+	l.markRemoved("s1")
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src), "a Removed snapshot is still read")
+
+	// Without the setting, s2 is not Removed: nothing is discarded.
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Unmap(0, 64<<10))
+	require.NoError(t, r.Close())
+	require.Equal(t, l.sha(), exportSHA(t, src))
+
+	r, err = Open(src, Options{UnmapMarkSnapChainRemoved: true})
+	require.NoError(t, err)
+	require.NoError(t, r.Unmap(4096, 256<<10))
+	clear(l.model[4096 : 4096+256<<10])
+	got := make([]byte, l.size)
+	_, err = r.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), sha256.Sum256(got))
+	require.NoError(t, r.Close())
+	for _, s := range []string{"s1", "s2"} {
+		dm, err := ReadDiskMeta(src, SnapshotName(s))
+		require.NoError(t, err)
+		require.True(t, dm.Removed, s)
+	}
+	require.Equal(t, l.sha(), exportSHA(t, src))
+}
+
+// An encrypted Longhorn volume (Info.Encrypted) stores the ciphertext that
+// dm-crypt above the engine wrote; the replica layer never decrypts.
+// Export, rebuild and our writer carry those bytes and the flag unchanged.
+func TestLonghornEncryptedCarriedAsIs(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.encrypted = true
+	l.writeVolumeMeta(true)
+	l.randomWrites(30) // random bytes stand for ciphertext
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	dst := filepath.Join(root, "dst")
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+	for _, d := range []string{src, dst} {
+		vm, err := ReadVolumeMeta(d)
+		require.NoError(t, err)
+		require.True(t, vm.Encrypted, d)
+	}
+}
+
+// Volume.AddReplica copies the abandoned branch of a reverted Longhorn
+// volume too (the same rule as Rebuild).
+func TestAddReplicaKeepsRevertedBranch(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, "")
+	l.randomWrites(20)
+	l.snapshot("s1", true, nil, l.size)
+	l.randomWrites(20)
+	l.snapshot("s2", true, nil, l.size)
+	l.revert("s1")
+	l.randomWrites(10)
+	l.close()
+	v, err := OpenVolume([]string{src}, VolumeOptions{Counter: CounterOn})
+	require.NoError(t, err)
+	dst := filepath.Join(root, "dst")
+	_, err = v.AddReplica(t.Context(), dst, nil)
+	require.NoError(t, err)
+	require.NoError(t, v.Close())
+	s2 := SnapshotName("s2")
+	for _, name := range []string{s2, MetaName(s2)} {
+		a, err := os.ReadFile(filepath.Join(src, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(dst, name))
+		require.NoError(t, err, "abandoned branch not copied")
+		require.Equal(t, sha256.Sum256(a), sha256.Sum256(b), name)
+	}
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+}
+
+// BackingFilePath may name a directory holding exactly one file
+// (util.go ResolveBackingFilepath); anything else, or a missing file, is
+// an error naming volume.meta, never zeros.
+func TestBackingFilePathResolution(t *testing.T) {
+	root := t.TempDir()
+	bdir := filepath.Join(root, "bi")
+	require.NoError(t, os.Mkdir(bdir, 0o755))
+	writeRaw(t, filepath.Join(bdir, "disk.raw"), 512<<10)
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<20, true, bdir)
+	l.randomWrites(10)
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+
+	writeRaw(t, filepath.Join(bdir, "other.raw"), 4096)
+	_, err := OpenChain(src)
+	require.ErrorContains(t, err, "expected exactly one file")
+	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
+
+	require.NoError(t, os.RemoveAll(bdir))
+	_, err = Open(src, Options{})
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
+}
+
+// The scale: a 1 GiB volume, 2,000 random 4 KiB writes (one in ten
+// 512-byte aligned) with snapshots between batches, then Longhorn's writes
+// on top of ours. Heavy: run with SPARSESYNC_LONGHORN_SCALE=1.
+func TestLonghornScale(t *testing.T) {
+	if os.Getenv("SPARSESYNC_LONGHORN_SCALE") == "" {
+		t.Skip("set SPARSESYNC_LONGHORN_SCALE=1 to run the 1 GiB interoperability test")
+	}
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	l := newLonghorn(t, src, 1<<30, true, "")
+	for i := range 4 {
+		l.randomWrites(500)
+		l.snapshot("b"+string(rune('0'+i)), true, nil, l.size)
+	}
+	l.close()
+	require.Equal(t, l.sha(), exportSHA(t, src))
+	dst := filepath.Join(root, "dst")
+	_, err := Rebuild(t.Context(), src, dst, nil)
+	require.NoError(t, err)
+	require.Equal(t, l.sha(), exportSHA(t, dst))
+	rep, err := Check([]string{src, dst}, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, []string{src, dst}), rep.RW)
+	require.Len(t, rep.RW, 2)
+}

@@ -1,0 +1,332 @@
+package replica
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Create makes a new replica of size bytes (a positive multiple of 4096) in
+// dir, creating dir if needed, and opens it. volume.meta is written last, so
+// an interrupted Create never leaves a directory that looks like a replica;
+// a failed one removes what it created.
+func Create(dir string, size int64, opts Options) (*Replica, error) {
+	return create(dir, size, opts, newID())
+}
+
+func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err error) {
+	if size <= 0 || size%BlockSize != 0 {
+		return nil, fmt.Errorf("replica: create %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
+	}
+	mode := opts.Counter
+	if mode > CounterPerWrite {
+		return nil, fmt.Errorf("replica: create %s: unknown counter mode %d", dir, mode)
+	}
+	boot, err := opts.bootID()
+	if err != nil {
+		return nil, err
+	}
+	var created []string
+	defer func() {
+		if err != nil {
+			for i := len(created) - 1; i >= 0; i-- {
+				os.Remove(created[i])
+			}
+		}
+	}()
+	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		created = append(created, dir)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, VolumeMetaFile)); err == nil {
+		return nil, fmt.Errorf("%s: %w", dir, ErrExists)
+	}
+	head := HeadName(0)
+	path := filepath.Join(dir, head)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
+	if err != nil {
+		return nil, err
+	}
+	created = append(created, path)
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	write := func(name string, data []byte) error {
+		created = append(created, filepath.Join(dir, name))
+		return writeFileAtomic(dir, name, data)
+	}
+	dm, _ := json.Marshal(newDiskMeta(head, "", time.Now()))
+	if err := write(MetaName(head), dm); err != nil {
+		return nil, err
+	}
+	if mode.Enabled() {
+		if err := write(RevisionCounterFile, FormatRevisionCounter(0)); err != nil {
+			return nil, err
+		}
+	}
+	h := header{mode: mode, clean: true, volumeID: volumeID, replicaID: newID(), bootID: boot, gen: 1}
+	b := make([]byte, headerFileSize)
+	h.encode(b[:headerSlotSize])
+	if err := write(HeaderFile, b); err != nil {
+		return nil, err
+	}
+	vm, _ := json.Marshal(VolumeMeta{Size: size, Head: head, SectorSize: 512})
+	if err := write(VolumeMetaFile, vm); err != nil {
+		return nil, err
+	}
+	created = append(created, filepath.Join(dir, LiveCounterFile))
+	return Open(dir, opts)
+}
+
+// Open opens the replica in dir for writing: ours, or one Longhorn wrote
+// (whose counter mode is taken from the presence of revision.counter, since
+// Longhorn does not record it; opening records it in replica.hdr).
+func Open(dir string, opts Options) (_ *Replica, err error) {
+	boot, err := opts.bootID()
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{dir: dir, opts: opts, log: opts.Logger, bootID: boot}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.fcond = sync.NewCond(&r.fmu)
+	defer func() {
+		if err != nil {
+			r.closeFiles()
+		}
+	}()
+	// One writer per directory: two (a live upgrade gone wrong, #1235 in
+	// the design note) would make counters and data diverge.
+	if r.dirLock, err = lockDir(dir); err != nil {
+		return nil, err
+	}
+	chain, vm, err := chainOf(dir, opts.rebuilding)
+	if err != nil {
+		return nil, err
+	}
+	if vm.Size%BlockSize != 0 {
+		return nil, corruptf(filepath.Join(dir, VolumeMetaFile), "size %d is not a multiple of %d", vm.Size, BlockSize)
+	}
+	r.size, r.vm, r.chain = vm.Size, vm, chain
+
+	hdrPath := filepath.Join(dir, HeaderFile)
+	h, slot, haveHdr, err := readHeaderSlot(hdrPath)
+	if err != nil {
+		return nil, err
+	}
+	rcPath := filepath.Join(dir, RevisionCounterFile)
+	if !haveHdr {
+		// A Longhorn directory: adopt it.
+		h = header{volumeID: newID(), replicaID: newID(), clean: !vm.Dirty}
+		if _, err := os.Stat(rcPath); err == nil {
+			h.mode = CounterOn
+		} else {
+			h.mode = CounterOff
+		}
+	}
+	r.mode = h.mode
+
+	var start uint64
+	if r.mode.Enabled() {
+		n, err := readRevisionCounter(rcPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if haveHdr && h.writeSeq != 0 {
+				return nil, fmt.Errorf("%s: %w: %s missing", dir, ErrCorrupt, RevisionCounterFile)
+			}
+		case err != nil:
+			return nil, err
+		}
+		start = uint64(n)
+		if haveHdr {
+			// A foreign writer (Longhorn) advanced revision.counter
+			// past our header: adopt its count, as for a Longhorn
+			// directory; the counter never moves backwards.
+			h.writeSeq = max(h.writeSeq, uint64(n))
+			start = h.writeSeq
+			if ls, ok, err := readLive(filepath.Join(dir, LiveCounterFile)); err == nil && ok &&
+				ls.bootID == boot && ls.replicaID == h.replicaID && ls.count > start {
+				start = ls.count
+			}
+		}
+		if r.live, err = openLive(filepath.Join(dir, LiveCounterFile), h.replicaID, boot, start); err != nil {
+			return nil, err
+		}
+		flag := os.O_RDWR | os.O_CREATE
+		if r.rc, _, err = openImage(rcPath, flag, r.mode == CounterPerWrite && !opts.BufferedIO); err != nil {
+			return nil, err
+		}
+		r.pwBuf = alignedBuf(counterFileSize)
+		formatRevisionCounter(r.pwBuf, int64(start))
+		if _, err := r.rc.WriteAt(r.pwBuf, 0); err != nil {
+			return nil, err
+		}
+	}
+
+	hf, direct, err := openImage(hdrPath, os.O_RDWR|os.O_CREATE|oDSync, !opts.BufferedIO)
+	if err != nil {
+		return nil, err
+	}
+	if err := hf.Truncate(headerFileSize); err != nil {
+		hf.Close()
+		return nil, err
+	}
+	r.hf = headerFile{f: hf, dsync: direct, buf: alignedBuf(headerSlotSize)}
+	if haveHdr {
+		r.hf.slot, r.hf.cur = slot, h
+	} else {
+		r.hf.slot = 1 // first write goes to slot A
+	}
+	// The persisted count stays what the last flush made durable: the live
+	// count may include writes still in the device's cache.
+	if !haveHdr {
+		h.writeSeq = start
+	}
+	r.durable.Store(h.writeSeq)
+	h.clean, h.bootID = false, boot
+	if err := r.hf.write(h); err != nil {
+		return nil, err
+	}
+
+	for i, img := range chain {
+		flag := os.O_RDONLY
+		if i == 0 {
+			flag = os.O_RDWR
+		}
+		f, direct, err := openImage(filepath.Join(dir, img), flag, !opts.BufferedIO)
+		if err != nil {
+			return nil, err
+		}
+		r.layers = append(r.layers, f)
+		if i == 0 {
+			r.direct = direct
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		// Longhorn's Expand (replica.go Expand, createDisk with the new
+		// size) leaves the layers below the new head at the old size,
+		// and its read path (diff_disk.go read) reads their missing
+		// tail as zeros; so does ours (SEEK_DATA past a layer's end
+		// finds nothing there). Only the head must have the volume size.
+		if fi.Size() != vm.Size && (i == 0 || fi.Size() > vm.Size) {
+			return nil, corruptf(f.Name(), "size %d, volume size %d", fi.Size(), vm.Size)
+		}
+	}
+	if r.children, r.removed, err = diskTree(dir); err != nil {
+		return nil, err
+	}
+	bf, err := openBacking(dir, vm)
+	if err != nil {
+		return nil, err
+	}
+	if bf != nil {
+		r.layers = append(r.layers, bf)
+		r.backing = true
+	}
+	vm.Dirty = true
+	if err := writeJSONAtomic(dir, VolumeMetaFile, vm); err != nil {
+		return nil, err
+	}
+	r.vm = vm
+	r.log.Debug("replica opened", "dir", dir, "mode", r.mode.String(), "revision", start, "chain", len(chain), "direct", r.direct)
+	return r, nil
+}
+
+// lockDir takes an exclusive flock on dir, failing with ErrBusy if another
+// open file description holds it.
+func lockDir(dir string) (*os.File, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotReplica, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc, err := d.SyscallConn()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	var errno error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			if errno = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB); errno != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		errno = err
+	}
+	if errno != nil {
+		d.Close()
+		if errno == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
+		}
+		return nil, &fs.PathError{Op: "flock", Path: dir, Err: errno}
+	}
+	return d, nil
+}
+
+// Close flushes, records a clean shutdown (replica.hdr, revision.counter,
+// volume.meta Dirty=false) and closes the files. After a latched failure it
+// only closes the files and returns the latched error.
+func (r *Replica) Close() error {
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	if r.closed {
+		return fmt.Errorf("%s: %w", r.dir, ErrClosed)
+	}
+	r.closed = true
+	err := r.Err()
+	if err == nil {
+		err = r.sync(true)
+		if err == nil {
+			vm := r.vm
+			vm.Dirty = false
+			err = writeJSONAtomic(r.dir, VolumeMetaFile, vm)
+		}
+	}
+	r.hwWG.Wait() // the header writer is done with replica.hdr
+	if cerr := r.closeFiles(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r *Replica) closeFiles() error {
+	var errs []error
+	for _, f := range r.layers {
+		errs = append(errs, f.Close())
+	}
+	r.layers = nil
+	if r.live != nil {
+		errs = append(errs, r.live.close())
+	}
+	if r.rc != nil {
+		errs = append(errs, r.rc.Close())
+	}
+	if r.hf.f != nil {
+		errs = append(errs, r.hf.f.Close())
+	}
+	if r.dirLock != nil {
+		errs = append(errs, r.dirLock.Close()) // releases the flock
+	}
+	return errors.Join(errs...)
+}
