@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,7 +31,7 @@ func device(path string) (uint64, error) {
 
 // allocated returns the bytes a file occupies (st_blocks × 512).
 func allocated(fi os.FileInfo) int64 {
-	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return st.Blocks * 512
 	}
 	return fi.Size()
