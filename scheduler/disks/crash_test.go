@@ -129,7 +129,7 @@ func TestKillDuringMove(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		if killStep == "" {
-			time.Sleep(time.Duration(rng.IntN(120_000)) * time.Microsecond)
+			time.Sleep(time.Duration(rng.IntN(400_000)) * time.Microsecond)
 		}
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		cmd.Wait()
@@ -138,12 +138,31 @@ func TestKillDuringMove(t *testing.T) {
 		seen := readSteps(t, logPath)
 		last := seen[len(seen)-1]
 
+		// A dry run reports the interrupted move and changes nothing.
+		dry := cfg
+		dry.DryRun = true
+		var dryRec recorder
+		dry.OnEvent = dryRec.on
+		before := snapshotTree(t, dirs["d1"], dirs["d2"])
+		da, err := disks.New(dry)
+		require.NoError(t, err)
+		_, err = da.Pass(t.Context())
+		require.NoError(t, err)
+		require.NoError(t, da.Close())
+		require.Equal(t, before, snapshotTree(t, dirs["d1"], dirs["d2"]), "rep %d: dry run changed the disks", rep)
+		pendingMove := false
+		for _, e := range dryRec.kinds(disks.EventSkip) {
+			pendingMove = pendingMove || strings.Contains(e.Reason, "interrupted move would be")
+		}
+
 		// Rerun: recovery completes or rolls back.
 		var rec recorder
 		cfg.OnEvent = rec.on
 		a, err := disks.New(cfg)
 		require.NoError(t, err, "rep %d: recovery after a kill at %q", rep, last)
 		require.NoError(t, a.Close())
+		recovered := len(rec.kinds(disks.EventMoveDone)) + len(rec.kinds(disks.EventMoveFailed))
+		require.Equal(t, pendingMove, recovered > 0, "rep %d: the dry run must report exactly the moves recovery acts on", rep)
 		loc := checkClean(t, cfg, sums)
 		committed := slices.Index(steps, last) >= slices.Index(steps, "committed")
 		switch {
