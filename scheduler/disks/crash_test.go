@@ -129,7 +129,7 @@ func TestKillDuringMove(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		if killStep == "" {
-			time.Sleep(time.Duration(rng.IntN(400_000)) * time.Microsecond)
+			time.Sleep(time.Duration(rng.IntN(600_000)) * time.Microsecond)
 		}
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		cmd.Wait()
