@@ -319,7 +319,7 @@ func (p *disksPrinter) summary(res disks.PassResult) {
 	if len(pressured) > 0 {
 		under = strings.Join(pressured, ", ")
 	}
-	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s), %d failed, %d skipped; disks under pressure: %s\n",
+	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s), %d failed, %d skipped; under pressure when measured: %s\n",
 		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), len(res.Failed), len(res.Skipped), under)
 	if err != nil && p.err == nil {
 		p.err = err

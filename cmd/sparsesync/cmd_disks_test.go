@@ -78,7 +78,7 @@ func TestDisksCommandDryRunAndErrors(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "pressure     d1: ")
 	require.Contains(t, out, "skip         "+name+" d1 -> d2: dry run")
-	require.Contains(t, out, "pass: 1 planned, 0 moved (0 B), 0 failed, 1 skipped; disks under pressure: d1\n")
+	require.Contains(t, out, "pass: 1 planned, 0 moved (0 B), 0 failed, 1 skipped; under pressure when measured: d1\n")
 	_, err = os.Stat(filepath.Join(d1, name))
 	require.NoError(t, err)
 

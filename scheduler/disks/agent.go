@@ -133,9 +133,13 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 	for _, st := range states {
 		if st.Pressured {
 			free := max(st.AvailableBytes-st.ReservedBytes, 0)
+			reserve := ""
+			if st.ReservedBytes > 0 {
+				reserve = " after a reserve of " + byteString(st.ReservedBytes)
+			}
 			a.emit(Event{Kind: EventPressure, From: st.Name, Bytes: free,
-				Reason: fmt.Sprintf("%s free of %s after a reserve of %s: below %d%%",
-					pct(free, st.MaxBytes), byteString(st.MaxBytes), byteString(st.ReservedBytes), 100-*a.cfg.PressurePercent)})
+				Reason: fmt.Sprintf("%s of %s free%s, below %d%%",
+					pct(free, st.MaxBytes), byteString(st.MaxBytes), reserve, 100-*a.cfg.PressurePercent)})
 		}
 	}
 	for _, m := range moves {
