@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/sparsesync/sparsesync/scheduler/disks"
+)
+
+// disksOpts are the flags of "sparsesync disks".
+type disksOpts struct {
+	disks            []string
+	config           string
+	node             string
+	pressure         int64
+	antiAffinity     string
+	minimalAvailable int64
+	overProvisioning int64
+	once             bool
+	interval         time.Duration
+	dryRun           bool
+	json             bool
+	metrics          string
+	progress         string
+}
+
+func newDisksCommand(g *globalOpts) *cobra.Command {
+	opts := &disksOpts{}
+	cmd := &cobra.Command{
+		Use:   "disks --disk NAME=PATH[,OPTION...] ... [--once | --interval D] [flags]",
+		Short: "Node agent: move replica directories off disks under pressure, safely",
+		Long: `disks balances the replica directories of one node's disks. Each pass measures
+every disk (statfs) and replica (replica.Inspect), asks the Longhorn planner
+(the disk-pressure rule "plan rebalance" applies) which replicas to move, at
+most one off each disk under pressure, and moves them with replica rebuild:
+reflink where both disks share a filesystem, else copy_file_range or
+read/write, every file verified before the source is retired. Each move
+keeps an intent record on the source disk; a move interrupted by a crash is
+completed or rolled back when the agent starts again, before anything else.
+A replica held open by a writer is skipped.
+
+A disk is NAME=PATH, PATH holding replica directories, optionally followed by
+,reserved=BYTES (Longhorn's storageReserved; K, M, G, T suffixes are binary),
+,no-scheduling (never a target) and ,allow-root-fs (PATH may be on the root
+filesystem; otherwise it must be a mounted disk). --config FILE reads the same
+as JSON: {"node": "...", "disks": [{"name", "path", "reserved_bytes",
+"no_scheduling", "allow_root_fs"}], "pressure_percent", "hard_anti_affinity"};
+flags given on the command line win.
+
+--json prints one event per line: {"time", "event": "pressure"|"move-start"|
+"move-done"|"move-failed"|"skip", "replica", "volume", "from", "to", "bytes",
+"seconds", "reason"}. --metrics ADDR serves Prometheus metrics at
+http://ADDR/metrics while the agent runs.
+
+Examples:
+  sparsesync disks --disk d1=/mnt/d1/replicas --disk d2=/mnt/d2/replicas --once --dry-run
+  sparsesync disks --config /etc/sparsesync/disks.json --interval 1m --json --metrics :9470
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDisks(cmd.Context(), g, opts, cmd.Flags().Changed)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&opts.disks, "disk", nil, "a disk: NAME=PATH[,reserved=BYTES][,no-scheduling][,allow-root-fs] (repeatable)")
+	f.StringVar(&opts.config, "config", "", "JSON configuration file (see above)")
+	f.StringVar(&opts.node, "node", "", "node name in events and the planner's model (default: the host name)")
+	f.Int64Var(&opts.pressure, "pressure-percent", 90, "disk pressure threshold T: a disk is under pressure below 100-T % free; 0 turns moves off")
+	f.StringVar(&opts.antiAffinity, "disk-anti-affinity", "soft", "soft: prefer disks without a replica of the volume; hard: never share one")
+	f.Int64Var(&opts.minimalAvailable, "minimal-available-percent", 25, "Longhorn's storage-minimal-available-percentage for targets")
+	f.Int64Var(&opts.overProvisioning, "over-provisioning-percent", 100, "Longhorn's storage-over-provisioning-percentage for targets")
+	f.BoolVar(&opts.once, "once", false, "run one pass and exit (the default without --interval)")
+	f.DurationVar(&opts.interval, "interval", 0, "run a pass every interval until interrupted")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "plan and report, change nothing")
+	f.BoolVar(&opts.json, "json", false, "print events as JSON, one object per line")
+	f.StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on ADDR (host:port)")
+	f.StringVar(&opts.progress, "progress", "auto", "progress bar per move on stderr: auto (on a terminal), always or never")
+	return cmd
+}
+
+// disksConfig builds the agent's configuration from --config and flags.
+func disksConfig(opts *disksOpts, changed func(string) bool) (disks.Config, error) {
+	var cfg disks.Config
+	if opts.config != "" {
+		b, err := os.ReadFile(opts.config)
+		if err != nil {
+			return cfg, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", opts.config, err)
+		}
+	}
+	for _, s := range opts.disks {
+		d, err := parseDisk(s)
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		cfg.Disks = append(cfg.Disks, d)
+	}
+	if opts.node != "" {
+		cfg.Node = opts.node
+	} else if cfg.Node == "" {
+		cfg.Node, _ = os.Hostname()
+	}
+	if changed("pressure-percent") || cfg.PressurePercent == nil {
+		cfg.PressurePercent = &opts.pressure
+	}
+	switch opts.antiAffinity {
+	case "soft":
+		if changed("disk-anti-affinity") {
+			cfg.HardAntiAffinity = false
+		}
+	case "hard":
+		cfg.HardAntiAffinity = true
+	default:
+		return cfg, usageError{fmt.Errorf("--disk-anti-affinity: unknown value %q (want soft or hard)", opts.antiAffinity)}
+	}
+	if changed("minimal-available-percent") || cfg.MinimalAvailablePercent == nil {
+		cfg.MinimalAvailablePercent = &opts.minimalAvailable
+	}
+	if changed("over-provisioning-percent") || cfg.OverProvisioningPercent == nil {
+		cfg.OverProvisioningPercent = &opts.overProvisioning
+	}
+	cfg.DryRun = cfg.DryRun || opts.dryRun
+	if len(cfg.Disks) == 0 {
+		return cfg, usageError{errors.New("no disks: give --disk NAME=PATH (at least two) or --config FILE")}
+	}
+	return cfg, nil
+}
+
+// parseDisk parses NAME=PATH[,reserved=BYTES][,no-scheduling][,allow-root-fs].
+func parseDisk(s string) (disks.DiskConfig, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok || name == "" || rest == "" {
+		return disks.DiskConfig{}, fmt.Errorf("--disk %q: want NAME=PATH", s)
+	}
+	parts := strings.Split(rest, ",")
+	d := disks.DiskConfig{Name: name, Path: parts[0]}
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(p, "=")
+		switch k {
+		case "reserved":
+			n, err := parseBytes(v)
+			if err != nil {
+				return d, fmt.Errorf("--disk %q: reserved: %w", s, err)
+			}
+			d.ReservedBytes = n
+		case "no-scheduling":
+			d.NoScheduling = true
+		case "allow-root-fs":
+			d.AllowRootFS = true
+		default:
+			return d, fmt.Errorf("--disk %q: unknown option %q (want reserved=BYTES, no-scheduling or allow-root-fs)", s, p)
+		}
+	}
+	return d, nil
+}
+
+// parseBytes parses a byte count with an optional binary suffix K, M, G, T
+// (or KiB, MiB, GiB, TiB).
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "IB"), "B")
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
+			mult = int64(1) << (10 * (i + 1))
+			t = t[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a byte count", s)
+	}
+	return n * mult, nil
+}
+
+func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(string) bool) error {
+	if opts.once && opts.interval != 0 {
+		return usageError{errors.New("--once and --interval are exclusive")}
+	}
+	if opts.interval < 0 {
+		return usageError{fmt.Errorf("--interval %v is negative", opts.interval)}
+	}
+	cfg, err := disksConfig(opts, changed)
+	if err != nil {
+		return err
+	}
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	m := newDisksMetrics(reg)
+	out := &disksPrinter{g: g, json: opts.json, bars: show}
+	cfg.OnEvent = func(e disks.Event) {
+		m.event(e)
+		out.event(e)
+	}
+	var srv *http.Server
+	if opts.metrics != "" {
+		ln, err := net.Listen("tcp", opts.metrics)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		srv = &http.Server{Handler: metricsMux(reg), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+	}
+	a, err := disks.New(cfg)
+	if err != nil {
+		out.stop()
+		return fmt.Errorf("disks: %w", err)
+	}
+	defer a.Close()
+	err = a.Run(ctx, opts.interval, func(res disks.PassResult) {
+		m.pass(res)
+		out.summary(res)
+	})
+	out.stop()
+	if err != nil {
+		return fmt.Errorf("disks: %w", err)
+	}
+	return out.err
+}
+
+// disksPrinter prints events: JSON lines, or one human line each, and a
+// progress bar on stderr during each move.
+type disksPrinter struct {
+	g    *globalOpts
+	json bool
+	bars bool
+	bar  *progressBar
+	err  error
+}
+
+type diskEventJSON struct {
+	Time    string  `json:"time"`
+	Event   string  `json:"event"`
+	Replica string  `json:"replica"`
+	Volume  string  `json:"volume"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	Reason  string  `json:"reason"`
+}
+
+func (p *disksPrinter) stop() {
+	p.bar.Stop()
+	p.bar = nil
+}
+
+func (p *disksPrinter) event(e disks.Event) {
+	if e.Kind != disks.EventMoveStart {
+		p.stop()
+	}
+	var err error
+	if p.json {
+		err = writeJSONLine(p.g.stdout, diskEventJSON{Time: e.Time.UTC().Format(time.RFC3339Nano), Event: e.Kind,
+			Replica: e.Replica, Volume: e.Volume, From: e.From, To: e.To, Bytes: e.Bytes, Seconds: e.Seconds, Reason: e.Reason})
+	} else {
+		switch e.Kind {
+		case disks.EventPressure:
+			_, err = fmt.Fprintf(p.g.stdout, "pressure     %s: %s\n", e.From, e.Reason)
+		case disks.EventMoveStart:
+			_, err = fmt.Fprintf(p.g.stdout, "move         %s (volume %s) %s -> %s, %s\n", e.Replica, e.Volume, e.From, e.To, humanBytes(e.Bytes))
+		case disks.EventMoveDone:
+			_, err = fmt.Fprintf(p.g.stdout, "moved        %s %s -> %s, %s in %.2f s%s\n", e.Replica, e.From, e.To, humanBytes(e.Bytes), e.Seconds, suffix(e.Reason))
+		case disks.EventMoveFailed:
+			_, err = fmt.Fprintf(p.g.stdout, "failed       %s %s -> %s: %s\n", e.Replica, e.From, e.To, e.Reason)
+		case disks.EventSkip:
+			_, err = fmt.Fprintf(p.g.stdout, "skip         %s %s -> %s: %s\n", e.Replica, e.From, e.To, e.Reason)
+		}
+	}
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+	if e.Kind == disks.EventMoveStart && p.bars && e.Progress != nil {
+		sample := e.Progress
+		p.bar = startProgress(p.g.stderr, e.Replica, terminalWidth(p.g.stderr, 80), 0, func() (int64, int64, int64) {
+			done, total := sample()
+			return done, total, 0
+		})
+	}
+}
+
+func suffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}
+
+func (p *disksPrinter) summary(res disks.PassResult) {
+	if p.json {
+		return
+	}
+	var pressured []string
+	for _, d := range res.Disks {
+		if d.Pressured {
+			pressured = append(pressured, d.Name)
+		}
+	}
+	under := "none"
+	if len(pressured) > 0 {
+		under = strings.Join(pressured, ", ")
+	}
+	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s), %d failed, %d skipped; under pressure when measured: %s\n",
+		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), len(res.Failed), len(res.Skipped), under)
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+// disksMetrics are the agent's Prometheus metrics, on a registry of the
+// command's own (no global state).
+type disksMetrics struct {
+	passes     prometheus.Counter
+	moves      *prometheus.CounterVec
+	movedBytes prometheus.Counter
+	moveSecs   prometheus.Histogram
+	disk       map[string]*prometheus.GaugeVec
+}
+
+func newDisksMetrics(reg *prometheus.Registry) *disksMetrics {
+	m := &disksMetrics{
+		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_passes_total", Help: "Passes run."}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparsesync_disks_moves_total",
+			Help: "Moves by outcome: done, failed (rolled back), skipped."}, []string{"result"}),
+		movedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_moved_bytes_total",
+			Help: "Allocated bytes of the replicas moved."}),
+		moveSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sparsesync_disks_move_seconds",
+			Help: "Duration of completed moves.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}),
+		disk: map[string]*prometheus.GaugeVec{},
+	}
+	for _, g := range []struct{ name, help string }{
+		{"max_bytes", "Size of the disk's filesystem (statfs)."},
+		{"available_bytes", "Bytes available on the disk (statfs)."},
+		{"reserved_bytes", "Bytes reserved on the disk (configuration)."},
+		{"scheduled_bytes", "Sum of the sizes of the disk's replicas."},
+		{"replicas", "Replica directories on the disk."},
+		{"pressured", "1 when the disk is under pressure, else 0."},
+	} {
+		m.disk[g.name] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparsesync_disks_disk_" + g.name, Help: g.help}, []string{"disk"})
+		reg.MustRegister(m.disk[g.name])
+	}
+	reg.MustRegister(m.passes, m.moves, m.movedBytes, m.moveSecs)
+	for _, r := range []string{"done", "failed", "skipped"} {
+		m.moves.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *disksMetrics) event(e disks.Event) {
+	switch e.Kind {
+	case disks.EventMoveDone:
+		m.moves.WithLabelValues("done").Inc()
+		m.movedBytes.Add(float64(e.Bytes))
+		m.moveSecs.Observe(e.Seconds)
+	case disks.EventMoveFailed:
+		m.moves.WithLabelValues("failed").Inc()
+	case disks.EventSkip:
+		if e.To != "" {
+			m.moves.WithLabelValues("skipped").Inc()
+		}
+	}
+}
+
+func (m *disksMetrics) pass(res disks.PassResult) {
+	if res.Disks == nil {
+		return
+	}
+	m.passes.Inc()
+	for _, d := range res.Disks {
+		p := 0.0
+		if d.Pressured {
+			p = 1
+		}
+		for k, v := range map[string]float64{"max_bytes": float64(d.MaxBytes), "available_bytes": float64(d.AvailableBytes),
+			"reserved_bytes": float64(d.ReservedBytes), "scheduled_bytes": float64(d.ScheduledBytes),
+			"replicas": float64(d.Replicas), "pressured": p} {
+			m.disk[k].WithLabelValues(d.Name).Set(v)
+		}
+	}
+}
+
+func metricsMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

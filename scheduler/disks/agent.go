@@ -1,0 +1,224 @@
+package disks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Event kinds.
+const (
+	EventPressure   = "pressure"    // a disk is under pressure (From)
+	EventMoveStart  = "move-start"  // a move began
+	EventMoveDone   = "move-done"   // a move completed; the replica lives on To
+	EventMoveFailed = "move-failed" // a move failed and was rolled back; the replica lives on From
+	EventSkip       = "skip"        // a planned move (or a replica) was left alone, Reason says why
+)
+
+// Event is what the agent reports, one per decision or outcome.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"event"`
+	Replica string    `json:"replica"`
+	Volume  string    `json:"volume"`
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	Bytes   int64     `json:"bytes"`
+	Seconds float64   `json:"seconds"`
+	Reason  string    `json:"reason"`
+	// Progress, on move-start only, samples the move's progress: the
+	// bytes the copy occupies so far and the replica's allocated bytes.
+	// It is safe to call from any goroutine until the move's next event.
+	Progress func() (done, total int64) `json:"-"`
+}
+
+// PassResult is what one pass measured and did.
+type PassResult struct {
+	Disks   []DiskState
+	Planned []Move
+	// Moved are the moves completed; Failed those rolled back; Skipped
+	// those not attempted (writer, name clash, dry run).
+	Moved, Failed, Skipped []Move
+	// BytesMoved sums the allocated bytes of the moved replicas.
+	BytesMoved int64
+}
+
+// Agent balances the disks of one node. Create it with [New], run passes
+// with [Agent.Pass] or [Agent.Run], and [Agent.Close] it. An Agent is for
+// one goroutine at a time; it holds every configured disk (a second agent
+// on any of them fails with ErrAgentRunning) until Close.
+type Agent struct {
+	cfg   Config
+	locks []*os.File
+}
+
+// New validates cfg, takes every disk, and completes or rolls back every
+// move a previous agent left interrupted (see the package documentation),
+// all before anything moves. On any error nothing was moved.
+func New(cfg Config) (*Agent, error) {
+	cfg.Disks = append([]DiskConfig(nil), cfg.Disks...)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	a := &Agent{cfg: cfg}
+	for _, d := range cfg.Disks {
+		l, err := flockDir(d.Path)
+		if errors.Is(err, ErrBusy) {
+			a.Close()
+			return nil, fmt.Errorf("disk %q: %s: %w", d.Name, d.Path, ErrAgentRunning)
+		}
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("disk %q: %w", d.Name, err)
+		}
+		a.locks = append(a.locks, l)
+	}
+	if err := a.recover(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close releases the disks.
+func (a *Agent) Close() error {
+	var errs []error
+	for _, l := range a.locks {
+		errs = append(errs, l.Close())
+	}
+	a.locks = nil
+	return errors.Join(errs...)
+}
+
+func (a *Agent) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = a.cfg.Now()
+	}
+	a.cfg.Logger.Debug("disks: "+e.Kind, "replica", e.Replica, "from", e.From, "to", e.To, "reason", e.Reason)
+	if a.cfg.OnEvent != nil {
+		a.cfg.OnEvent(e)
+	}
+}
+
+func (a *Agent) step(name string) {
+	if a.cfg.step != nil {
+		a.cfg.step(name)
+	}
+}
+
+func (a *Agent) disk(name string) DiskConfig {
+	for _, d := range a.cfg.Disks {
+		if d.Name == name {
+			return d
+		}
+	}
+	return DiskConfig{}
+}
+
+// Pass measures every disk, plans with scheduler/longhorn's disk-pressure
+// rule (at most one move off each pressured disk) and executes the moves in
+// order. A move that fails is rolled back and reported; the pass goes on.
+// The error is for what stops the pass itself: a disk that cannot be
+// measured, a cancelled ctx.
+func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
+	var res PassResult
+	states, moves, reps, err := a.plan(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Disks, res.Planned = states, moves
+	for _, st := range states {
+		if st.Pressured {
+			free := max(st.AvailableBytes-st.ReservedBytes, 0)
+			reserve := ""
+			if st.ReservedBytes > 0 {
+				reserve = " after a reserve of " + byteString(st.ReservedBytes)
+			}
+			a.emit(Event{Kind: EventPressure, From: st.Name, Bytes: free,
+				Reason: fmt.Sprintf("%s of %s free%s, below %d%%",
+					pct(free, st.MaxBytes), byteString(st.MaxBytes), reserve, 100-*a.cfg.PressurePercent)})
+		}
+	}
+	for _, m := range moves {
+		if a.cfg.DryRun {
+			a.emit(Event{Kind: EventSkip, Replica: m.Replica, Volume: m.Volume, From: m.From, To: m.To, Bytes: m.Bytes,
+				Reason: "dry run: the planner would move it"})
+			res.Skipped = append(res.Skipped, m)
+			continue
+		}
+		switch err := a.move(ctx, m, reps[m.Replica]); {
+		case err == nil:
+			res.Moved = append(res.Moved, m)
+			res.BytesMoved += m.Bytes
+		case errors.Is(err, errSkipped):
+		default:
+			res.Failed = append(res.Failed, m)
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+	}
+	for _, m := range moves {
+		if !contains(res.Moved, m) && !contains(res.Failed, m) && !contains(res.Skipped, m) {
+			res.Skipped = append(res.Skipped, m)
+		}
+	}
+	return res, nil
+}
+
+func contains(ms []Move, m Move) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs passes: one when interval is 0, else one every interval until
+// ctx is done (it then returns ctx's error). after, when set, sees every
+// pass's result.
+func (a *Agent) Run(ctx context.Context, interval time.Duration, after func(PassResult)) error {
+	for {
+		res, err := a.Pass(ctx)
+		if after != nil {
+			after(res)
+		}
+		if err != nil {
+			return err
+		}
+		if interval <= 0 {
+			return nil
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func pct(part, whole int64) string {
+	if whole <= 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+func byteString(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit && exp < 5; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,154 @@
+package disks
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// DiskConfig is one disk of the node: a name and the directory holding its
+// replica directories.
+type DiskConfig struct {
+	// Name identifies the disk in events and plans.
+	Name string `json:"name"`
+	// Path is the directory whose subdirectories are replica directories.
+	// It must be on its own mounted filesystem (not the root filesystem)
+	// unless AllowRootFS is set.
+	Path string `json:"path"`
+	// ReservedBytes is Longhorn's storageReserved: bytes the scheduler
+	// treats as unavailable.
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// NoScheduling is Longhorn's allowScheduling=false: the disk is never a
+	// target (replicas may still move off it).
+	NoScheduling bool `json:"no_scheduling"`
+	// AllowRootFS accepts a path on the root filesystem (Longhorn's
+	// default /var/lib/longhorn is one).
+	AllowRootFS bool `json:"allow_root_fs"`
+}
+
+// Config configures an [Agent]. The zero value of every field but Disks
+// means its documented default.
+type Config struct {
+	// Node names the node in the model the planner sees; "" means "node".
+	Node string `json:"node"`
+	// Disks are the node's disks; at least two.
+	Disks []DiskConfig `json:"disks"`
+	// PressurePercent is Longhorn's replica-auto-balance-disk-pressure-
+	// percentage: a disk is under pressure when less than 100 − T percent
+	// of it is free (after its reserve). nil means 90; 0 turns the agent
+	// off (it then only recovers interrupted moves).
+	PressurePercent *int64 `json:"pressure_percent,omitempty"`
+	// HardAntiAffinity makes disk anti-affinity hard: a replica never
+	// moves to a disk holding another replica of its volume. Soft (the
+	// default) prefers the disks holding the fewest.
+	HardAntiAffinity bool `json:"hard_anti_affinity"`
+	// MinimalAvailablePercent and OverProvisioningPercent are Longhorn's
+	// storage-minimal-available-percentage (nil: 25) and
+	// storage-over-provisioning-percentage (nil: 100).
+	MinimalAvailablePercent *int64 `json:"minimal_available_percent,omitempty"`
+	OverProvisioningPercent *int64 `json:"over_provisioning_percent,omitempty"`
+	// DryRun plans and reports moves without touching any disk.
+	DryRun bool `json:"dry_run"`
+
+	// Logger receives debug records; nil discards them.
+	Logger *slog.Logger `json:"-"`
+	// OnEvent, when set, receives every event, from the goroutine running
+	// the pass, in order.
+	OnEvent func(Event) `json:"-"`
+	// Now is the clock of events; nil means time.Now.
+	Now func() time.Time `json:"-"`
+
+	// step, when set (tests only), is called at every step of a move with
+	// its name; the crash tests block in it to be killed there.
+	step func(name string)
+}
+
+func (c *Config) setDefaults() {
+	if c.Node == "" {
+		c.Node = "node"
+	}
+	if c.PressurePercent == nil {
+		v := int64(90)
+		c.PressurePercent = &v
+	}
+	if c.MinimalAvailablePercent == nil {
+		v := int64(25)
+		c.MinimalAvailablePercent = &v
+	}
+	if c.OverProvisioningPercent == nil {
+		v := int64(100)
+		c.OverProvisioningPercent = &v
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate checks the configuration against the machine, reading only:
+// every disk has a unique name and an absolute path that is an existing
+// directory, no two disks name one directory, and every disk is a mounted
+// filesystem of its own (unless AllowRootFS). The error names the disk and
+// the cause and matches ErrConfig.
+func (c *Config) Validate() error {
+	if len(c.Disks) < 2 {
+		return configf("%d disk(s) configured: the agent moves replicas between disks and needs at least two", len(c.Disks))
+	}
+	if p := c.PressurePercent; p != nil && (*p < 0 || *p > 100) {
+		return configf("pressure percent %d is not in 0..100", *p)
+	}
+	if p := c.MinimalAvailablePercent; p != nil && (*p < 0 || *p > 100) {
+		return configf("minimal available percent %d is not in 0..100", *p)
+	}
+	if p := c.OverProvisioningPercent; p != nil && *p < 0 {
+		return configf("over-provisioning percent %d is negative", *p)
+	}
+	rootDev, err := device("/")
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	infos := make([]os.FileInfo, len(c.Disks))
+	for i, d := range c.Disks {
+		switch {
+		case d.Name == "":
+			return configf("disk %d (%s): empty name", i+1, d.Path)
+		case strings.ContainsAny(d.Name, "/\x00") || strings.TrimSpace(d.Name) != d.Name:
+			return configf("disk %q: name must not contain '/' or surrounding spaces", d.Name)
+		case names[d.Name]:
+			return configf("disk %q: name used twice", d.Name)
+		case d.Path == "":
+			return configf("disk %q: empty path", d.Name)
+		case !filepath.IsAbs(d.Path):
+			return configf("disk %q: %s: path is not absolute", d.Name, d.Path)
+		case d.ReservedBytes < 0:
+			return configf("disk %q: negative reserved bytes %d", d.Name, d.ReservedBytes)
+		}
+		names[d.Name] = true
+		fi, err := os.Stat(d.Path)
+		if err != nil {
+			return configf("disk %q: %v", d.Name, err)
+		}
+		if !fi.IsDir() {
+			return configf("disk %q: %s: not a directory", d.Name, d.Path)
+		}
+		infos[i] = fi
+		for j := range i {
+			if os.SameFile(infos[j], fi) {
+				return configf("disk %q and disk %q: two names for one directory %s", c.Disks[j].Name, d.Name, d.Path)
+			}
+		}
+		dev, err := device(d.Path)
+		if err != nil {
+			return configf("disk %q: %v", d.Name, err)
+		}
+		if dev == rootDev && !d.AllowRootFS {
+			return configf("disk %q: %s: not a mounted disk (it is on the root filesystem; mount the disk there, or allow the root filesystem for it)", d.Name, d.Path)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package disks
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// AgentDir is the directory the agent keeps its move records and staging
+// directories in, beneath each disk path. It exists only while a move
+// touching the disk is under way (or was interrupted). Its name starts with
+// a dot, so it is never taken for a replica directory (by the agent or by
+// Longhorn, which looks for replica directories by name).
+const AgentDir = ".sparsesync-disks"
+
+// IntentFile is the move record inside AgentDir/<id>/ on the source disk.
+const IntentFile = "intent.json"
+
+// Phases of a move record.
+const (
+	// PhaseCopy: the source is authoritative; recovery rolls back.
+	PhaseCopy = "copy"
+	// PhaseCommit: the verified copy is authoritative; recovery rolls
+	// forward.
+	PhaseCommit = "commit"
+)
+
+// Names inside a move's directories.
+const (
+	linkName    = "link" // source disk: hard links to the source's files, Rebuild's source
+	retiredName = "old"  // source disk: the source directory once retired
+	stagingName = "new"  // target disk: Rebuild's target
+)
+
+// intent is the move record, written and synced before the first byte is
+// copied and rewritten once, when the move commits.
+type intent struct {
+	Version int       `json:"version"`
+	ID      string    `json:"id"`
+	Phase   string    `json:"phase"`
+	Replica string    `json:"replica"` // directory name, the same on both disks
+	Volume  string    `json:"volume"`
+	From    string    `json:"from"`    // source disk name
+	To      string    `json:"to"`      // target disk name
+	ToPath  string    `json:"to_path"` // target disk path when written (for the operator)
+	Size    int64     `json:"size"`    // the replica's volume size
+	Bytes   int64     `json:"bytes"`   // its allocated bytes
+	Created time.Time `json:"created"`
+}
+
+// movePaths are the directories one move uses.
+type movePaths struct {
+	src, dst           string // the replica's home on the source and target disk
+	fromDir, toDir     string // <disk>/AgentDir/<id> on each disk
+	link, retired      string // in fromDir
+	staging            string // in toDir
+	fromAgent, toAgent string
+	fromDisk, toDisk   string
+}
+
+func pathsOf(in *intent, from, to DiskConfig) movePaths {
+	p := movePaths{
+		src: filepath.Join(from.Path, in.Replica), dst: filepath.Join(to.Path, in.Replica),
+		fromAgent: filepath.Join(from.Path, AgentDir), toAgent: filepath.Join(to.Path, AgentDir),
+		fromDisk: from.Path, toDisk: to.Path,
+	}
+	p.fromDir, p.toDir = filepath.Join(p.fromAgent, in.ID), filepath.Join(p.toAgent, in.ID)
+	p.link, p.retired = filepath.Join(p.fromDir, linkName), filepath.Join(p.fromDir, retiredName)
+	p.staging = filepath.Join(p.toDir, stagingName)
+	return p
+}
+
+func newID(replicaName string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return replicaName + "." + hex.EncodeToString(b)
+}
+
+// writeIntent replaces dir/intent.json: temporary file, fsync, rename,
+// fsync of dir. When it returns nil the record survives a power loss.
+func writeIntent(dir string, in *intent) error {
+	b, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, IntentFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, IntentFile))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+func readIntent(path string) (*intent, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var in intent
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("%s: %w: not a move record: %v", path, ErrRecovery, err)
+	}
+	if in.Version != 1 || in.ID == "" || in.Replica == "" || filepath.Base(in.Replica) != in.Replica ||
+		in.ID != filepath.Base(filepath.Dir(path)) || (in.Phase != PhaseCopy && in.Phase != PhaseCommit) {
+		return nil, fmt.Errorf("%s: %w: malformed move record", path, ErrRecovery)
+	}
+	return &in, nil
+}
+
+// syncDir fsyncs a directory, making the entries created, renamed or
+// removed in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mkdirSynced creates dir (its parent must exist or be parent's AgentDir)
+// and makes the new entries durable.
+func mkdirSynced(dir string) error {
+	parent := filepath.Dir(dir)
+	if err := os.Mkdir(parent, 0o700); err == nil {
+		if err := syncDir(filepath.Dir(parent)); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// removeIfEmpty removes an empty agent directory and syncs its parent.
+func removeIfEmpty(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || len(ents) > 0 {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+func exists(p string) (bool, error) {
+	_, err := os.Lstat(p)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}

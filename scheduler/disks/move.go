@@ -1,0 +1,313 @@
+package disks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sparsesync/sparsesync/replica"
+)
+
+// errSkipped marks a move that was not attempted (reported as a skip event).
+var errSkipped = errors.New("skipped")
+
+// move executes one planned move (see the package documentation for the
+// protocol and why each step is where it is).
+func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
+	from, to := a.disk(m.From), a.disk(m.To)
+	in := &intent{Version: 1, ID: newID(m.Replica), Phase: PhaseCopy, Replica: m.Replica, Volume: m.Volume,
+		From: m.From, To: m.To, ToPath: to.Path, Size: r.Size, Bytes: m.Bytes, Created: a.cfg.Now().UTC()}
+	p := pathsOf(in, from, to)
+	ev := Event{Replica: m.Replica, Volume: m.Volume, From: m.From, To: m.To, Bytes: m.Bytes}
+	skip := func(reason string) error {
+		e := ev
+		e.Kind, e.Reason = EventSkip, reason
+		a.emit(e)
+		return errSkipped
+	}
+	if ok, err := exists(p.dst); err != nil || ok {
+		return skip(fmt.Sprintf("disk %q already has an entry named %q", m.To, m.Replica))
+	}
+	// Hold the replica's directory lock for the whole move: no writer can
+	// open it until the move is over (they get replica.ErrBusy), and one
+	// that has it open now makes us skip.
+	lock, err := flockDir(p.src)
+	if errors.Is(err, ErrBusy) {
+		return skip("held open by a writer (its directory lock is taken)")
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return skip("gone since the disks were measured")
+	}
+	start := time.Now()
+	fail := func(err error) error {
+		e := ev
+		e.Kind, e.Reason, e.Seconds = EventMoveFailed, err.Error(), time.Since(start).Seconds()
+		a.emit(e)
+		return err
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.Close()
+
+	if err := a.copyAndCommit(ctx, in, p, ev); err != nil {
+		// Not committed: the source is authoritative. Undo everything;
+		// if even that fails, the record stays and the next start
+		// finishes the rollback.
+		if rerr := a.rollback(in, p); rerr != nil {
+			err = fmt.Errorf("%w (rollback incomplete, the next start completes it: %v)", err, rerr)
+		}
+		return fail(err)
+	}
+	if err := a.cleanup(in, p); err != nil {
+		// Committed: the replica lives at its new home; what is left is
+		// garbage the next start removes.
+		return fail(fmt.Errorf("moved, but cleaning up failed (the next start completes it): %w", err))
+	}
+	a.step("cleaned")
+	e := ev
+	e.Kind, e.Seconds = EventMoveDone, time.Since(start).Seconds()
+	a.emit(e)
+	return nil
+}
+
+// copyAndCommit runs the move up to its commit point and through the
+// placement of the copy. It returns an error only before the commit.
+func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev Event) error {
+	if err := mkdirSynced(p.fromDir); err != nil {
+		return err
+	}
+	if err := writeIntent(p.fromDir, in); err != nil {
+		return fmt.Errorf("writing the move record: %w", err)
+	}
+	a.step("intent")
+	if err := mkdirSynced(p.toDir); err != nil {
+		return err
+	}
+	// Rebuild takes the source directory's lock, which we hold: give it
+	// a directory of hard links to the same files instead. No writer can
+	// change them: the lock on the real directory keeps writers out.
+	if err := linkFiles(p.src, p.link); err != nil {
+		return fmt.Errorf("linking the source files: %w", err)
+	}
+	a.step("linked")
+	e := ev
+	e.Kind = EventMoveStart
+	e.Progress = func() (int64, int64) {
+		n, _ := dirAllocated(p.staging)
+		return n, in.Bytes
+	}
+	a.emit(e)
+	a.step("copy")
+	if _, err := replica.Rebuild(ctx, p.link, p.staging, &replica.RebuildOptions{Logger: a.cfg.Logger}); err != nil {
+		return err
+	}
+	a.step("copied")
+	if err := sameReplica(p.src, p.staging); err != nil {
+		return err
+	}
+	if err := syncDir(p.toDir); err != nil {
+		return err
+	}
+	// Retire the source before the commit, while we hold its lock: from
+	// here on no writer can find it by its name, so none can write to a
+	// directory the commit is about to make stale.
+	if err := os.Rename(p.src, p.retired); err != nil {
+		return err
+	}
+	if err := syncDirs(p.fromDisk, p.fromDir); err != nil {
+		return err
+	}
+	a.step("retired")
+	in.Phase = PhaseCommit
+	if err := writeIntent(p.fromDir, in); err != nil {
+		in.Phase = PhaseCopy
+		return fmt.Errorf("committing the move record: %w", err)
+	}
+	a.step("committed")
+	return nil
+}
+
+// sameReplica checks that the copy describes the replica the source does:
+// size, chain, counter mode, revision and epoch (Rebuild has compared every
+// file's bytes already).
+func sameReplica(src, dst string) error {
+	si, err := replica.Inspect(src, replica.InspectOptions{})
+	if err != nil {
+		return err
+	}
+	di, err := replica.Inspect(dst, replica.InspectOptions{})
+	if err != nil {
+		return err
+	}
+	rev := func(i replica.Info) int64 {
+		if i.Revision == nil {
+			return -1
+		}
+		return *i.Revision
+	}
+	if si.Size != di.Size || !slices.Equal(si.Chain, di.Chain) || si.CounterEnabled != di.CounterEnabled ||
+		rev(si) != rev(di) || si.Epoch != di.Epoch {
+		return fmt.Errorf("%w: %s: size %d chain %v revision %d epoch %d; source %s: size %d chain %v revision %d epoch %d",
+			ErrMismatch, dst, di.Size, di.Chain, rev(di), di.Epoch, src, si.Size, si.Chain, rev(si), si.Epoch)
+	}
+	return nil
+}
+
+// linkFiles makes dir hold a hard link to every file of src.
+func linkFiles(src, dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("%s: %s is not a regular file", src, e.Name())
+		}
+		if err := os.Link(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func removeAll(p string) error {
+	if err := os.RemoveAll(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// rollback undoes a move that did not commit: the copy and the links go,
+// the retired source (if it was retired) returns to its name, then the
+// record goes. Every step is idempotent, so a rollback interrupted by a
+// crash is finished by the next start.
+func (a *Agent) rollback(in *intent, p movePaths) error {
+	// A failed commit may have left a record saying commit: say copy
+	// again before the copy goes, or a crash in between would leave a
+	// record pointing at a copy that no longer exists.
+	if ok, err := exists(filepath.Join(p.fromDir, IntentFile)); err != nil {
+		return err
+	} else if ok && in.Phase != PhaseCopy {
+		c := *in
+		c.Phase = PhaseCopy
+		if err := writeIntent(p.fromDir, &c); err != nil {
+			return err
+		}
+	}
+	if err := removeAll(p.toDir); err != nil {
+		return err
+	}
+	if err := syncDir(p.toAgent); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := removeAll(p.link); err != nil {
+		return err
+	}
+	retired, err := exists(p.retired)
+	if err != nil {
+		return err
+	}
+	home, err := exists(p.src)
+	if err != nil {
+		return err
+	}
+	switch {
+	case retired && home:
+		return fmt.Errorf("%w: move %s: both %s and the retired source %s exist; leaving both", ErrRecovery, in.ID, p.src, p.retired)
+	case retired:
+		if err := os.Rename(p.retired, p.src); err != nil {
+			return err
+		}
+		if err := syncDirs(p.fromDir, p.fromDisk); err != nil {
+			return err
+		}
+	case !home:
+		return fmt.Errorf("%w: move %s: replica %s is neither at %s nor retired at %s", ErrRecovery, in.ID, in.Replica, p.src, p.retired)
+	}
+	return a.dropRecord(p)
+}
+
+// cleanup finishes a committed move: the copy takes the replica's name on
+// the target disk (if it has not yet), then the retired source, the links
+// and the record go. Idempotent like rollback.
+func (a *Agent) cleanup(in *intent, p movePaths) error {
+	staged, err := exists(p.staging)
+	if err != nil {
+		return err
+	}
+	placed, err := exists(p.dst)
+	if err != nil {
+		return err
+	}
+	switch {
+	case staged && placed:
+		return fmt.Errorf("%w: move %s: both %s and the committed copy %s exist; leaving both", ErrRecovery, in.ID, p.dst, p.staging)
+	case staged:
+		if err := os.Rename(p.staging, p.dst); err != nil {
+			return err
+		}
+		if err := syncDirs(p.toDir, p.toDisk); err != nil {
+			return err
+		}
+		a.step("placed")
+	case !placed:
+		return fmt.Errorf("%w: move %s: committed copy of %s is neither at %s nor at %s", ErrRecovery, in.ID, in.Replica, p.staging, p.dst)
+	}
+	if err := removeAll(p.toDir); err != nil {
+		return err
+	}
+	if err := removeIfEmpty(p.toAgent); err != nil {
+		return err
+	}
+	if err := syncDir(p.toDisk); err != nil {
+		return err
+	}
+	if err := removeAll(p.retired); err != nil {
+		return err
+	}
+	if err := removeAll(p.link); err != nil {
+		return err
+	}
+	return a.dropRecord(p)
+}
+
+// dropRecord removes the record (the last file of the source side's move
+// directory), then the directory and an empty AgentDir.
+func (a *Agent) dropRecord(p movePaths) error {
+	if err := os.Remove(filepath.Join(p.fromDir, IntentFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := syncDir(p.fromDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := removeAll(p.fromDir); err != nil {
+		return err
+	}
+	if err := removeIfEmpty(p.fromAgent); err != nil {
+		return err
+	}
+	if p.toAgent != p.fromAgent {
+		if err := removeIfEmpty(p.toAgent); err != nil {
+			return err
+		}
+	}
+	return syncDir(p.fromDisk)
+}
