@@ -3,6 +3,7 @@ package longhorn
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -98,7 +99,43 @@ type balanced struct {
 	reps      []int // running replicas on ready nodes
 	nodeCount map[int]int
 	zoneCount map[string]int
-	open      []int // nodes a replica of the volume may go to (gate and tags)
+	open      *openSet // nodes a replica of the volume may go to (gate and tags)
+}
+
+// openSet is the set of nodes that pass the node gate and one node
+// selector. Neither changes while a plan is made, so the set is computed
+// once per selector and shared by every volume that has it: balancing needs
+// only membership and the per-zone counts, never a walk over every node.
+type openSet struct {
+	member []bool         // per node
+	count  int            // nodes in the set
+	zones  map[string]int // nodes in the set per zone
+}
+
+// openNodes returns the open set of volume vi's node selector.
+func (w *world) openNodes(vi int) *openSet {
+	v := w.c.Volumes[vi]
+	key := strings.Join(v.NodeSelector, "\x00")
+	if len(v.NodeSelector) > 0 {
+		key = "=" + key // distinct from the empty selector
+	}
+	if o, ok := w.openBySel[key]; ok {
+		return o
+	}
+	o := &openSet{member: make([]bool, len(w.c.Nodes)), zones: map[string]int{}}
+	vc := volCtx{w: w, v: v}
+	for n, node := range w.c.Nodes {
+		if w.nodeReason[n] == "" && vc.volumeNodeReason(n) == "" {
+			o.member[n] = true
+			o.count++
+			o.zones[node.Zone]++
+		}
+	}
+	if w.openBySel == nil {
+		w.openBySel = map[string]*openSet{}
+	}
+	w.openBySel[key] = o
+	return o
 }
 
 // balanceState returns the volume's counted replicas, or ok=false when the
@@ -109,7 +146,6 @@ func (w *world) balanceState(vi int) (b balanced, ok bool) {
 	if v.Deleting || v.Robustness != "healthy" || v.NumberOfReplicas == 0 {
 		return b, false
 	}
-	b.nodeCount, b.zoneCount = map[int]int{}, map[string]int{}
 	for _, r := range w.c.volReps[vi] {
 		rep := w.c.Replicas[r]
 		n := w.repNode[r]
@@ -122,6 +158,9 @@ func (w *world) balanceState(vi int) (b balanced, ok bool) {
 		if rep.EvictionRequested {
 			return b, false
 		}
+		if b.nodeCount == nil {
+			b.nodeCount, b.zoneCount = make(map[int]int, 4), make(map[string]int, 4)
+		}
 		b.reps = append(b.reps, r)
 		b.nodeCount[n]++
 		b.zoneCount[w.c.Nodes[n].Zone]++
@@ -129,13 +168,31 @@ func (w *world) balanceState(vi int) (b balanced, ok bool) {
 	if len(b.reps) != v.NumberOfReplicas {
 		return b, false
 	}
-	vc := volCtx{w: w, v: v}
-	for n := range w.c.Nodes {
-		if w.nodeReason[n] == "" && vc.volumeNodeReason(n) == "" {
-			b.open = append(b.open, n)
+	b.open = w.openNodes(vi)
+	return b, true
+}
+
+// openWithout reports whether an open node holds none of the volume's
+// replicas.
+func (b *balanced) openWithout() bool {
+	used := 0
+	for n := range b.nodeCount {
+		if b.open.member[n] {
+			used++
 		}
 	}
-	return b, true
+	return b.open.count > used
+}
+
+// openZoneWithout reports whether a zone with an open node holds none of
+// the volume's replicas.
+func (b *balanced) openZoneWithout() bool {
+	for z := range b.open.zones {
+		if b.zoneCount[z] == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pickSource chooses which of reps moves: the one on the fullest disk (least
@@ -208,36 +265,24 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 		return out
 	}
 	// Least-effort, zones: a zone with no replica exists while fewer zones
-	// than replicas are used.
-	if len(b.zoneCount) < desired {
-		unused := map[string]bool{}
-		for _, n := range b.open {
-			if b.zoneCount[zoneOf(n)] == 0 {
-				unused[zoneOf(n)] = true
-			}
-		}
-		if len(unused) > 0 {
-			z, _ := argmax(b.zoneCount, stringLess)
-			r := w.pickSource(on(func(r int) bool { return zoneOf(w.repNode[r]) == z }))
-			if d := w.target(vi, r, func(n int) bool { return unused[zoneOf(n)] }); d >= 0 {
-				return w.apply(r, d, MoveZoneBalance), true
-			}
+	// than replicas are used. The unused zones are those with an open node
+	// and no replica.
+	if len(b.zoneCount) < desired && b.openZoneWithout() {
+		z, _ := argmax(b.zoneCount, stringLess)
+		r := w.pickSource(on(func(r int) bool { return zoneOf(w.repNode[r]) == z }))
+		unused := func(n int) bool { z := zoneOf(n); return b.zoneCount[z] == 0 && b.open.zones[z] > 0 }
+		if d := w.target(vi, r, unused); d >= 0 {
+			return w.apply(r, d, MoveZoneBalance), true
 		}
 	}
-	// Least-effort, nodes.
-	if len(b.nodeCount) < desired {
-		unused := map[int]bool{}
-		for _, n := range b.open {
-			if b.nodeCount[n] == 0 {
-				unused[n] = true
-			}
-		}
-		if len(unused) > 0 {
-			src, _ := argmax(b.nodeCount, w.nodeLess)
-			r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
-			if d := w.target(vi, r, func(n int) bool { return unused[n] }); d >= 0 {
-				return w.apply(r, d, MoveNodeBalance), true
-			}
+	// Least-effort, nodes: the unused nodes are the open ones with no
+	// replica.
+	if len(b.nodeCount) < desired && b.openWithout() {
+		src, _ := argmax(b.nodeCount, w.nodeLess)
+		r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
+		unused := func(n int) bool { return b.open.member[n] && b.nodeCount[n] == 0 }
+		if d := w.target(vi, r, unused); d >= 0 {
+			return w.apply(r, d, MoveNodeBalance), true
 		}
 	}
 	if mode != AutoBalanceBestEffort {
@@ -246,22 +291,22 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 	// Best-effort, nodes: extras = replicas − 1 per owner; move when the
 	// most and least loaded owners differ by 2 or more, to a least-loaded
 	// owner in the same zone or in a zone with fewer replicas than the
-	// source's (so zone spread never worsens).
-	owners := cloneCounts(b.nodeCount)
-	for _, n := range b.open {
-		if _, ok := owners[n]; !ok {
-			owners[n] = 0
-		}
-	}
+	// source's (so zone spread never worsens). The owners are the nodes
+	// with a replica and the open nodes (with 0).
 	src, hi := argmax(b.nodeCount, w.nodeLess)
 	lo := hi
-	for _, c := range owners {
-		lo = min(lo, c)
+	if b.openWithout() {
+		lo = 0
+	} else {
+		for _, c := range b.nodeCount {
+			lo = min(lo, c)
+		}
 	}
 	if hi-lo >= 2 {
 		srcZone := b.zoneCount[zoneOf(src)]
 		allow := func(n int) bool {
-			c, ok := owners[n]
+			c, ok := b.nodeCount[n]
+			ok = ok || b.open.member[n]
 			return ok && c == lo && (zoneOf(n) == zoneOf(src) || b.zoneCount[zoneOf(n)] <= srcZone-1)
 		}
 		r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
@@ -273,22 +318,18 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 }
 
 // zoneBestEffortMove is best-effort balancing over zones, tried after the
-// disk-pressure move.
+// disk-pressure move. The zones counted are those with a replica and those
+// with an open node (with 0).
 func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	zoneOf := func(n int) string { return w.c.Nodes[n].Zone }
-	counts := map[string]int{}
-	for z, c := range b.zoneCount {
-		counts[z] = c
-	}
-	for _, n := range b.open {
-		if _, ok := counts[zoneOf(n)]; !ok {
-			counts[zoneOf(n)] = 0
-		}
-	}
 	srcZone, hi := argmax(b.zoneCount, stringLess)
 	lo := hi
-	for _, c := range counts {
-		lo = min(lo, c)
+	if b.openZoneWithout() {
+		lo = 0
+	} else {
+		for _, c := range b.zoneCount {
+			lo = min(lo, c)
+		}
 	}
 	if hi-lo < 2 {
 		return Move{}, false
@@ -301,7 +342,9 @@ func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	}
 	src, srcCount := argmax(inZone, w.nodeLess)
 	allow := func(n int) bool {
-		c, ok := counts[zoneOf(n)]
+		z := zoneOf(n)
+		c, ok := b.zoneCount[z]
+		ok = ok || b.open.zones[z] > 0
 		return ok && c == lo && (srcCount >= 2 || b.nodeCount[n] == 0)
 	}
 	var reps []int
@@ -315,14 +358,6 @@ func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 		return w.apply(r, d, MoveZoneBalance), true
 	}
 	return Move{}, false
-}
-
-func cloneCounts(m map[int]int) map[int]int {
-	out := make(map[int]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // pass plans and applies one pass.

@@ -55,6 +55,8 @@ type world struct {
 	order      []int    // node indices by (ub desc, name asc)
 	pos        []int    // position of each node in order
 
+	openBySel map[string]*openSet // open nodes per node selector, built on first use
+
 	// checkChoice, when set (by tests), sees every decision of choose.
 	checkChoice func(vc *volCtx, req *request, got int)
 }
