@@ -106,7 +106,6 @@ func TestGoldenPlans(t *testing.T) {
 	t.Fatalf("plans differ from %s in length: %d lines, want %d", goldenFile, len(gl), len(wl))
 }
 
-
 const scaleGoldenFile = "testdata/golden_scale.txt"
 
 // TestGoldenScale compares the plans on mid-sized and full-sized generated
