@@ -38,6 +38,26 @@ func MovesText(passes [][]Move) string {
 	return b.String()
 }
 
+// Text renders the passes as [MovesText] does, then one line per disk
+// under pressure that kept its replicas:
+//
+//	held n1 d0 (93% used, pressure above 80%): replica r of volume v: no other disk of the node can take the replica: 0/2 disks available: ...
+func (p *RebalancePlan) Text() string {
+	if len(p.Held) == 0 {
+		return MovesText(p.Passes)
+	}
+	var b strings.Builder
+	if t := MovesText(p.Passes); t != MovesText(nil) {
+		b.WriteString(t)
+	} else {
+		b.WriteString("nothing to move\n")
+	}
+	for _, h := range p.Held {
+		b.WriteString(h.text(p.Threshold) + "\n")
+	}
+	return b.String()
+}
+
 // Text renders the CPU plan: one line per node, then one per error.
 func (p *CPUPlan) Text() string {
 	var b strings.Builder

@@ -106,7 +106,7 @@ func TestGoldenPlans(t *testing.T) {
 	t.Fatalf("plans differ from %s in length: %d lines, want %d", goldenFile, len(gl), len(wl))
 }
 
-const scaleGoldenFile = "testdata/golden_scale.txt"
+const scaleGoldenFile = "testdata/golden_scale.sums"
 
 // TestGoldenScale compares the plans on mid-sized and full-sized generated
 // clusters with the recorded ones (by hash: the full plans are megabytes).

@@ -38,6 +38,9 @@ type RebalanceOptions struct {
 	// MaxPasses bounds [RebalanceUntilStable]; 0 means 10,000. Reaching it
 	// returns [ErrNotStable].
 	MaxPasses int
+	// UntilStable makes [PlanRebalance] plan passes until one moves
+	// nothing (up to MaxPasses).
+	UntilStable bool
 
 	checkChoice func(*volCtx, *request, int) // test hook
 }
@@ -45,54 +48,114 @@ type RebalanceOptions struct {
 // Rebalance plans one pass of the auto-balancer over c: at most one move per
 // volume (zone or node balancing, then the disk-pressure move), applied to
 // a simulation of the cluster as they are decided so that later decisions
-// of the pass see earlier ones. It does not modify c.
+// of the pass see earlier ones. It does not modify c. [PlanRebalance] also
+// says why disks under pressure gave up nothing.
 func Rebalance(c *Cluster, opts RebalanceOptions) ([]Move, error) {
-	passes, err := rebalance(c, opts, 1)
+	opts.UntilStable = false
+	p, err := PlanRebalance(c, opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(passes) == 0 {
+	if len(p.Passes) == 0 {
 		return []Move{}, nil
 	}
-	return passes[0], nil
+	return p.Passes[0], nil
 }
 
 // RebalanceUntilStable plans passes, applying each pass's moves to the
 // simulated cluster, until a pass moves nothing, and returns every pass that
-// moved something. A replica never returns to a disk it left.
+// moved something. A replica never returns to a disk it left. If the pass
+// limit is reached it returns the passes planned with a [*NotStableError].
 func RebalanceUntilStable(c *Cluster, opts RebalanceOptions) ([][]Move, error) {
-	limit := opts.MaxPasses
-	if limit <= 0 {
-		limit = 10000
-	}
-	passes, err := rebalance(c, opts, limit+1)
-	if err != nil {
+	opts.UntilStable = true
+	p, err := PlanRebalance(c, opts)
+	if p == nil {
 		return nil, err
 	}
-	if len(passes) > limit {
-		return passes[:limit], fmt.Errorf("after %d passes: %w", limit, ErrNotStable)
-	}
-	return passes, nil
+	return p.Passes, err
 }
 
-func rebalance(c *Cluster, opts RebalanceOptions, maxPasses int) ([][]Move, error) {
+// RebalancePlan is the result of [PlanRebalance]: the passes that moved
+// something, and the disks under pressure that gave up no replica in the
+// last pass planned (with --until-stable, the pass that moved nothing:
+// what stays as it is).
+type RebalancePlan struct {
+	Passes [][]Move  `json:"passes"`
+	Held   []HeldDisk `json:"held"`
+	// Threshold is the disk-pressure setting, for [RebalancePlan.Text].
+	Threshold int64 `json:"-"`
+}
+
+// PlanRebalance plans one pass, or with opts.UntilStable every pass until
+// one moves nothing, and explains the disks under pressure that keep their
+// replicas. When the pass limit is reached it returns the plan of every
+// pass computed together with a [*NotStableError].
+func PlanRebalance(c *Cluster, opts RebalanceOptions) (*RebalancePlan, error) {
 	if !c.indexed {
 		if err := c.Index(); err != nil {
 			return nil, err
 		}
 	}
+	limit := 1
+	if opts.UntilStable {
+		limit = opts.MaxPasses
+		if limit <= 0 {
+			limit = 10000
+		}
+	}
 	w := newWorld(c, opts.Now)
 	w.checkChoice = opts.checkChoice
-	passes := [][]Move{}
-	for range maxPasses {
+	p := &RebalancePlan{Passes: [][]Move{}, Threshold: c.Settings.ReplicaAutoBalanceDiskPressurePercentage}
+	for range limit {
 		moves := w.pass()
 		if len(moves) == 0 {
 			break
 		}
-		passes = append(passes, moves)
+		p.Passes = append(p.Passes, moves)
 	}
-	return passes, nil
+	p.Held = slices.Clone(w.held)
+	if p.Held == nil {
+		p.Held = []HeldDisk{}
+	}
+	if opts.UntilStable && len(p.Passes) == limit {
+		// One more pass says whether the limit cut the plan short, and
+		// which replicas were still moving.
+		if extra := w.pass(); len(extra) > 0 {
+			return p, &NotStableError{Passes: limit, Next: extra}
+		}
+		p.Held = slices.Clone(w.held)
+	}
+	return p, nil
 }
+
+// NotStableError is returned when --until-stable reaches its pass limit:
+// Next holds the moves the pass after the limit would still make (their
+// replicas and the disks they leave).
+type NotStableError struct {
+	Passes int
+	Next   []Move
+}
+
+func (e *NotStableError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "after %d passes, pass %d still moves %d replica(s): ", e.Passes, e.Passes+1, len(e.Next))
+	const show = 10
+	for i, m := range e.Next {
+		if i == show {
+			fmt.Fprintf(&b, ", and %d more", len(e.Next)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s from %s %s (%s)", m.Replica, m.From.Node, m.From.Disk, m.Reason)
+	}
+	b.WriteString(": ")
+	b.WriteString(ErrNotStable.Error())
+	return b.String()
+}
+
+func (e *NotStableError) Unwrap() error { return ErrNotStable }
 
 // balanced describes the replicas that auto-balance counts for one volume.
 type balanced struct {
@@ -363,6 +426,7 @@ func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 // pass plans and applies one pass.
 func (w *world) pass() []Move {
 	c := w.c
+	w.held = w.held[:0]
 	moves := []Move{}
 	moved := make([]bool, len(c.Volumes))
 	states := make([]balanced, len(c.Volumes))
@@ -383,7 +447,10 @@ func (w *world) pass() []Move {
 		}
 	}
 	// Disk pressure (1.5): on every schedulable node, every pressured disk
-	// may give up its first replica by name to another disk of the node.
+	// may give up its first replica by name to another disk of the node,
+	// if moving it lowers the disk's used share (a replica with nothing
+	// written frees nothing, and moving it would only make another pass).
+	// A pressured disk that gives up nothing is recorded with the reason.
 	if c.Settings.ReplicaAutoBalanceDiskPressurePercentage != 0 {
 		onDisk := make([][]int, len(c.disks))
 		for r := range c.Replicas {
@@ -400,9 +467,24 @@ func (w *world) pass() []Move {
 				if len(onDisk[d]) == 0 || !w.underPressure(d) {
 					continue
 				}
+				if len(onDisk[d]) == 0 {
+					w.hold(d, -1, HeldNoReplica, nil)
+					continue
+				}
 				r := onDisk[d][0]
 				vi := c.repVol[r]
-				if moved[vi] || !eligible[vi] || modes[vi] != AutoBalanceBestEffort || !slices.Contains(states[vi].reps, r) {
+				switch {
+				case moved[vi]:
+					w.hold(d, r, HeldVolumeMoved, nil)
+					continue
+				case modes[vi] != AutoBalanceBestEffort:
+					w.hold(d, r, HeldNotBestEffort+" (replica auto-balance is "+modes[vi]+")", nil)
+					continue
+				case !eligible[vi] || !slices.Contains(states[vi].reps, r):
+					w.hold(d, r, HeldNotBalanced, nil)
+					continue
+				case !w.relieves(d, c.Volumes[vi].ActualSize):
+					w.hold(d, r, HeldFreesNothing, nil)
 					continue
 				}
 				vc := w.volume(vi, r)
@@ -411,6 +493,10 @@ func (w *world) pass() []Move {
 				if t := vc.choose(&req); t >= 0 {
 					moves = append(moves, w.apply(r, t, MoveDiskPressure))
 					moved[vi] = true
+				} else {
+					reasons := vc.reasons(&req)
+					delete(reasons, ReasonNodeAffinity) // the other nodes: a pressure move stays on its node
+					w.hold(d, r, HeldNoTarget, reasons)
 				}
 			}
 		}

@@ -56,6 +56,7 @@ type world struct {
 	pos        []int    // position of each node in order
 
 	openBySel map[string]*openSet // open nodes per node selector, built on first use
+	held      []HeldDisk          // pressured disks that gave up nothing in the last pass
 
 	// checkChoice, when set (by tests), sees every decision of choose.
 	checkChoice func(vc *volCtx, req *request, got int)
