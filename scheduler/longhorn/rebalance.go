@@ -80,7 +80,7 @@ func RebalanceUntilStable(c *Cluster, opts RebalanceOptions) ([][]Move, error) {
 // last pass planned (with --until-stable, the pass that moved nothing:
 // what stays as it is).
 type RebalancePlan struct {
-	Passes [][]Move  `json:"passes"`
+	Passes [][]Move   `json:"passes"`
 	Held   []HeldDisk `json:"held"`
 	// Threshold is the disk-pressure setting, for [RebalancePlan.Text].
 	Threshold int64 `json:"-"`
