@@ -47,6 +47,9 @@ func (l *Loader) Add(name string, data []byte) error {
 	if len(data) > MaxStateBytes {
 		return errorf("%s: %d bytes is more than the %d-byte limit", name, len(data), MaxStateBytes)
 	}
+	// A UTF-8 byte-order mark (some Windows editors write one) is not
+	// JSON, but it says nothing either: skip it.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	dec := json.NewDecoder(bytes.NewReader(data))
 	n := 0
 	for {
@@ -181,13 +184,51 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 func jsonErr(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return te.Field + ": cannot use JSON " + te.Value + " as " + te.Type.String()
+		if te.Field == "" {
+			return "JSON " + jsonValue(te.Value) + " where " + jsonWant(te.Type) + " is expected"
+		}
+		return te.Field + ": cannot use JSON " + jsonValue(te.Value) + " as " + jsonWant(te.Type)
 	}
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		return fe.Error()
 	}
 	return err.Error()
+}
+
+// jsonValue renames encoding/json's "bool" (a Go word) to "boolean".
+func jsonValue(v string) string {
+	if v == "bool" {
+		return "boolean"
+	}
+	return v
+}
+
+// jsonWant names what a Go type accepts in JSON terms ("an integer", "an
+// object"), so that errors never show Go type names.
+func jsonWant(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.String {
+			return "a list of strings"
+		}
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another JSON type"
 }
 
 // fieldError is returned by the lenient number types.
@@ -270,7 +311,7 @@ func (m *diskMap[T]) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(r, v); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return &fieldError{msg: fmt.Sprintf("%s[%s].%s: cannot use JSON %s as %s", field, name, te.Field, te.Value, te.Type)}
+				return &fieldError{msg: fmt.Sprintf("%s[%s].%s: cannot use JSON %s as %s", field, name, te.Field, jsonValue(te.Value), jsonWant(te.Type))}
 			}
 			return &fieldError{msg: fmt.Sprintf("%s[%s]: %v", field, name, err)}
 		}
@@ -536,8 +577,8 @@ func buildVolume(rv rawVolume) (*Volume, error) {
 		return nil, errorf("%s: spec.size: negative size %d", rv.where, v.Size)
 	case v.ActualSize < 0:
 		return nil, errorf("%s: status.actualSize: negative size %d", rv.where, v.ActualSize)
-	case v.NumberOfReplicas < 0:
-		return nil, errorf("%s: spec.numberOfReplicas: negative count %d", rv.where, v.NumberOfReplicas)
+	case v.NumberOfReplicas < MinReplicas || v.NumberOfReplicas > MaxReplicas:
+		return nil, errorf("%s: spec.numberOfReplicas: %d is not in %d..%d", rv.where, v.NumberOfReplicas, MinReplicas, MaxReplicas)
 	}
 	return v, nil
 }
