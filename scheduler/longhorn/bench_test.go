@@ -3,6 +3,7 @@ package longhorn
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -88,5 +89,25 @@ func BenchmarkRebalance(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkReadState parses the generated 2,000-node / 20,000-replica
+// state from its JSON (SPARSESYNC_SCALE_STATE=FILE, written by
+// TestScaleStateJSON), or a 300-node one.
+func BenchmarkReadState(b *testing.B) {
+	data := clusterJSON(scaleCluster(1, 300, 1000))
+	if f := os.Getenv("SPARSESYNC_SCALE_STATE"); f != "" {
+		var err error
+		if data, err = os.ReadFile(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadState("state.json", data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

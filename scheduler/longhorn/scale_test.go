@@ -1,8 +1,11 @@
 package longhorn
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"testing"
 )
 
 // scaleCluster builds a large seeded cluster the way an operator's cluster
@@ -83,4 +86,95 @@ func scaleCluster(seed uint64, nodes, volumes int) *Cluster {
 		}
 	}
 	return c
+}
+
+// clusterJSON renders c as `kubectl get -o json` would list it (settings,
+// Longhorn nodes, volumes, replicas), for the CLI figures of the README.
+func clusterJSON(c *Cluster) []byte {
+	type obj = map[string]any
+	cond := func(ok bool) []obj {
+		s := "False"
+		if ok {
+			s = "True"
+		}
+		return []obj{{"type": "Schedulable", "status": s}}
+	}
+	var items []obj
+	lh := func(kind, name string, o obj) {
+		o["apiVersion"], o["kind"], o["metadata"] = "longhorn.io/v1beta2", kind, obj{"name": name}
+		items = append(items, o)
+	}
+	s := c.Settings
+	for name, v := range map[string]string{
+		SettingReplicaAutoBalance:                s.ReplicaAutoBalance,
+		SettingReplicaAutoBalanceDiskPressure:    fmt.Sprint(s.ReplicaAutoBalanceDiskPressurePercentage),
+		SettingStorageOverProvisioningPercentage: fmt.Sprint(s.StorageOverProvisioningPercentage),
+		SettingStorageMinimalAvailablePercentage: fmt.Sprint(s.StorageMinimalAvailablePercentage),
+	} {
+		lh("Setting", name, obj{"value": v})
+	}
+	for _, n := range c.Nodes {
+		spec, status := obj{}, obj{}
+		for _, d := range n.Disks {
+			spec[d.Name] = obj{"path": d.Path, "diskType": d.Type, "allowScheduling": d.AllowScheduling, "storageReserved": d.StorageReserved, "tags": d.Tags}
+			status[d.Name] = obj{"diskUUID": d.UUID, "storageMaximum": d.StorageMaximum, "storageAvailable": d.StorageAvailable,
+				"storageScheduled": d.StorageScheduled, "conditions": cond(d.Schedulable)}
+		}
+		lh("Node", n.Name, obj{
+			"spec": obj{"allowScheduling": n.AllowScheduling, "tags": n.Tags, "disks": spec},
+			"status": obj{"zone": n.Zone, "diskStatus": status, "conditions": []obj{
+				{"type": "Ready", "status": map[bool]string{true: "True", false: "False"}[n.Ready]},
+				{"type": "Schedulable", "status": map[bool]string{true: "True", false: "False"}[n.Schedulable]}}},
+		})
+	}
+	for _, v := range c.Volumes {
+		lh("Volume", v.Name, obj{
+			"spec":   obj{"size": fmt.Sprint(v.Size), "numberOfReplicas": v.NumberOfReplicas, "nodeSelector": v.NodeSelector},
+			"status": obj{"actualSize": v.ActualSize, "robustness": v.Robustness},
+		})
+	}
+	for _, r := range c.Replicas {
+		lh("Replica", r.Name, obj{
+			"spec":   obj{"volumeName": r.VolumeName, "nodeID": r.NodeID, "diskID": r.DiskID},
+			"status": obj{"currentState": r.CurrentState},
+		})
+	}
+	b, err := json.Marshal(obj{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestScaleStateJSON reads the generated state back from its JSON and
+// plans the same moves as from the generated Cluster. With
+// SPARSESYNC_SCALE_STATE=FILE it writes the full-size state there, for
+// timing the CLI (README).
+func TestScaleStateJSON(t *testing.T) {
+	c := scaleCluster(1, 300, 1000)
+	if out := os.Getenv("SPARSESYNC_SCALE_STATE"); out != "" {
+		c = scaleCluster(1, 2000, 7000)
+		if err := os.WriteFile(out, clusterJSON(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := clusterJSON(c)
+	if err := c.Index(); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := ReadState("scale.json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := RebalanceUntilStable(c, RebalanceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RebalanceUntilStable(rc, RebalanceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if MovesText(got) != MovesText(want) || len(want) == 0 {
+		t.Fatalf("plans from JSON and from the generator differ (%d and %d passes)", len(got), len(want))
+	}
 }
