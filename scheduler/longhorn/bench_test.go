@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+	"time"
 )
 
 // benchCluster builds nodes×disks empty-ish disks in three zones and volumes
@@ -75,19 +76,23 @@ func BenchmarkRebalance(b *testing.B) {
 		name := fmt.Sprintf("nodes=%d/replicas=%d", sz.nodes, len(c.Replicas))
 		b.Run(name+"/one-pass", func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := processCPU()
 			for b.Loop() {
 				if _, err := Rebalance(c, RebalanceOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 		b.Run(name+"/until-stable", func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := processCPU()
 			for b.Loop() {
 				if _, err := RebalanceUntilStable(c, RebalanceOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
