@@ -2,6 +2,8 @@ package longhorn
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,6 +33,16 @@ func FuzzReadState(f *testing.F) {
 			t.Skip("large input")
 		}
 		c, err := ReadState("fuzz", data)
+		// The one-parse reading and the per-kind one agree.
+		slow := Loader{perKind: true}
+		serr := slow.Add("fuzz", data)
+		var sc *Cluster
+		if serr == nil {
+			sc, serr = slow.Cluster()
+		}
+		if fmt.Sprint(err) != fmt.Sprint(serr) || (err == nil && !reflect.DeepEqual(c, sc)) {
+			t.Fatalf("one-parse and per-kind readings differ: %v / %v", err, serr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadState) {
 				t.Fatalf("error without ErrBadState: %v", err)
