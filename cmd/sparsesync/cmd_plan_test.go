@@ -253,3 +253,35 @@ func TestPlanRebalancePassLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "pass 1: a a-r: n1 d1 -> n1 d2 (disk-pressure)\npass 2: b b-r: n1 d1 -> n1 d2 (disk-pressure)\n", out)
 }
+
+// TestPlanPlaceWaiting: a replica waited for is named with the time the
+// replenishment wait ends, in text and JSON, instead of a bare "nothing
+// to place".
+func TestPlanPlaceWaiting(t *testing.T) {
+	doc := strings.Replace(planState,
+		`"spec": {"size": "1000", "numberOfReplicas": 3}}`,
+		`"spec": {"size": "1000", "numberOfReplicas": 1}, "status": {"robustness": "degraded", "lastDegradedAt": "2026-01-01T00:00:00Z"}}`, 1)
+	doc = strings.TrimSuffix(doc, "\n]}") + `,
+ {"apiVersion": "longhorn.io/v1beta2", "kind": "Replica", "metadata": {"name": "b-r1"}, "spec": {"volumeName": "b", "nodeID": "n2", "diskID": "u3", "failedAt": "2026-01-01T00:00:00Z"}}]}`
+	state := writeState(t, "state.json", doc)
+	out, code, err := runPlanCLI(t, "plan", "place", "--state", state, "--now", "2026-01-01T00:05:00Z")
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "nothing to place\nwait b: failed replica b-r1 on n2 d1 may be reused until the replenishment wait ends at 2026-01-01T00:10:00Z\n", out)
+
+	out, _, err = runPlanCLI(t, "plan", "place", "--state", state, "--now", "2026-01-01T00:05:00Z", "--json")
+	require.NoError(t, err)
+	var got struct {
+		Waiting []struct{ Volume, Replica, Until string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Len(t, got.Waiting, 1)
+	assert.Equal(t, "b-r1", got.Waiting[0].Replica)
+	assert.Equal(t, "2026-01-01T00:10:00Z", got.Waiting[0].Until)
+
+	// After the wait the replica is replaced and nothing is waited for.
+	out, _, err = runPlanCLI(t, "plan", "place", "--state", state, "--now", "2026-01-01T00:10:00Z")
+	require.NoError(t, err)
+	assert.NotContains(t, out, "wait ")
+	assert.Contains(t, out, "place b -> ")
+}

@@ -43,8 +43,8 @@ func (h HeldDisk) Summary() string {
 	return fmt.Sprintf("0/%d disks available: %s", h.Disks, reasonList(h.Reasons))
 }
 
-// Text renders one line: "held node-1 disk-a (93% used, threshold 80%):
-// replica r of volume v: no other disk ...: 0/2 disks available: ...".
+// text renders one line: "held node-1 disk-a (93% used, pressure above
+// 80%): replica r of volume v: no other disk ...: 0/2 disks available: ...".
 func (h HeldDisk) text(threshold int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "held %s %s (%d%% used, pressure above %d%%): ", h.Node, h.Disk, h.UsedPct, threshold)

@@ -2,7 +2,6 @@ package longhorn
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -56,28 +55,10 @@ type Unschedulable struct {
 // "0/5 nodes available: 3 hard disk anti-affinity, 2 insufficient storage".
 // Reasons are ordered by count, then name.
 func (u Unschedulable) Summary() string {
-	type kv struct {
-		k string
-		v int
-	}
-	var list []kv
-	for k, v := range u.Reasons {
-		list = append(list, kv{k, v})
-	}
-	slices.SortFunc(list, func(a, b kv) int {
-		if a.v != b.v {
-			return b.v - a.v
-		}
-		return cmpString(a.k, b.k)
-	})
-	parts := make([]string, len(list))
-	for i, e := range list {
-		parts[i] = fmt.Sprintf("%d %s", e.v, e.k)
-	}
-	if len(parts) == 0 {
+	if len(u.Reasons) == 0 {
 		return fmt.Sprintf("0/%d nodes available: the cluster has no Longhorn nodes", u.Nodes)
 	}
-	return fmt.Sprintf("0/%d nodes available: %s", u.Nodes, strings.Join(parts, ", "))
+	return fmt.Sprintf("0/%d nodes available: %s", u.Nodes, reasonList(u.Reasons))
 }
 
 // PlacePlan is the result of [Place].
