@@ -21,6 +21,7 @@ type planOpts struct {
 	now           string
 	volume        string
 	untilStable   bool
+	maxPasses     int
 	migrateFromV0 bool
 }
 
@@ -59,13 +60,16 @@ func newPlanCommand(g *globalOpts) *cobra.Command {
 		Use:   "rebalance",
 		Short: "Plan auto-balance and disk-pressure moves",
 		Long: "rebalance plans one pass of replica auto-balancing (zones, nodes) and disk-pressure moves;\n" +
-			"with --until-stable it applies each pass in simulation and plans again until nothing moves.\n\n" + planStateHelp,
+			"with --until-stable it applies each pass in simulation and plans again until nothing moves.\n" +
+			"A disk under pressure that keeps its replicas is listed (\"held\") with the reason, and when no\n" +
+			"other disk of its node can take the replica, the refusals counted per disk.\n\n" + planStateHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPlanRebalance(cmd.Context(), g, opts)
 		},
 	}
 	rebalance.Flags().BoolVar(&opts.untilStable, "until-stable", false, "repeat passes until nothing moves, printing every pass")
+	rebalance.Flags().IntVar(&opts.maxPasses, "max-passes", 10000, "with --until-stable, stop with an error after `N` passes (every pass is printed)")
 
 	cpu := &cobra.Command{
 		Use:   "cpu",
@@ -174,25 +178,22 @@ func runPlanRebalance(ctx context.Context, g *globalOpts, opts *planOpts) error 
 	if err != nil {
 		return err
 	}
-	ro := longhorn.RebalanceOptions{Now: now}
-	var passes [][]longhorn.Move
-	if opts.untilStable {
-		passes, err = longhorn.RebalanceUntilStable(c, ro)
+	ro := longhorn.RebalanceOptions{Now: now, UntilStable: opts.untilStable, MaxPasses: opts.maxPasses}
+	plan, err := longhorn.PlanRebalance(c, ro)
+	if plan == nil {
+		return fmt.Errorf("plan rebalance: %w", err)
+	}
+	// At the pass limit every computed pass is printed before the error.
+	var werr error
+	if opts.json {
+		werr = writeJSON(g.stdout, plan)
 	} else {
-		var moves []longhorn.Move
-		moves, err = longhorn.Rebalance(c, ro)
-		passes = [][]longhorn.Move{moves}
+		_, werr = io.WriteString(g.stdout, plan.Text())
 	}
 	if err != nil {
 		return fmt.Errorf("plan rebalance: %w", err)
 	}
-	if opts.json {
-		return writeJSON(g.stdout, struct {
-			Passes [][]longhorn.Move `json:"passes"`
-		}{passes})
-	}
-	_, err = io.WriteString(g.stdout, longhorn.MovesText(passes))
-	return err
+	return werr
 }
 
 func runPlanCPU(ctx context.Context, g *globalOpts, opts *planOpts) error {

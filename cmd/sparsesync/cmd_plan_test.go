@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,4 +194,94 @@ func TestPlanErrors(t *testing.T) {
 	_, code, err = runPlanCLI(t, "plan", "place", "--state", state, "--now", "yesterday")
 	require.Error(t, err)
 	assert.Equal(t, 2, code)
+}
+
+// pressureState is n1 with a pressured d1 (5 % unused) holding one replica
+// of each of vols (1 replica each, the given actual size), and a roomy d2.
+func pressureState(actual int, vols ...string) string {
+	var b strings.Builder
+	b.WriteString(`{"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "longhorn.io/v1beta2", "kind": "Setting", "metadata": {"name": "replica-auto-balance"}, "value": "best-effort"},
+ {"apiVersion": "longhorn.io/v1beta2", "kind": "Node", "metadata": {"name": "n1"},
+  "spec": {"allowScheduling": true, "disks": {"d1": {"path": "/mnt/d1", "allowScheduling": true}, "d2": {"path": "/mnt/d2", "allowScheduling": true}}},
+  "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Schedulable", "status": "True"}], "diskStatus": {
+    "d1": {"diskUUID": "u1", "storageMaximum": 100000, "storageAvailable": 5000, "conditions": [{"type": "Schedulable", "status": "True"}]},
+    "d2": {"diskUUID": "u2", "storageMaximum": 1000000, "storageAvailable": 1000000, "conditions": [{"type": "Schedulable", "status": "True"}]}}}}`)
+	for _, v := range vols {
+		fmt.Fprintf(&b, `,
+ {"apiVersion": "longhorn.io/v1beta2", "kind": "Volume", "metadata": {"name": %q}, "spec": {"size": "3000", "numberOfReplicas": 1}, "status": {"robustness": "healthy", "actualSize": %d}},
+ {"apiVersion": "longhorn.io/v1beta2", "kind": "Replica", "metadata": {"name": "%s-r"}, "spec": {"volumeName": %q, "nodeID": "n1", "diskID": "u1"}, "status": {"currentState": "running"}}`, v, actual, v, v)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// TestPlanRebalanceHeld: a pressured disk whose replica frees nothing is
+// not left silent, in text and JSON, and --until-stable ends.
+func TestPlanRebalanceHeld(t *testing.T) {
+	state := writeState(t, "state.json", pressureState(0, "a", "b", "c"))
+	out, code, err := runPlanCLI(t, "plan", "rebalance", "--state", state, "--until-stable")
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "nothing to move\nheld n1 d1 (95% used, pressure above 90%): replica a-r of volume a: "+
+		"moving the replica would not lower the disk's used share (its volume's actual size is 0)\n", out)
+
+	out, _, err = runPlanCLI(t, "plan", "rebalance", "--state", state, "--json")
+	require.NoError(t, err)
+	var got struct {
+		Passes [][]any
+		Held   []struct{ Node, Disk, Replica, Reason string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Empty(t, got.Passes)
+	require.Len(t, got.Held, 1)
+	assert.Equal(t, "a-r", got.Held[0].Replica)
+	assert.Contains(t, got.Held[0].Reason, "actual size is 0")
+}
+
+// TestPlanRebalancePassLimit: at --max-passes every computed pass is
+// printed, then the error names the replica still moving and its disk.
+func TestPlanRebalancePassLimit(t *testing.T) {
+	state := writeState(t, "state.json", pressureState(3000, "a", "b", "c"))
+	out, code, err := runPlanCLI(t, "plan", "rebalance", "--state", state, "--until-stable", "--max-passes", "1")
+	require.Error(t, err)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "pass 1: a a-r: n1 d1 -> n1 d2 (disk-pressure)\n", out)
+	assert.Contains(t, errorLine(err), "after 1 passes, pass 2 still moves 1 replica(s): b-r from n1 d1 (disk-pressure)")
+
+	out, _, err = runPlanCLI(t, "plan", "rebalance", "--state", state, "--until-stable")
+	require.NoError(t, err)
+	assert.Equal(t, "pass 1: a a-r: n1 d1 -> n1 d2 (disk-pressure)\npass 2: b b-r: n1 d1 -> n1 d2 (disk-pressure)\n", out)
+}
+
+// TestPlanPlaceWaiting: a replica waited for is named with the time the
+// replenishment wait ends, in text and JSON, instead of a bare "nothing
+// to place".
+func TestPlanPlaceWaiting(t *testing.T) {
+	doc := strings.Replace(planState,
+		`"spec": {"size": "1000", "numberOfReplicas": 3}}`,
+		`"spec": {"size": "1000", "numberOfReplicas": 1}, "status": {"robustness": "degraded", "lastDegradedAt": "2026-01-01T00:00:00Z"}}`, 1)
+	doc = strings.TrimSuffix(doc, "\n]}") + `,
+ {"apiVersion": "longhorn.io/v1beta2", "kind": "Replica", "metadata": {"name": "b-r1"}, "spec": {"volumeName": "b", "nodeID": "n2", "diskID": "u3", "failedAt": "2026-01-01T00:00:00Z"}}]}`
+	state := writeState(t, "state.json", doc)
+	out, code, err := runPlanCLI(t, "plan", "place", "--state", state, "--now", "2026-01-01T00:05:00Z")
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "nothing to place\nwait b: failed replica b-r1 on n2 d1 may be reused until the replenishment wait ends at 2026-01-01T00:10:00Z\n", out)
+
+	out, _, err = runPlanCLI(t, "plan", "place", "--state", state, "--now", "2026-01-01T00:05:00Z", "--json")
+	require.NoError(t, err)
+	var got struct {
+		Waiting []struct{ Volume, Replica, Until string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Len(t, got.Waiting, 1)
+	assert.Equal(t, "b-r1", got.Waiting[0].Replica)
+	assert.Equal(t, "2026-01-01T00:10:00Z", got.Waiting[0].Until)
+
+	// After the wait the replica is replaced and nothing is waited for.
+	out, _, err = runPlanCLI(t, "plan", "place", "--state", state, "--now", "2026-01-01T00:10:00Z")
+	require.NoError(t, err)
+	assert.NotContains(t, out, "wait ")
+	assert.Contains(t, out, "place b -> ")
 }

@@ -115,6 +115,12 @@ type Replica struct {
 	CurrentState      string // status.currentState
 }
 
+// Longhorn's bounds on a volume's spec.numberOfReplicas.
+const (
+	MinReplicas = 1
+	MaxReplicas = 20
+)
+
 // Index checks the cross references of a hand-built Cluster (sorting its
 // slices by name) and prepares it for the planners. [ReadState] and
 // [Loader.Cluster] call it. It returns an error naming the object and field
@@ -189,8 +195,8 @@ func (c *Cluster) Index() error {
 			return errorf("volume %q: spec.size: negative size %d", v.Name, v.Size)
 		case v.ActualSize < 0:
 			return errorf("volume %q: status.actualSize: negative size %d", v.Name, v.ActualSize)
-		case v.NumberOfReplicas < 0:
-			return errorf("volume %q: spec.numberOfReplicas: negative count %d", v.Name, v.NumberOfReplicas)
+		case v.NumberOfReplicas < MinReplicas || v.NumberOfReplicas > MaxReplicas:
+			return errorf("volume %q: spec.numberOfReplicas: %d is not in %d..%d", v.Name, v.NumberOfReplicas, MinReplicas, MaxReplicas)
 		}
 		for _, f := range []struct{ name, v string }{
 			{"spec.replicaSoftAntiAffinity", v.ReplicaSoftAntiAffinity},

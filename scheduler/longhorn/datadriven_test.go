@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,19 +68,23 @@ func TestDataDriven(t *testing.T) {
 					}
 					return p.Text()
 				case "rebalance":
-					var passes [][]Move
-					var err error
-					if _, ok := args["until-stable"]; ok {
-						passes, err = RebalanceUntilStable(need(), RebalanceOptions{Now: now})
-					} else {
-						var moves []Move
-						moves, err = Rebalance(need(), RebalanceOptions{Now: now})
-						passes = [][]Move{moves}
+					_, until := args["until-stable"]
+					ro := RebalanceOptions{Now: now, UntilStable: until}
+					if s, ok := args["max-passes"]; ok {
+						ro.MaxPasses, _ = strconv.Atoi(s)
+					}
+					p, err := PlanRebalance(need(), ro)
+					var out string
+					if _, ok := args["json"]; ok && p != nil {
+						b, _ := json.Marshal(p)
+						out = string(b) + "\n"
+					} else if p != nil {
+						out = p.Text()
 					}
 					if err != nil {
-						return "error: " + err.Error() + "\n"
+						out += "error: " + err.Error() + "\n"
 					}
-					return MovesText(passes)
+					return out
 				case "cpu":
 					p := PlanCPU(need())
 					if _, ok := args["json"]; ok {

@@ -69,7 +69,9 @@
 //	    replica by name moves to another disk of the same node that passes
 //	    every placement rule and is pressure-safe:
 //	    floor((actual + scheduled + reserved) × 100 / max) < T and not
-//	    itself pressured once the replica is there
+//	    itself pressured once the replica is there; the move must lower
+//	    the disk's used share (the volume's actual size is not 0), or it
+//	    is not made
 //	best-effort zone:  like best-effort node, over zones
 //
 // The replica that moves off a node or zone is the one on the fullest disk
@@ -85,7 +87,14 @@
 // moves strictly improve, per volume, (zones used, nodes used, zone spread,
 // node spread) in that order, pressure moves never create pressure, and a
 // replica never returns to a disk it left, so the passes reach a fixed
-// point.
+// point. [PlanRebalance] also lists each pressured disk that keeps its
+// replicas ([HeldDisk]) with the reason, and at its pass limit returns the
+// passes computed with a [*NotStableError] naming what still moves.
+//
+// The nodes a volume may use depend only on the node gate and its node
+// selector, fixed during a plan, so balancing computes them once per
+// selector: one pass costs about O(replicas + moves × nodes), not
+// O(volumes × nodes).
 //
 // # Concurrency
 //

@@ -17,9 +17,11 @@ var (
 	// ErrNoVolume is returned when a named volume does not exist.
 	ErrNoVolume = errors.New("longhorn: no such volume")
 
-	// ErrNotStable is returned by [RebalanceUntilStable] if the moves did
-	// not reach a fixed point within its pass limit. The planner's rules
-	// make this unreachable; the limit is a guard, not a behaviour.
+	// ErrNotStable is returned by [RebalanceUntilStable] (inside a
+	// [*NotStableError]) if the moves did not reach a fixed point within
+	// its pass limit. Every move takes a replica to a disk it never left
+	// and a disk-pressure move must free written bytes, so the passes end;
+	// a low limit (or a huge cluster) can still cut them short.
 	ErrNotStable = errors.New("longhorn: rebalancing did not reach a fixed point")
 )
 

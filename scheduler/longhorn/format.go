@@ -3,19 +3,35 @@ package longhorn
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Text renders the plan one line per placement or unschedulable volume:
 //
 //	place vol-a -> node-1 disk-a (/var/lib/longhorn)
 //	unschedulable vol-b: 2 missing: 0/5 nodes available: 3 hard disk anti-affinity, 2 insufficient storage
+//	wait vol-c: failed replica r1 on node-2 disk-a may be reused until the replenishment wait ends at 2026-01-01T00:10:00Z
+//
+// A placement that relied on an anti-affinity exception says so after a
+// colon.
 func (p *PlacePlan) Text() string {
 	var b strings.Builder
 	for _, pl := range p.Placements {
-		fmt.Fprintf(&b, "place %s -> %s %s (%s)\n", pl.Volume, pl.Node, pl.Disk, pl.DiskPath)
+		fmt.Fprintf(&b, "place %s -> %s %s (%s)", pl.Volume, pl.Node, pl.Disk, pl.DiskPath)
+		if pl.Exception != "" {
+			fmt.Fprintf(&b, ": %s", pl.Exception)
+		}
+		b.WriteByte('\n')
 	}
 	for _, u := range p.Unschedulable {
 		fmt.Fprintf(&b, "unschedulable %s: %d missing: %s\n", u.Volume, u.Missing, u.Summary())
+	}
+	if len(p.Placements)+len(p.Unschedulable) == 0 && len(p.Waiting) > 0 {
+		b.WriteString("nothing to place\n")
+	}
+	for _, wt := range p.Waiting {
+		fmt.Fprintf(&b, "wait %s: failed replica %s on %s %s may be reused until the replenishment wait ends at %s\n",
+			wt.Volume, wt.Replica, wt.Node, wt.Disk, wt.Until.UTC().Format(time.RFC3339))
 	}
 	if b.Len() == 0 {
 		return "nothing to place\n"
@@ -34,6 +50,26 @@ func MovesText(passes [][]Move) string {
 	}
 	if b.Len() == 0 {
 		return "balanced: nothing to move\n"
+	}
+	return b.String()
+}
+
+// Text renders the passes as [MovesText] does, then one line per disk
+// under pressure that kept its replicas:
+//
+//	held n1 d0 (93% used, pressure above 80%): replica r of volume v: no other disk of the node can take the replica: 0/2 disks available: ...
+func (p *RebalancePlan) Text() string {
+	if len(p.Held) == 0 {
+		return MovesText(p.Passes)
+	}
+	var b strings.Builder
+	if t := MovesText(p.Passes); t != MovesText(nil) {
+		b.WriteString(t)
+	} else {
+		b.WriteString("nothing to move\n")
+	}
+	for _, h := range p.Held {
+		b.WriteString(h.text(p.Threshold) + "\n")
 	}
 	return b.String()
 }

@@ -2,7 +2,6 @@ package longhorn
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -25,6 +24,21 @@ type Placement struct {
 	Node     string `json:"node"`
 	Disk     string `json:"disk"`
 	DiskPath string `json:"disk_path"`
+	// Exception says why hard anti-affinity allowed the node when the
+	// placement relied on its exception: the zone (or node) holds only
+	// replicas of the volume that are being evicted. "" otherwise.
+	Exception string `json:"exception,omitempty"`
+}
+
+// Waiting is a failed replica that still counts as one of its volume's
+// replicas: it may be reused (rebuilt in place) until the replenishment
+// wait ends, so no new replica is placed for it before then.
+type Waiting struct {
+	Volume  string    `json:"volume"`
+	Replica string    `json:"replica"`
+	Node    string    `json:"node"`
+	Disk    string    `json:"disk"`
+	Until   time.Time `json:"until"` // lastDegradedAt + replica-replenishment-wait-interval
 }
 
 // Unschedulable is a volume whose missing replicas could not all be placed,
@@ -41,31 +55,19 @@ type Unschedulable struct {
 // "0/5 nodes available: 3 hard disk anti-affinity, 2 insufficient storage".
 // Reasons are ordered by count, then name.
 func (u Unschedulable) Summary() string {
-	type kv struct {
-		k string
-		v int
+	if len(u.Reasons) == 0 {
+		return fmt.Sprintf("0/%d nodes available: the cluster has no Longhorn nodes", u.Nodes)
 	}
-	var list []kv
-	for k, v := range u.Reasons {
-		list = append(list, kv{k, v})
-	}
-	slices.SortFunc(list, func(a, b kv) int {
-		if a.v != b.v {
-			return b.v - a.v
-		}
-		return cmpString(a.k, b.k)
-	})
-	parts := make([]string, len(list))
-	for i, e := range list {
-		parts[i] = fmt.Sprintf("%d %s", e.v, e.k)
-	}
-	return fmt.Sprintf("0/%d nodes available: %s", u.Nodes, strings.Join(parts, ", "))
+	return fmt.Sprintf("0/%d nodes available: %s", u.Nodes, reasonList(u.Reasons))
 }
 
 // PlacePlan is the result of [Place].
 type PlacePlan struct {
 	Placements    []Placement     `json:"placements"`
 	Unschedulable []Unschedulable `json:"unschedulable"`
+	// Waiting lists the failed replicas planning waits for (omitted when
+	// there are none).
+	Waiting []Waiting `json:"waiting,omitempty"`
 }
 
 // Place chooses a node and disk for every missing replica of every volume
@@ -131,11 +133,24 @@ func (w *world) missing(vi int) (int, []string) {
 }
 
 func (w *world) placeVolume(vi int, plan *PlacePlan) {
+	v := w.c.Volumes[vi]
+	if !v.Deleting {
+		for _, r := range w.c.volReps[vi] {
+			rep := w.c.Replicas[r]
+			if rep.FailedAt != "" && !rep.EvictionRequested && w.counts(r) {
+				disk := w.c.disks[w.repDisk[r]]
+				plan.Waiting = append(plan.Waiting, Waiting{
+					Volume: v.Name, Replica: rep.Name,
+					Node: w.c.Nodes[disk.node].Name, Disk: disk.Name,
+					Until: v.LastDegradedAt.Add(w.c.Settings.ReplicaReplenishmentWaitInterval),
+				})
+			}
+		}
+	}
 	n, pins := w.missing(vi)
 	if n == 0 {
 		return
 	}
-	v := w.c.Volumes[vi]
 	vc := w.volume(vi, -1)
 	for k := range n {
 		req := newRequest()
@@ -158,12 +173,45 @@ func (w *world) placeVolume(vi int, plan *PlacePlan) {
 		}
 		disk := w.c.disks[d]
 		plan.Placements = append(plan.Placements, Placement{
-			Volume:   v.Name,
-			Node:     w.c.Nodes[disk.node].Name,
-			Disk:     disk.Name,
-			DiskPath: disk.Path,
+			Volume:    v.Name,
+			Node:      w.c.Nodes[disk.node].Name,
+			Disk:      disk.Name,
+			DiskPath:  disk.Path,
+			Exception: vc.exception(req.tier, disk.node),
 		})
 		w.take(d, v.Size, 0)
 		vc.add(d, false)
 	}
+}
+
+// exception explains a choice from an exception tier of [volCtx.tiers]:
+// with hard zone anti-affinity the second tier (the node's zone holds only
+// evicting replicas), with soft zone but hard node anti-affinity the third
+// (the node holds only evicting replicas). It returns "" for other tiers.
+func (vc *volCtx) exception(tier, n int) string {
+	w := vc.w
+	var where string
+	var in func(r int) bool
+	switch {
+	case !vc.zoneSoft && tier == 1:
+		zone := w.c.nodeZoneIdx[n]
+		where = fmt.Sprintf("zone %q", w.c.Nodes[n].Zone)
+		in = func(r int) bool { return w.c.nodeZoneIdx[w.repNode[r]] == zone }
+	case vc.zoneSoft && !vc.nodeSoft && tier == 2:
+		where = "node " + w.c.Nodes[n].Name
+		in = func(r int) bool { return w.repNode[r] == n }
+	default:
+		return ""
+	}
+	var names []string
+	for _, r := range w.c.volReps[vc.vi] {
+		if w.counts(r) && w.c.Replicas[r].EvictionRequested && in(r) {
+			names = append(names, w.c.Replicas[r].Name)
+		}
+	}
+	rule := "zone"
+	if vc.zoneSoft {
+		rule = "node"
+	}
+	return fmt.Sprintf("%s holds only replicas being evicted (%s), which hard %s anti-affinity does not count", where, strings.Join(names, ", "), rule)
 }

@@ -277,7 +277,7 @@ func hardRuleViolation(vc *volCtx, req *request, d int) string {
 // left.
 func TestPropertyRandomClusters(t *testing.T) {
 	const clusters = 1000
-	var placed, refused, moved, passesMax int
+	var placed, refused, moved, passesMax, held int
 	for seed := range uint64(clusters) {
 		c := randomCluster(seed)
 		if err := c.Index(); err != nil {
@@ -334,6 +334,34 @@ func TestPropertyRandomClusters(t *testing.T) {
 				if m.Reason == MoveDiskPressure && m.From.Node != m.To.Node {
 					t.Fatalf("seed %d: pressure move leaves its node: %+v", seed, m)
 				}
+				if m.Reason == MoveDiskPressure && c.Volumes[c.volByName[m.Volume]].ActualSize == 0 {
+					t.Fatalf("seed %d: pressure move frees nothing: %+v", seed, m)
+				}
+			}
+		}
+		// Every disk the last pass reports as held is under pressure
+		// there, on a schedulable node, and gave a reason.
+		rp, err := PlanRebalance(c, RebalanceOptions{Now: propNow, MaxPasses: 500, UntilStable: true})
+		if err != nil || !reflect.DeepEqual(rp.Passes, passes) {
+			t.Fatalf("seed %d: PlanRebalance differs from RebalanceUntilStable: %v", seed, err)
+		}
+		if len(rp.Held) > 0 {
+			w := newWorld(c, propNow)
+			for _, p := range passes {
+				for _, m := range p {
+					r := slices.IndexFunc(c.Replicas, func(r *Replica) bool { return r.Name == m.Replica })
+					n := c.nodeByName[m.To.Node]
+					d := slices.IndexFunc(c.Nodes[n].Disks, func(d *Disk) bool { return d.Name == m.To.Disk })
+					w.move(r, c.Nodes[n].Disks[d].idx)
+				}
+			}
+			for _, h := range rp.Held {
+				n := c.Nodes[c.nodeByName[h.Node]]
+				d := slices.IndexFunc(n.Disks, func(d *Disk) bool { return d.Name == h.Disk })
+				if w.nodeReason[n.idx] != "" || !w.underPressure(n.Disks[d].idx) || h.Reason == "" {
+					t.Fatalf("seed %d: held disk %+v is not a pressured disk of a schedulable node", seed, h)
+				}
+				held++
 			}
 		}
 		sp, _ := RebalanceUntilStable(sc, RebalanceOptions{Now: propNow, MaxPasses: 500})
@@ -344,8 +372,8 @@ func TestPropertyRandomClusters(t *testing.T) {
 			t.Fatalf("seed %d: %d bad decisions, first: %s", seed, len(failures), failures[0])
 		}
 	}
-	t.Logf("%d clusters: %d placements, %d unschedulable volumes, %d moves, at most %d passes", clusters, placed, refused, moved, passesMax)
-	if placed == 0 || refused == 0 || moved == 0 {
+	t.Logf("%d clusters: %d placements, %d unschedulable volumes, %d moves, at most %d passes, %d held disks", clusters, placed, refused, moved, passesMax, held)
+	if placed == 0 || refused == 0 || moved == 0 || held == 0 {
 		t.Fatalf("the generator does not exercise every outcome")
 	}
 }

@@ -30,6 +30,8 @@ type Loader struct {
 	replicas  []rawReplica
 	seen      map[string]string // kind/name -> where first seen
 	itemCount int
+
+	perKind bool // test hook: parse every object the per-kind way only
 }
 
 // ReadState parses one document and returns the cluster it describes.
@@ -46,6 +48,15 @@ func ReadState(name string, data []byte) (*Cluster, error) {
 func (l *Loader) Add(name string, data []byte) error {
 	if len(data) > MaxStateBytes {
 		return errorf("%s: %d bytes is more than the %d-byte limit", name, len(data), MaxStateBytes)
+	}
+	// A UTF-8 byte-order mark (some Windows editors write one) is not
+	// JSON, but it says nothing either: skip it.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	// One JSON value (what kubectl prints) is parsed in place; the
+	// streaming decoder, which copies its input as it buffers it, is for
+	// several values one after another.
+	if json.Valid(data) {
+		return l.addObject(name, data, 0)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	n := 0
@@ -89,9 +100,34 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 	if depth > 4 {
 		return errorf("%s: lists nested too deeply", where)
 	}
+	var u anyObject
+	fast := !l.perKind && json.Unmarshal(raw, &u) == nil
 	var tm typeMeta
-	if err := json.Unmarshal(raw, &tm); err != nil {
+	if fast {
+		tm = typeMeta{APIVersion: u.APIVersion, Kind: u.Kind, Items: u.Items, Metadata: u.Metadata}
+	} else if err := json.Unmarshal(raw, &tm); err != nil {
 		return errorf("%s: %v", where, jsonErr(err))
+	}
+	// decode fills dst (a per-kind struct) from u when the object parsed
+	// as anyObject, else by parsing it again.
+	decode := func(dst any) error {
+		if !fast {
+			return json.Unmarshal(raw, dst)
+		}
+		switch d := dst.(type) {
+		case *rawK8sNode:
+			d.Metadata, d.Status = u.Metadata, u.Status.k8sNodeStatus
+		case *rawSetting:
+			d.Metadata, d.Value = u.Metadata, u.Value
+		case *rawLonghornNode:
+			d.Metadata, d.Spec, d.Status = u.Metadata, u.Spec.lhNodeSpec, u.Status.lhNodeStatus
+		case *rawVolume:
+			d.Metadata, d.Spec, d.Status = u.Metadata, u.Spec.volumeSpec, u.Status.volumeStatus
+		case *rawReplica:
+			d.Metadata, d.Status = u.Metadata, u.Status.replicaStatus
+			d.Spec = replicaSpec{replicaRef: u.Spec.replicaRef, EvictionRequested: u.Spec.lhNodeSpec.EvictionRequested}
+		}
+		return nil
 	}
 	if tm.Kind == "List" || strings.HasSuffix(tm.Kind, "List") {
 		if tm.Items == nil && tm.Kind != "List" {
@@ -129,7 +165,7 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 			return errorf("%s: apiVersion: %q is not v1", obj, tm.APIVersion)
 		}
 		var n rawK8sNode
-		if err := json.Unmarshal(raw, &n); err != nil {
+		if err := decode(&n); err != nil {
 			return errorf("%s: %v", obj, jsonErr(err))
 		}
 		n.where = obj
@@ -146,25 +182,25 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 	switch tm.Kind {
 	case "Setting":
 		var s rawSetting
-		if err = json.Unmarshal(raw, &s); err == nil {
+		if err = decode(&s); err == nil {
 			s.where = obj
 			l.settings = append(l.settings, s)
 		}
 	case "Node":
 		var n rawLonghornNode
-		if err = json.Unmarshal(raw, &n); err == nil {
+		if err = decode(&n); err == nil {
 			n.where = obj
 			l.lhNodes = append(l.lhNodes, n)
 		}
 	case "Volume":
 		var v rawVolume
-		if err = json.Unmarshal(raw, &v); err == nil {
+		if err = decode(&v); err == nil {
 			v.where = obj
 			l.volumes = append(l.volumes, v)
 		}
 	case "Replica":
 		var r rawReplica
-		if err = json.Unmarshal(raw, &r); err == nil {
+		if err = decode(&r); err == nil {
 			r.where = obj
 			l.replicas = append(l.replicas, r)
 		}
@@ -181,13 +217,51 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 func jsonErr(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return te.Field + ": cannot use JSON " + te.Value + " as " + te.Type.String()
+		if te.Field == "" {
+			return "JSON " + jsonValue(te.Value) + " where " + jsonWant(te.Type) + " is expected"
+		}
+		return te.Field + ": cannot use JSON " + jsonValue(te.Value) + " as " + jsonWant(te.Type)
 	}
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		return fe.Error()
 	}
 	return err.Error()
+}
+
+// jsonValue renames encoding/json's "bool" (a Go word) to "boolean".
+func jsonValue(v string) string {
+	if v == "bool" {
+		return "boolean"
+	}
+	return v
+}
+
+// jsonWant names what a Go type accepts in JSON terms ("an integer", "an
+// object"), so that errors never show Go type names.
+func jsonWant(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.String {
+			return "a list of strings"
+		}
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another JSON type"
 }
 
 // fieldError is returned by the lenient number types.
@@ -270,7 +344,7 @@ func (m *diskMap[T]) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(r, v); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return &fieldError{msg: fmt.Sprintf("%s[%s].%s: cannot use JSON %s as %s", field, name, te.Field, te.Value, te.Type)}
+				return &fieldError{msg: fmt.Sprintf("%s[%s].%s: cannot use JSON %s as %s", field, name, te.Field, jsonValue(te.Value), jsonWant(te.Type))}
 			}
 			return &fieldError{msg: fmt.Sprintf("%s[%s]: %v", field, name, err)}
 		}
@@ -300,68 +374,113 @@ type rawDiskStatus struct {
 
 type rawLonghornNode struct {
 	where    string
-	Metadata objectMeta `json:"metadata"`
-	Spec     struct {
-		Disks                     diskMap[rawDiskSpec] `json:"disks"`
-		AllowScheduling           bool                 `json:"allowScheduling"`
-		EvictionRequested         bool                 `json:"evictionRequested"`
-		Tags                      []string             `json:"tags"`
-		EngineManagerCPURequest   int64Field           `json:"engineManagerCPURequest"`
-		ReplicaManagerCPURequest  int64Field           `json:"replicaManagerCPURequest"`
-		InstanceManagerCPURequest int64Field           `json:"instanceManagerCPURequest"`
-	} `json:"spec"`
-	Status struct {
-		Conditions []rawCondition         `json:"conditions"`
-		DiskStatus diskMap[rawDiskStatus] `json:"diskStatus"`
-		Region     string                 `json:"region"`
-		Zone       string                 `json:"zone"`
-	} `json:"status"`
+	Metadata objectMeta   `json:"metadata"`
+	Spec     lhNodeSpec   `json:"spec"`
+	Status   lhNodeStatus `json:"status"`
+}
+
+type lhNodeSpec struct {
+	Disks                     diskMap[rawDiskSpec] `json:"disks"`
+	AllowScheduling           bool                 `json:"allowScheduling"`
+	EvictionRequested         bool                 `json:"evictionRequested"`
+	Tags                      []string             `json:"tags"`
+	EngineManagerCPURequest   int64Field           `json:"engineManagerCPURequest"`
+	ReplicaManagerCPURequest  int64Field           `json:"replicaManagerCPURequest"`
+	InstanceManagerCPURequest int64Field           `json:"instanceManagerCPURequest"`
+}
+
+type lhNodeStatus struct {
+	Conditions []rawCondition         `json:"conditions"`
+	DiskStatus diskMap[rawDiskStatus] `json:"diskStatus"`
+	Region     string                 `json:"region"`
+	Zone       string                 `json:"zone"`
 }
 
 type rawK8sNode struct {
 	where    string
-	Metadata objectMeta `json:"metadata"`
-	Status   struct {
-		Allocatable map[string]string `json:"allocatable"`
-	} `json:"status"`
+	Metadata objectMeta    `json:"metadata"`
+	Status   k8sNodeStatus `json:"status"`
+}
+
+type k8sNodeStatus struct {
+	Allocatable map[string]string `json:"allocatable"`
 }
 
 type rawVolume struct {
 	where    string
-	Metadata objectMeta `json:"metadata"`
-	Spec     struct {
-		Size                        int64Field `json:"size"`
-		NumberOfReplicas            *int       `json:"numberOfReplicas"`
-		DataEngine                  string     `json:"dataEngine"`
-		NodeSelector                []string   `json:"nodeSelector"`
-		DiskSelector                []string   `json:"diskSelector"`
-		ReplicaSoftAntiAffinity     string     `json:"replicaSoftAntiAffinity"`
-		ReplicaZoneSoftAntiAffinity string     `json:"replicaZoneSoftAntiAffinity"`
-		ReplicaDiskSoftAntiAffinity string     `json:"replicaDiskSoftAntiAffinity"`
-		ReplicaAutoBalance          string     `json:"replicaAutoBalance"`
-	} `json:"spec"`
-	Status struct {
-		ActualSize     int64Field `json:"actualSize"`
-		Robustness     string     `json:"robustness"`
-		LastDegradedAt string     `json:"lastDegradedAt"`
-	} `json:"status"`
+	Metadata objectMeta   `json:"metadata"`
+	Spec     volumeSpec   `json:"spec"`
+	Status   volumeStatus `json:"status"`
+}
+
+type volumeSpec struct {
+	Size                        int64Field `json:"size"`
+	NumberOfReplicas            *int       `json:"numberOfReplicas"`
+	DataEngine                  string     `json:"dataEngine"`
+	NodeSelector                []string   `json:"nodeSelector"`
+	DiskSelector                []string   `json:"diskSelector"`
+	ReplicaSoftAntiAffinity     string     `json:"replicaSoftAntiAffinity"`
+	ReplicaZoneSoftAntiAffinity string     `json:"replicaZoneSoftAntiAffinity"`
+	ReplicaDiskSoftAntiAffinity string     `json:"replicaDiskSoftAntiAffinity"`
+	ReplicaAutoBalance          string     `json:"replicaAutoBalance"`
+}
+
+type volumeStatus struct {
+	ActualSize     int64Field `json:"actualSize"`
+	Robustness     string     `json:"robustness"`
+	LastDegradedAt string     `json:"lastDegradedAt"`
 }
 
 type rawReplica struct {
 	where    string
-	Metadata objectMeta `json:"metadata"`
-	Spec     struct {
-		VolumeName        string `json:"volumeName"`
-		NodeID            string `json:"nodeID"`
-		DiskID            string `json:"diskID"`
-		FailedAt          string `json:"failedAt"`
-		RebuildRetryCount int    `json:"rebuildRetryCount"`
-		EvictionRequested bool   `json:"evictionRequested"`
-		HardNodeAffinity  string `json:"hardNodeAffinity"`
+	Metadata objectMeta    `json:"metadata"`
+	Spec     replicaSpec   `json:"spec"`
+	Status   replicaStatus `json:"status"`
+}
+
+type replicaSpec struct {
+	replicaRef
+	EvictionRequested bool `json:"evictionRequested"`
+}
+
+// replicaRef is the replica's spec but evictionRequested, which a node's
+// spec has too (see anyObject).
+type replicaRef struct {
+	VolumeName        string `json:"volumeName"`
+	NodeID            string `json:"nodeID"`
+	DiskID            string `json:"diskID"`
+	FailedAt          string `json:"failedAt"`
+	RebuildRetryCount int    `json:"rebuildRetryCount"`
+	HardNodeAffinity  string `json:"hardNodeAffinity"`
+}
+
+type replicaStatus struct {
+	EvictionRequested bool   `json:"evictionRequested"`
+	CurrentState      string `json:"currentState"`
+}
+
+// anyObject is every field of every kind the reader takes, so that an
+// object is parsed once. Its field types are those of the per-kind structs,
+// so whenever it parses, each per-kind struct would have parsed to the same
+// values; when it does not (a field of another kind with an odd type, or a
+// real error), the object is parsed again the per-kind way, which gives the
+// error (or the value) that way of reading it always gave.
+type anyObject struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Items      []json.RawMessage `json:"items"`
+	Metadata   objectMeta        `json:"metadata"`
+	Value      *string           `json:"value"`
+	Spec       struct {
+		lhNodeSpec // with evictionRequested, also the replica's
+		volumeSpec
+		replicaRef
 	} `json:"spec"`
 	Status struct {
-		EvictionRequested bool   `json:"evictionRequested"`
-		CurrentState      string `json:"currentState"`
+		lhNodeStatus
+		k8sNodeStatus
+		volumeStatus
+		replicaStatus
 	} `json:"status"`
 }
 
@@ -536,8 +655,8 @@ func buildVolume(rv rawVolume) (*Volume, error) {
 		return nil, errorf("%s: spec.size: negative size %d", rv.where, v.Size)
 	case v.ActualSize < 0:
 		return nil, errorf("%s: status.actualSize: negative size %d", rv.where, v.ActualSize)
-	case v.NumberOfReplicas < 0:
-		return nil, errorf("%s: spec.numberOfReplicas: negative count %d", rv.where, v.NumberOfReplicas)
+	case v.NumberOfReplicas < MinReplicas || v.NumberOfReplicas > MaxReplicas:
+		return nil, errorf("%s: spec.numberOfReplicas: %d is not in %d..%d", rv.where, v.NumberOfReplicas, MinReplicas, MaxReplicas)
 	}
 	return v, nil
 }

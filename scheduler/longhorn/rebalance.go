@@ -3,6 +3,7 @@ package longhorn
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,9 @@ type RebalanceOptions struct {
 	// MaxPasses bounds [RebalanceUntilStable]; 0 means 10,000. Reaching it
 	// returns [ErrNotStable].
 	MaxPasses int
+	// UntilStable makes [PlanRebalance] plan passes until one moves
+	// nothing (up to MaxPasses).
+	UntilStable bool
 
 	checkChoice func(*volCtx, *request, int) // test hook
 }
@@ -44,61 +48,157 @@ type RebalanceOptions struct {
 // Rebalance plans one pass of the auto-balancer over c: at most one move per
 // volume (zone or node balancing, then the disk-pressure move), applied to
 // a simulation of the cluster as they are decided so that later decisions
-// of the pass see earlier ones. It does not modify c.
+// of the pass see earlier ones. It does not modify c. [PlanRebalance] also
+// says why disks under pressure gave up nothing.
 func Rebalance(c *Cluster, opts RebalanceOptions) ([]Move, error) {
-	passes, err := rebalance(c, opts, 1)
+	opts.UntilStable = false
+	p, err := PlanRebalance(c, opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(passes) == 0 {
+	if len(p.Passes) == 0 {
 		return []Move{}, nil
 	}
-	return passes[0], nil
+	return p.Passes[0], nil
 }
 
 // RebalanceUntilStable plans passes, applying each pass's moves to the
 // simulated cluster, until a pass moves nothing, and returns every pass that
-// moved something. A replica never returns to a disk it left.
+// moved something. A replica never returns to a disk it left. If the pass
+// limit is reached it returns the passes planned with a [*NotStableError].
 func RebalanceUntilStable(c *Cluster, opts RebalanceOptions) ([][]Move, error) {
-	limit := opts.MaxPasses
-	if limit <= 0 {
-		limit = 10000
-	}
-	passes, err := rebalance(c, opts, limit+1)
-	if err != nil {
+	opts.UntilStable = true
+	p, err := PlanRebalance(c, opts)
+	if p == nil {
 		return nil, err
 	}
-	if len(passes) > limit {
-		return passes[:limit], fmt.Errorf("after %d passes: %w", limit, ErrNotStable)
-	}
-	return passes, nil
+	return p.Passes, err
 }
 
-func rebalance(c *Cluster, opts RebalanceOptions, maxPasses int) ([][]Move, error) {
+// RebalancePlan is the result of [PlanRebalance]: the passes that moved
+// something, and the disks under pressure that gave up no replica in the
+// last pass planned (with --until-stable, the pass that moved nothing:
+// what stays as it is).
+type RebalancePlan struct {
+	Passes [][]Move   `json:"passes"`
+	Held   []HeldDisk `json:"held"`
+	// Threshold is the disk-pressure setting, for [RebalancePlan.Text].
+	Threshold int64 `json:"-"`
+}
+
+// PlanRebalance plans one pass, or with opts.UntilStable every pass until
+// one moves nothing, and explains the disks under pressure that keep their
+// replicas. When the pass limit is reached it returns the plan of every
+// pass computed together with a [*NotStableError].
+func PlanRebalance(c *Cluster, opts RebalanceOptions) (*RebalancePlan, error) {
 	if !c.indexed {
 		if err := c.Index(); err != nil {
 			return nil, err
 		}
 	}
+	limit := 1
+	if opts.UntilStable {
+		limit = opts.MaxPasses
+		if limit <= 0 {
+			limit = 10000
+		}
+	}
 	w := newWorld(c, opts.Now)
 	w.checkChoice = opts.checkChoice
-	passes := [][]Move{}
-	for range maxPasses {
+	p := &RebalancePlan{Passes: [][]Move{}, Threshold: c.Settings.ReplicaAutoBalanceDiskPressurePercentage}
+	for range limit {
 		moves := w.pass()
 		if len(moves) == 0 {
 			break
 		}
-		passes = append(passes, moves)
+		p.Passes = append(p.Passes, moves)
 	}
-	return passes, nil
+	p.Held = slices.Clone(w.held)
+	if p.Held == nil {
+		p.Held = []HeldDisk{}
+	}
+	if opts.UntilStable && len(p.Passes) == limit {
+		// One more pass says whether the limit cut the plan short, and
+		// which replicas were still moving.
+		if extra := w.pass(); len(extra) > 0 {
+			return p, &NotStableError{Passes: limit, Next: extra}
+		}
+		p.Held = slices.Clone(w.held)
+	}
+	return p, nil
 }
+
+// NotStableError is returned when --until-stable reaches its pass limit:
+// Next holds the moves the pass after the limit would still make (their
+// replicas and the disks they leave).
+type NotStableError struct {
+	Passes int
+	Next   []Move
+}
+
+func (e *NotStableError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "after %d passes, pass %d still moves %d replica(s): ", e.Passes, e.Passes+1, len(e.Next))
+	const show = 10
+	for i, m := range e.Next {
+		if i == show {
+			fmt.Fprintf(&b, ", and %d more", len(e.Next)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s from %s %s (%s)", m.Replica, m.From.Node, m.From.Disk, m.Reason)
+	}
+	b.WriteString(": ")
+	b.WriteString(ErrNotStable.Error())
+	return b.String()
+}
+
+func (e *NotStableError) Unwrap() error { return ErrNotStable }
 
 // balanced describes the replicas that auto-balance counts for one volume.
 type balanced struct {
 	reps      []int // running replicas on ready nodes
 	nodeCount map[int]int
 	zoneCount map[string]int
-	open      []int // nodes a replica of the volume may go to (gate and tags)
+	open      *openSet // nodes a replica of the volume may go to (gate and tags)
+}
+
+// openSet is the set of nodes that pass the node gate and one node
+// selector. Neither changes while a plan is made, so the set is computed
+// once per selector and shared by every volume that has it: balancing needs
+// only membership and the per-zone counts, never a walk over every node.
+type openSet struct {
+	member []bool         // per node
+	count  int            // nodes in the set
+	zones  map[string]int // nodes in the set per zone
+}
+
+// openNodes returns the open set of volume vi's node selector.
+func (w *world) openNodes(vi int) *openSet {
+	v := w.c.Volumes[vi]
+	key := strings.Join(v.NodeSelector, "\x00")
+	if len(v.NodeSelector) > 0 {
+		key = "=" + key // distinct from the empty selector
+	}
+	if o, ok := w.openBySel[key]; ok {
+		return o
+	}
+	o := &openSet{member: make([]bool, len(w.c.Nodes)), zones: map[string]int{}}
+	vc := volCtx{w: w, v: v}
+	for n, node := range w.c.Nodes {
+		if w.nodeReason[n] == "" && vc.volumeNodeReason(n) == "" {
+			o.member[n] = true
+			o.count++
+			o.zones[node.Zone]++
+		}
+	}
+	if w.openBySel == nil {
+		w.openBySel = map[string]*openSet{}
+	}
+	w.openBySel[key] = o
+	return o
 }
 
 // balanceState returns the volume's counted replicas, or ok=false when the
@@ -109,7 +209,6 @@ func (w *world) balanceState(vi int) (b balanced, ok bool) {
 	if v.Deleting || v.Robustness != "healthy" || v.NumberOfReplicas == 0 {
 		return b, false
 	}
-	b.nodeCount, b.zoneCount = map[int]int{}, map[string]int{}
 	for _, r := range w.c.volReps[vi] {
 		rep := w.c.Replicas[r]
 		n := w.repNode[r]
@@ -122,6 +221,9 @@ func (w *world) balanceState(vi int) (b balanced, ok bool) {
 		if rep.EvictionRequested {
 			return b, false
 		}
+		if b.nodeCount == nil {
+			b.nodeCount, b.zoneCount = make(map[int]int, 4), make(map[string]int, 4)
+		}
 		b.reps = append(b.reps, r)
 		b.nodeCount[n]++
 		b.zoneCount[w.c.Nodes[n].Zone]++
@@ -129,13 +231,31 @@ func (w *world) balanceState(vi int) (b balanced, ok bool) {
 	if len(b.reps) != v.NumberOfReplicas {
 		return b, false
 	}
-	vc := volCtx{w: w, v: v}
-	for n := range w.c.Nodes {
-		if w.nodeReason[n] == "" && vc.volumeNodeReason(n) == "" {
-			b.open = append(b.open, n)
+	b.open = w.openNodes(vi)
+	return b, true
+}
+
+// openWithout reports whether an open node holds none of the volume's
+// replicas.
+func (b *balanced) openWithout() bool {
+	used := 0
+	for n := range b.nodeCount {
+		if b.open.member[n] {
+			used++
 		}
 	}
-	return b, true
+	return b.open.count > used
+}
+
+// openZoneWithout reports whether a zone with an open node holds none of
+// the volume's replicas.
+func (b *balanced) openZoneWithout() bool {
+	for z := range b.open.zones {
+		if b.zoneCount[z] == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pickSource chooses which of reps moves: the one on the fullest disk (least
@@ -208,36 +328,24 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 		return out
 	}
 	// Least-effort, zones: a zone with no replica exists while fewer zones
-	// than replicas are used.
-	if len(b.zoneCount) < desired {
-		unused := map[string]bool{}
-		for _, n := range b.open {
-			if b.zoneCount[zoneOf(n)] == 0 {
-				unused[zoneOf(n)] = true
-			}
-		}
-		if len(unused) > 0 {
-			z, _ := argmax(b.zoneCount, stringLess)
-			r := w.pickSource(on(func(r int) bool { return zoneOf(w.repNode[r]) == z }))
-			if d := w.target(vi, r, func(n int) bool { return unused[zoneOf(n)] }); d >= 0 {
-				return w.apply(r, d, MoveZoneBalance), true
-			}
+	// than replicas are used. The unused zones are those with an open node
+	// and no replica.
+	if len(b.zoneCount) < desired && b.openZoneWithout() {
+		z, _ := argmax(b.zoneCount, stringLess)
+		r := w.pickSource(on(func(r int) bool { return zoneOf(w.repNode[r]) == z }))
+		unused := func(n int) bool { z := zoneOf(n); return b.zoneCount[z] == 0 && b.open.zones[z] > 0 }
+		if d := w.target(vi, r, unused); d >= 0 {
+			return w.apply(r, d, MoveZoneBalance), true
 		}
 	}
-	// Least-effort, nodes.
-	if len(b.nodeCount) < desired {
-		unused := map[int]bool{}
-		for _, n := range b.open {
-			if b.nodeCount[n] == 0 {
-				unused[n] = true
-			}
-		}
-		if len(unused) > 0 {
-			src, _ := argmax(b.nodeCount, w.nodeLess)
-			r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
-			if d := w.target(vi, r, func(n int) bool { return unused[n] }); d >= 0 {
-				return w.apply(r, d, MoveNodeBalance), true
-			}
+	// Least-effort, nodes: the unused nodes are the open ones with no
+	// replica.
+	if len(b.nodeCount) < desired && b.openWithout() {
+		src, _ := argmax(b.nodeCount, w.nodeLess)
+		r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
+		unused := func(n int) bool { return b.open.member[n] && b.nodeCount[n] == 0 }
+		if d := w.target(vi, r, unused); d >= 0 {
+			return w.apply(r, d, MoveNodeBalance), true
 		}
 	}
 	if mode != AutoBalanceBestEffort {
@@ -246,22 +354,22 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 	// Best-effort, nodes: extras = replicas − 1 per owner; move when the
 	// most and least loaded owners differ by 2 or more, to a least-loaded
 	// owner in the same zone or in a zone with fewer replicas than the
-	// source's (so zone spread never worsens).
-	owners := cloneCounts(b.nodeCount)
-	for _, n := range b.open {
-		if _, ok := owners[n]; !ok {
-			owners[n] = 0
-		}
-	}
+	// source's (so zone spread never worsens). The owners are the nodes
+	// with a replica and the open nodes (with 0).
 	src, hi := argmax(b.nodeCount, w.nodeLess)
 	lo := hi
-	for _, c := range owners {
-		lo = min(lo, c)
+	if b.openWithout() {
+		lo = 0
+	} else {
+		for _, c := range b.nodeCount {
+			lo = min(lo, c)
+		}
 	}
 	if hi-lo >= 2 {
 		srcZone := b.zoneCount[zoneOf(src)]
 		allow := func(n int) bool {
-			c, ok := owners[n]
+			c, ok := b.nodeCount[n]
+			ok = ok || b.open.member[n]
 			return ok && c == lo && (zoneOf(n) == zoneOf(src) || b.zoneCount[zoneOf(n)] <= srcZone-1)
 		}
 		r := w.pickSource(on(func(r int) bool { return w.repNode[r] == src }))
@@ -273,22 +381,18 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 }
 
 // zoneBestEffortMove is best-effort balancing over zones, tried after the
-// disk-pressure move.
+// disk-pressure move. The zones counted are those with a replica and those
+// with an open node (with 0).
 func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	zoneOf := func(n int) string { return w.c.Nodes[n].Zone }
-	counts := map[string]int{}
-	for z, c := range b.zoneCount {
-		counts[z] = c
-	}
-	for _, n := range b.open {
-		if _, ok := counts[zoneOf(n)]; !ok {
-			counts[zoneOf(n)] = 0
-		}
-	}
 	srcZone, hi := argmax(b.zoneCount, stringLess)
 	lo := hi
-	for _, c := range counts {
-		lo = min(lo, c)
+	if b.openZoneWithout() {
+		lo = 0
+	} else {
+		for _, c := range b.zoneCount {
+			lo = min(lo, c)
+		}
 	}
 	if hi-lo < 2 {
 		return Move{}, false
@@ -301,7 +405,9 @@ func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	}
 	src, srcCount := argmax(inZone, w.nodeLess)
 	allow := func(n int) bool {
-		c, ok := counts[zoneOf(n)]
+		z := zoneOf(n)
+		c, ok := b.zoneCount[z]
+		ok = ok || b.open.zones[z] > 0
 		return ok && c == lo && (srcCount >= 2 || b.nodeCount[n] == 0)
 	}
 	var reps []int
@@ -317,17 +423,10 @@ func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	return Move{}, false
 }
 
-func cloneCounts(m map[int]int) map[int]int {
-	out := make(map[int]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // pass plans and applies one pass.
 func (w *world) pass() []Move {
 	c := w.c
+	w.held = w.held[:0]
 	moves := []Move{}
 	moved := make([]bool, len(c.Volumes))
 	states := make([]balanced, len(c.Volumes))
@@ -348,7 +447,10 @@ func (w *world) pass() []Move {
 		}
 	}
 	// Disk pressure (1.5): on every schedulable node, every pressured disk
-	// may give up its first replica by name to another disk of the node.
+	// may give up its first replica by name to another disk of the node,
+	// if moving it lowers the disk's used share (a replica with nothing
+	// written frees nothing, and moving it would only make another pass).
+	// A pressured disk that gives up nothing is recorded with the reason.
 	if c.Settings.ReplicaAutoBalanceDiskPressurePercentage != 0 {
 		onDisk := make([][]int, len(c.disks))
 		for r := range c.Replicas {
@@ -365,9 +467,24 @@ func (w *world) pass() []Move {
 				if len(onDisk[d]) == 0 || !w.underPressure(d) {
 					continue
 				}
+				if len(onDisk[d]) == 0 {
+					w.hold(d, -1, HeldNoReplica, nil)
+					continue
+				}
 				r := onDisk[d][0]
 				vi := c.repVol[r]
-				if moved[vi] || !eligible[vi] || modes[vi] != AutoBalanceBestEffort || !slices.Contains(states[vi].reps, r) {
+				switch {
+				case moved[vi]:
+					w.hold(d, r, HeldVolumeMoved, nil)
+					continue
+				case modes[vi] != AutoBalanceBestEffort:
+					w.hold(d, r, HeldNotBestEffort+" (replica auto-balance is "+modes[vi]+")", nil)
+					continue
+				case !eligible[vi] || !slices.Contains(states[vi].reps, r):
+					w.hold(d, r, HeldNotBalanced, nil)
+					continue
+				case !w.relieves(d, c.Volumes[vi].ActualSize):
+					w.hold(d, r, HeldFreesNothing, nil)
 					continue
 				}
 				vc := w.volume(vi, r)
@@ -376,6 +493,10 @@ func (w *world) pass() []Move {
 				if t := vc.choose(&req); t >= 0 {
 					moves = append(moves, w.apply(r, t, MoveDiskPressure))
 					moved[vi] = true
+				} else {
+					reasons := vc.reasons(&req)
+					delete(reasons, ReasonNodeAffinity) // the other nodes: a pressure move stays on its node
+					w.hold(d, r, HeldNoTarget, reasons)
 				}
 			}
 		}

@@ -55,6 +55,9 @@ type world struct {
 	order      []int    // node indices by (ub desc, name asc)
 	pos        []int    // position of each node in order
 
+	openBySel map[string]*openSet // open nodes per node selector, built on first use
+	held      []HeldDisk          // pressured disks that gave up nothing in the last pass
+
 	// checkChoice, when set (by tests), sees every decision of choose.
 	checkChoice func(vc *volCtx, req *request, got int)
 }
@@ -421,6 +424,7 @@ type request struct {
 	excludeDisk int              // a disk that may not be chosen (the replica's own), -1 for none
 	rep         int              // replica being moved (for the no-return rule), -1 for a new one
 	pressure    bool             // the target must be pressure-safe
+	tier        int              // set by search: the tier the chosen disk came from
 }
 
 func newRequest() request { return request{pin: -1, excludeDisk: -1, rep: -1} }
@@ -492,7 +496,8 @@ func (vc *volCtx) search(req *request) int {
 	if req.pin >= 0 {
 		nodes = []int{req.pin}
 	}
-	for _, inTier := range vc.tiers() {
+	for ti, inTier := range vc.tiers() {
+		req.tier = ti
 		// Disk anti-affinity (1.2) over the tier: the fewest replicas of
 		// this volume per disk; hard mode accepts only disks with none.
 		minCount := -1
