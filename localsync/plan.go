@@ -1,0 +1,180 @@
+package localsync
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// run copies w's file (src) into t following opts; see Copy.
+func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, opts *Options) (Stats, error) {
+	info := w.Info()
+	srcMap, err := w.Map(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	e := &engine{
+		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
+		size: info.Size, bs: opts.BlockSize, total: srcMap.Bytes(),
+		zeroScan: opts.DetectZeros || !w.HolesKnown(),
+	}
+	e.allowClone = !e.zeroScan && mayClone(opts, w) && !t.BlockDevice()
+	e.cloneOnly = opts.Method == MethodReflink || opts.Reflink == ReflinkAlways
+	// copy_file_range shares blocks on XFS and btrfs, so "never" skips it
+	// unless it was asked for by name.
+	e.allowCFR = !e.zeroScan && !e.cloneOnly &&
+		((opts.Method == MethodAuto && opts.Reflink != ReflinkNever) || opts.Method == MethodCopyRange)
+	e.allowRW = e.zeroScan || (!e.cloneOnly && (opts.Method == MethodAuto || opts.Method == MethodReadWrite))
+	if e.cloneOnly && !e.allowClone {
+		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
+	}
+	if e.cloneOnly && !t.BlockDevice() {
+		if err := e.probeClone(); err != nil {
+			return e.stats(), err
+		}
+	}
+
+	var dstMap sparse.Map
+	if t.BlockDevice() {
+		// A device cannot say where its holes are: treat all of it as data,
+		// so every source hole is zeroed and every data block compared.
+		if err := t.SetSize(e.size); err != nil {
+			return e.stats(), err
+		}
+		if e.size > 0 {
+			dstMap, err = sparse.NewMap(e.size, sparse.Extent{Off: 0, Len: e.size})
+		} else {
+			dstMap, err = sparse.NewMap(0)
+		}
+		if err != nil {
+			return e.stats(), err
+		}
+	} else {
+		dinfo, err := sparse.Stat(t.OS())
+		if err != nil {
+			return e.stats(), err
+		}
+		if dinfo.Size == 0 && e.size > 0 && e.allowClone {
+			done, err := e.cloneWhole()
+			if err != nil || done {
+				if err == nil {
+					err = e.checkSource(info)
+				}
+				return e.stats(), err
+			}
+		}
+		if err := t.SetSize(e.size); err != nil {
+			return e.stats(), err
+		}
+		if dinfo.Size > 0 {
+			dw, err := sparse.NewWalker(t.OS())
+			if err != nil {
+				return e.stats(), err
+			}
+			if dstMap, err = dw.Map(ctx); err != nil {
+				return e.stats(), err
+			}
+		} else {
+			dstMap, _ = sparse.NewMap(e.size)
+		}
+	}
+
+	adviseSequential(src)
+	if both := srcMap.Intersect(dstMap); both.Len() > 0 {
+		adviseSequential(t.OS())
+	}
+	extra := dstMap.Difference(srcMap)
+	missing := srcMap.Difference(dstMap)
+	both := srcMap.Intersect(dstMap)
+	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {
+		shared := e.sharedRanges(both)
+		e.unchanged.Add(shared.Bytes())
+		e.done.Add(shared.Bytes())
+		both = both.Difference(shared)
+	}
+	if both.Len() > 0 && !t.BlockDevice() {
+		if fi, err := src.Stat(); err == nil && fi.Mode().IsRegular() {
+			e.srcCold, e.dstCold = newColdReader(src), newColdReader(t.OS())
+			defer e.srcCold.close()
+			defer e.dstCold.close()
+		}
+	}
+	e.log.Debug("localsync: plan", "src", src.Name(), "dst", t.Name(), "size", e.size,
+		"data", e.total, "copy", missing.Bytes(), "compare", both.Bytes(), "zero", extra.Bytes())
+
+	for _, x := range extra.Extents() {
+		if err := e.zeroRange(x.Off, x.Len); err != nil {
+			return e.stats(), err
+		}
+	}
+	if err := e.parallel(missing, both); err != nil {
+		return e.stats(), err
+	}
+	return e.stats(), e.checkSource(info)
+}
+
+// sharedRanges returns the parts of within where the destination maps the
+// same physical blocks as the source at the same offsets (a reflink copy
+// neither side has rewritten since): equal without reading. Both files are
+// flushed first so that dirty pages cannot hide behind an old mapping.
+func (e *engine) sharedRanges(within sparse.Map) sparse.Map {
+	empty, _ := sparse.NewMap(within.Size())
+	collect := func(f *os.File) ([]sparse.FiemapExtent, error) {
+		var out []sparse.FiemapExtent
+		err := sparse.Fiemap(e.ctx, f, 0, e.size, func(x sparse.FiemapExtent) error {
+			const bad = sparse.FiemapUnknown | sparse.FiemapDelalloc | sparse.FiemapEncoded | sparse.FiemapDataEncrypted |
+				sparse.FiemapNotAligned | sparse.FiemapDataInline | sparse.FiemapDataTail | sparse.FiemapUnwritten
+			if x.Flags&sparse.FiemapShared != 0 && x.Flags&bad == 0 {
+				out = append(out, x)
+			}
+			return nil
+		})
+		return out, err
+	}
+	d, err := collect(e.dst.OS())
+	if err != nil || len(d) == 0 {
+		return empty
+	}
+	if err := target.Fdatasync(e.src); err != nil {
+		return empty
+	}
+	if err := e.dst.Sync(); err != nil {
+		return empty
+	}
+	s, err := collect(e.src)
+	if err != nil {
+		return empty
+	}
+	if d, err = collect(e.dst.OS()); err != nil {
+		return empty
+	}
+	var same []sparse.Extent
+	for i, j := 0, 0; i < len(s) && j < len(d); {
+		a, b := s[i], d[j]
+		lo, hi := max(a.Logical, b.Logical), min(a.Logical+a.Length, b.Logical+b.Length)
+		if lo < hi && a.Physical-a.Logical == b.Physical-b.Logical {
+			if n := len(same); n > 0 && same[n-1].End() == lo {
+				same[n-1].Len = hi - same[n-1].Off
+			} else {
+				same = append(same, sparse.Extent{Off: lo, Len: hi - lo})
+			}
+		}
+		if a.Logical+a.Length <= b.Logical+b.Length {
+			i++
+		} else {
+			j++
+		}
+	}
+	for k := range same {
+		same[k].Len = min(same[k].End(), e.size) - same[k].Off
+	}
+	m, err := sparse.NewMap(e.size, same...)
+	if err != nil {
+		return empty
+	}
+	return m.Intersect(within)
+}
