@@ -35,9 +35,10 @@
 //	data on both sides   -> FIEMAP: ranges that still share the source's
 //	                        physical blocks are equal unread (XFS, btrfs);
 //	                        the rest is read on both sides at once and
-//	                        compared per block with seeded xxhash64
-//	                        (internal/blockhash); differing blocks are
-//	                        cloned or written
+//	                        compared per block byte for byte (both
+//	                        blocks are in memory: no hash, so no
+//	                        collision); differing blocks are cloned or
+//	                        written
 //
 // so an unchanged re-sync writes nothing. A range of which no page is in
 // the page cache (cachestat(2)) is read with O_DIRECT through a second

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -42,7 +41,7 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 	var wg sync.WaitGroup
 	for range inFlight {
 		wg.Go(func() {
-			w := worker{e: e, h: blockhash.New(0)}
+			w := worker{e: e}
 			defer w.release()
 			var one [1]sparse.Extent
 			for j := range jobs {
@@ -120,10 +119,9 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 	return e.ctx.Err()
 }
 
-// worker holds one goroutine's buffers and hasher.
+// worker holds one goroutine's buffers.
 type worker struct {
 	e        *engine
-	h        *blockhash.Hasher
 	sbuf     *[]byte
 	dbuf     *[]byte
 	lastKind jobKind
