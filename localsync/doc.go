@@ -17,13 +17,16 @@
 //	     every 8 MiB written: sync_file_range(WRITE) # the disk writes while
 //	                                                # the source is still read
 //
-// A method that fails with EXDEV, EINVAL, EOPNOTSUPP, ENOSYS, EPERM, EBADF,
-// ETXTBSY or ENOTTY, or whose first copy_file_range returns 0, is dropped for
-// the rest of the copy — but only while it has written nothing; after that,
-// such an error is ErrMethodFailed. EIO, ENOSPC and EDQUOT always stop the
-// copy. Whether both files are on one filesystem is learnt from the errno,
-// never from st_dev (overlayfs). Tests observe which method ran through the
-// syscall variables in fastpath_linux.go.
+// The kernel calls are internal/kcopy's, shared with tcpsync. A method that
+// fails with EXDEV, EINVAL, EOPNOTSUPP, ENOSYS, EPERM, EBADF, ETXTBSY or
+// ENOTTY (copy_file_range: or EIO, as internal/poll), or whose first
+// copy_file_range returns 0, is dropped for the rest of the copy — but only
+// while it has written nothing; after that, such an error is
+// ErrMethodFailed. ENOSPC, EDQUOT and any other errno always stop the copy
+// (a real EIO shows again in the read/write fallback). Whether both files
+// are on one filesystem is learnt from the errno, never from st_dev
+// (overlayfs). Tests observe which method ran through kcopy's syscall hooks
+// (export_linux_test.go).
 //
 // # Incremental re-sync
 //

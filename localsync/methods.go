@@ -8,13 +8,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sparsesync/sparsesync/internal/kcopy"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // cloneWhole tries FICLONE onto the empty destination. done reports that
 // the copy is complete.
 func (e *engine) cloneWhole() (done bool, err error) {
-	handled, err := cloneFile(e.src, e.dst.OS())
+	handled, err := kcopy.CloneFile(e.src, e.dst.OS())
 	switch {
 	case handled && err == nil:
 		e.cloned.Add(e.total)
@@ -46,7 +47,7 @@ func (e *engine) probeClone() error {
 	defer tmp.Close()
 	// One block, or the whole file when it is smaller (a range ending at
 	// the source's end of file need not be aligned).
-	_, handled, err := cloneRange(e.src, tmp, 0, min(e.size, 4096))
+	handled, err := kcopy.CloneRange(e.src, tmp, 0, min(e.size, 4096))
 	if !handled {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: %w", ErrReflinkUnsupported, err)}
 	}
@@ -103,7 +104,7 @@ func (e *engine) viaClone(off, n int64) (ok bool, err error) {
 	if e.clone.state.Load() == stUnknown {
 		e.clone.mu.Lock()
 		if e.clone.state.Load() == stUnknown {
-			_, handled, err := cloneRange(e.src, e.dst.OS(), off, n)
+			handled, err := kcopy.CloneRange(e.src, e.dst.OS(), off, n)
 			if !handled {
 				e.clone.state.Store(stUnsupported)
 				e.clone.mu.Unlock()
@@ -119,7 +120,7 @@ func (e *engine) viaClone(off, n int64) (ok bool, err error) {
 	if e.clone.state.Load() == stUnsupported {
 		return false, nil
 	}
-	_, handled, err := cloneRange(e.src, e.dst.OS(), off, n)
+	handled, err := kcopy.CloneRange(e.src, e.dst.OS(), off, n)
 	if !handled {
 		e.log.Debug("localsync: FICLONERANGE refused a range", "off", off, "len", n, "err", err)
 		return false, nil
@@ -142,7 +143,7 @@ func (e *engine) viaCopyRange(off, n int64) (done int64, ok bool, err error) {
 	if e.cfr.state.Load() == stUnknown {
 		e.cfr.mu.Lock()
 		if e.cfr.state.Load() == stUnknown {
-			w, handled, err := copyRange(e.src, e.dst.OS(), off, n)
+			w, handled, err := kcopy.CopyFileRange(e.src, e.dst.OS(), off, n)
 			if !handled || (err == nil && w == 0) {
 				e.cfr.state.Store(stUnsupported)
 				e.cfr.mu.Unlock()
@@ -161,20 +162,21 @@ func (e *engine) viaCopyRange(off, n int64) (done int64, ok bool, err error) {
 	if done == 0 && e.cfr.state.Load() == stUnsupported {
 		return 0, false, nil
 	}
-	for done < n {
-		if err := e.ctx.Err(); err != nil {
-			return done, true, err
-		}
-		w, handled, err := copyRange(e.src, e.dst.OS(), off+done, n-done)
-		switch {
-		case !handled:
-			return done, true, e.cfrError(off+done, fmt.Errorf("%w: %w", ErrMethodFailed, err))
-		case err != nil:
-			return done, true, e.cfrError(off+done, err)
-		case w == 0:
-			return done, true, e.shrunk(off + done)
-		}
-		done += w
+	if done == n {
+		return done, true, nil
+	}
+	w, handled, err := kcopy.CopyRange(e.ctx, e.src, e.dst.OS(), off+done, n-done)
+	done += w
+	switch {
+	case err != nil && err == e.ctx.Err():
+		return done, true, err
+	case !handled && err == nil, errors.Is(err, io.ErrUnexpectedEOF):
+		// Nothing where this copy already moved data: the source ended.
+		return done, true, e.shrunk(off + done)
+	case !handled, errors.Is(err, kcopy.ErrPartial):
+		return done, true, e.cfrError(off+done, fmt.Errorf("%w: %w", ErrMethodFailed, err))
+	case err != nil:
+		return done, true, e.cfrError(off+done, err)
 	}
 	return done, true, nil
 }
