@@ -119,24 +119,13 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 
 // sharedRanges returns the parts of within where the destination maps the
 // same physical blocks as the source at the same offsets (a reflink copy
-// neither side has rewritten since): equal without reading. Both files are
-// flushed first so that dirty pages cannot hide behind an old mapping.
+// neither side has rewritten since, sparse.SharedRanges): equal without
+// reading. Both files are flushed first so that dirty pages cannot hide
+// behind an old mapping; a destination that shares nothing costs one FIEMAP
+// and no flush.
 func (e *engine) sharedRanges(within sparse.Map) sparse.Map {
 	empty, _ := sparse.NewMap(within.Size())
-	collect := func(f *os.File) ([]sparse.FiemapExtent, error) {
-		var out []sparse.FiemapExtent
-		err := sparse.Fiemap(e.ctx, f, 0, e.size, func(x sparse.FiemapExtent) error {
-			const bad = sparse.FiemapUnknown | sparse.FiemapDelalloc | sparse.FiemapEncoded | sparse.FiemapDataEncrypted |
-				sparse.FiemapNotAligned | sparse.FiemapDataInline | sparse.FiemapDataTail | sparse.FiemapUnwritten
-			if x.Flags&sparse.FiemapShared != 0 && x.Flags&bad == 0 {
-				out = append(out, x)
-			}
-			return nil
-		})
-		return out, err
-	}
-	d, err := collect(e.dst.OS())
-	if err != nil || len(d) == 0 {
+	if d, err := sparse.SharedExtents(e.ctx, e.dst.OS(), e.size); err != nil || len(d) == 0 {
 		return empty
 	}
 	if err := target.Fdatasync(e.src); err != nil {
@@ -145,34 +134,7 @@ func (e *engine) sharedRanges(within sparse.Map) sparse.Map {
 	if err := e.dst.Sync(); err != nil {
 		return empty
 	}
-	s, err := collect(e.src)
-	if err != nil {
-		return empty
-	}
-	if d, err = collect(e.dst.OS()); err != nil {
-		return empty
-	}
-	var same []sparse.Extent
-	for i, j := 0, 0; i < len(s) && j < len(d); {
-		a, b := s[i], d[j]
-		lo, hi := max(a.Logical, b.Logical), min(a.Logical+a.Length, b.Logical+b.Length)
-		if lo < hi && a.Physical-a.Logical == b.Physical-b.Logical {
-			if n := len(same); n > 0 && same[n-1].End() == lo {
-				same[n-1].Len = hi - same[n-1].Off
-			} else {
-				same = append(same, sparse.Extent{Off: lo, Len: hi - lo})
-			}
-		}
-		if a.Logical+a.Length <= b.Logical+b.Length {
-			i++
-		} else {
-			j++
-		}
-	}
-	for k := range same {
-		same[k].Len = min(same[k].End(), e.size) - same[k].Off
-	}
-	m, err := sparse.NewMap(e.size, same...)
+	m, err := sparse.SharedRanges(e.ctx, e.src, e.dst.OS(), e.size)
 	if err != nil {
 		return empty
 	}
