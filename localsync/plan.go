@@ -17,10 +17,21 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if err != nil {
 		return Stats{}, err
 	}
+	zeroScan := opts.DetectZeros || !w.HolesKnown()
+	if !zeroScan && !info.BlockDevice {
+		// Ranges SEEK_DATA calls data only because zero pages are cached
+		// over unwritten space (XFS) are holes: see unstoredZeros.
+		buf := bufPool.Get().(*[]byte)
+		if z := unstoredZeros(ctx, src, srcMap, *buf); z.Len() > 0 {
+			opts.Logger.Debug("localsync: unwritten ranges read as holes", "src", src.Name(), "bytes", z.Bytes(), "ranges", z.Len())
+			srcMap = srcMap.Difference(z)
+		}
+		bufPool.Put(buf)
+	}
 	e := &engine{
 		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
 		size: info.Size, bs: opts.BlockSize, total: srcMap.Bytes(),
-		zeroScan: opts.DetectZeros || !w.HolesKnown(),
+		zeroScan: zeroScan,
 	}
 	e.allowClone = !e.zeroScan && mayClone(opts, w) && !t.BlockDevice()
 	e.cloneOnly = opts.Method == MethodReflink || opts.Reflink == ReflinkAlways
