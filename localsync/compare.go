@@ -24,7 +24,7 @@ func (w *worker) compare(off, n int64) error {
 	// reads in flight per worker keep its queue twice as deep.
 	dstErr := make(chan error, 1)
 	go func() {
-		if got, err := e.dstCold.readAt(e.dst.OS(), d, off); got < len(d) {
+		if got, err := e.dstCold.ReadAt(e.dst.OS(), d, off); got < len(d) {
 			dstErr <- &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
 			return
 		}

@@ -43,11 +43,14 @@
 //	                        collision); differing blocks are cloned or
 //	                        written
 //
-// so an unchanged re-sync writes nothing. A range of which no page is in
-// the page cache (cachestat(2)) is read with O_DIRECT through a second
-// descriptor of the same file: a cold comparison then costs the disk's time
-// only (Stats.DirectReadBytes); a cached or dirty range is read through the
-// cache. Stats count cloned, copied,
+// so an unchanged re-sync writes nothing. Whatever is read — a comparison,
+// or the source of a full read/write copy — is read with O_DIRECT where no
+// page of it is in the page cache (cachestat(2); internal/coldread, shared
+// with tcpsync): a cold read then costs the disk's time only
+// (Stats.DirectReadBytes); a cached or dirty range is read through the
+// cache. A source range that FIEMAP shows unwritten or unmapped, with no
+// dirty page and only zero pages cached, is a hole (XFS copy-on-write
+// preallocations that SEEK_DATA reports as data while cached). Stats count cloned, copied,
 // unchanged, punched and zeroed bytes exactly.
 //
 // # Safety

@@ -8,8 +8,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -33,14 +33,10 @@ const (
 )
 
 // bufPool holds bufSize buffers shared by all copies.
-// They are 4 KiB-aligned in memory so that cold ranges can be read into
-// them with O_DIRECT.
+// They are aligned in memory so that cold ranges can be read into them
+// with O_DIRECT (internal/coldread).
 var bufPool = sync.Pool{New: func() any {
-	b := make([]byte, bufSize+4096)
-	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % 4096); r != 0 {
-		b = b[4096-r:]
-	}
-	b = b[:bufSize:bufSize]
+	b := coldread.AlignedBuffer(bufSize)
 	return &b
 }}
 
@@ -76,8 +72,10 @@ type engine struct {
 	punched, zeroed, zeroBytes           atomic.Int64
 	dirty                                atomic.Int64 // written since the last writeback kick
 
-	// Cold ranges of a re-sync are read with O_DIRECT; nil: buffered.
-	srcCold, dstCold *coldReader
+	// Cold ranges are read with O_DIRECT (the source in a full
+	// read/write copy and a re-sync, the destination in a re-sync); nil:
+	// buffered.
+	srcCold, dstCold *coldread.Reader
 }
 
 // stats is a snapshot of the counters.
@@ -87,7 +85,7 @@ func (e *engine) stats() Stats {
 		ClonedBytes: e.cloned.Load(), CopiedBytes: e.cfrBytes.Load() + e.rwBytes.Load(),
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
-		DirectReadBytes: e.srcCold.directBytes() + e.dstCold.directBytes(),
+		DirectReadBytes: e.srcCold.DirectBytes() + e.dstCold.DirectBytes(),
 	}
 	for m, n := range map[Method]int64{MethodReflink: st.ClonedBytes, MethodCopyRange: e.cfrBytes.Load(), MethodReadWrite: e.rwBytes.Load()} {
 		if n == 0 {

@@ -192,7 +192,7 @@ func (e *engine) shrunk(off int64) error {
 // readFull preads len(b) bytes at off from the source; a short read means
 // the source shrank.
 func (e *engine) readFull(b []byte, off int64) error {
-	n, err := e.srcCold.readAt(e.src, b, off)
+	n, err := e.srcCold.ReadAt(e.src, b, off)
 	if n == len(b) {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -107,12 +108,11 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		e.done.Add(shared.Bytes())
 		both = both.Difference(shared)
 	}
+	// Whatever is read from a regular file, in a full read/write copy or
+	// a comparison, is read directly where it is cold.
+	e.srcCold = coldread.New(src)
 	if both.Len() > 0 && !t.BlockDevice() {
-		if fi, err := src.Stat(); err == nil && fi.Mode().IsRegular() {
-			e.srcCold, e.dstCold = newColdReader(src), newColdReader(t.OS())
-			defer e.srcCold.close()
-			defer e.dstCold.close()
-		}
+		e.dstCold = coldread.New(t.OS())
 	}
 	e.log.Debug("localsync: plan", "src", src.Name(), "dst", t.Name(), "size", e.size,
 		"data", e.total, "copy", missing.Bytes(), "compare", both.Bytes(), "zero", extra.Bytes())
