@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
@@ -17,14 +16,8 @@ import (
 // reflinkFile makes to a clone of from (FICLONE), durable.
 func reflinkFile(t *testing.T, from, to string) {
 	t.Helper()
-	s, err := os.Open(from)
-	require.NoError(t, err)
-	defer s.Close()
-	d, err := os.Create(to)
-	require.NoError(t, err)
-	defer d.Close()
-	require.NoError(t, unix.IoctlFileClone(int(d.Fd()), int(s.Fd())))
-	require.NoError(t, d.Sync())
+	cloneFile(t, from, to)
+	syncFile(t, to)
 }
 
 // TestSharedWithThirdFiles re-syncs a destination when the source and the
