@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
+	"golang.org/x/sys/unix"
 )
 
 // benchDir is where benchmarks run. Empty: on fresh ext4, XFS (reflink) and
@@ -336,5 +338,77 @@ func BenchmarkResync1pct(b *testing.B) {
 			b.ReportMetric(float64(median(tRsync).Microseconds())/1000, "rsync_ms")
 			b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
 		})
+	}
+}
+
+// BenchmarkColdReadWrite: a full read/write copy of a cold source (1 GiB,
+// 25% data in extents of 64 KiB to 4 MiB) with cold ranges read directly
+// (internal/coldread) against the same copy through the page cache, the
+// two interleaved in every iteration, the source's pages dropped
+// (FADV_DONTNEED) before each. x_buffered_paired is the median of the
+// per-iteration ratios direct/buffered (below 1: direct is faster).
+func BenchmarkColdReadWrite(b *testing.B) {
+	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS) {
+		inPlace(b, place, func(b *testing.B, dir string) {
+			l := scattered("25pct", gib, 25, 9)
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			if err := layout.Write(src, l); err != nil {
+				b.Fatal(err)
+			}
+			opts := localsync.Options{Method: localsync.MethodReadWrite}
+			var tDirect, tBuffered []time.Duration
+			var direct int64
+			b.SetBytes(l.DataBytes())
+			load := loadAvg()
+			once := func(buffered bool) time.Duration {
+				b.StopTimer()
+				os.Remove(dst)
+				dropFile(b, src)
+				coldread.Off.Store(buffered)
+				defer coldread.Off.Store(false)
+				b.StartTimer()
+				t0 := time.Now()
+				st, err := localsync.Copy(b.Context(), src, dst, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !buffered {
+					direct = st.DirectReadBytes
+				}
+				return time.Since(t0)
+			}
+			for i := 0; b.Loop(); i++ {
+				// Alternate which goes first, so neither always follows the other.
+				if i%2 == 0 {
+					tDirect = append(tDirect, once(false))
+					tBuffered = append(tBuffered, once(true))
+				} else {
+					tBuffered = append(tBuffered, once(true))
+					tDirect = append(tDirect, once(false))
+				}
+			}
+			b.ReportMetric(pairedRatio(tDirect, tBuffered), "x_buffered_paired")
+			b.ReportMetric(float64(median(tDirect).Microseconds())/1000, "direct_ms")
+			b.ReportMetric(float64(median(tBuffered).Microseconds())/1000, "buffered_ms")
+			b.ReportMetric(float64(direct)/float64(l.DataBytes()), "direct/data")
+			b.ReportMetric((load+loadAvg())/2, "load1")
+			os.Remove(dst)
+		})
+	}
+}
+
+// dropFile writes path's dirty pages and drops its cached ones (the loop
+// devices run in direct I/O mode, so nothing below the file caches it).
+func dropFile(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/kcopy"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -129,7 +130,7 @@ func seedFromOld(dst string, t *target.File, log *slog.Logger) error {
 	if st, err := old.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		return nil
 	}
-	handled, err := cloneFile(old, t.OS())
+	handled, err := kcopy.CloneFile(old, t.OS())
 	if !handled {
 		log.Debug("localsync: cannot clone the old destination, copying in full", "path", dst, "err", err)
 		return nil

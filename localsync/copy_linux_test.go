@@ -14,10 +14,29 @@ import (
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
+// heavyEnv runs the heaviest layouts (100,000 extents) on every filesystem
+// when set to 1; without it they run on tmpfs only and the loop filesystems
+// get 10,000 extents (the same batching and merging paths), which keeps
+// go test ./localsync within a few minutes. Set it for a full run (CI).
+const heavyEnv = "SPARSESYNC_HEAVY"
+
 // acceptanceLayouts are the layouts except the dense 3 GiB file,
-// which has its own test.
-func acceptanceLayouts() []layout.Layout {
-	return append(layout.Standard(), scattered("10pct-scattered-512MiB", 512*mib, 10, 7))
+// which has its own test, for one filesystem kind.
+func acceptanceLayouts(kind loopfs.Kind) []layout.Layout {
+	ls := append(layout.Standard(), scattered("10pct-scattered-512MiB", 512*mib, 10, 7))
+	if kind == loopfs.Tmpfs || os.Getenv(heavyEnv) == "1" {
+		return ls
+	}
+	for i, l := range ls {
+		if len(l.Data) > 10_000 {
+			few := layout.Layout{Name: "10k-extents", Size: 10_000 * 8192}
+			for j := range int64(10_000) {
+				few.Data = append(few.Data, layout.Range{Off: j * 8192, Len: 4096})
+			}
+			ls[i] = few
+		}
+	}
+	return ls
 }
 
 // TestCopyLayouts copies every layout on every filesystem into a new file,
@@ -25,7 +44,7 @@ func acceptanceLayouts() []layout.Layout {
 // and checks that nothing was written.
 func TestCopyLayouts(t *testing.T) {
 	runAll(t, loopfs.DefaultSize, func(t *testing.T, kind loopfs.Kind, dir string) {
-		for _, l := range acceptanceLayouts() {
+		for _, l := range acceptanceLayouts(kind) {
 			t.Run(l.Name, func(t *testing.T) {
 				src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 				layout.Create(t, src, l)

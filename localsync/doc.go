@@ -17,13 +17,16 @@
 //	     every 8 MiB written: sync_file_range(WRITE) # the disk writes while
 //	                                                # the source is still read
 //
-// A method that fails with EXDEV, EINVAL, EOPNOTSUPP, ENOSYS, EPERM, EBADF,
-// ETXTBSY or ENOTTY, or whose first copy_file_range returns 0, is dropped for
-// the rest of the copy — but only while it has written nothing; after that,
-// such an error is ErrMethodFailed. EIO, ENOSPC and EDQUOT always stop the
-// copy. Whether both files are on one filesystem is learnt from the errno,
-// never from st_dev (overlayfs). Tests observe which method ran through the
-// syscall variables in fastpath_linux.go.
+// The kernel calls are internal/kcopy's, shared with tcpsync. A method that
+// fails with EXDEV, EINVAL, EOPNOTSUPP, ENOSYS, EPERM, EBADF, ETXTBSY or
+// ENOTTY (copy_file_range: or EIO, as internal/poll), or whose first
+// copy_file_range returns 0, is dropped for the rest of the copy — but only
+// while it has written nothing; after that, such an error is
+// ErrMethodFailed. ENOSPC, EDQUOT and any other errno always stop the copy
+// (a real EIO shows again in the read/write fallback). Whether both files
+// are on one filesystem is learnt from the errno, never from st_dev
+// (overlayfs). Tests observe which method ran through kcopy's syscall hooks
+// (export_linux_test.go).
 //
 // # Incremental re-sync
 //
@@ -35,15 +38,19 @@
 //	data on both sides   -> FIEMAP: ranges that still share the source's
 //	                        physical blocks are equal unread (XFS, btrfs);
 //	                        the rest is read on both sides at once and
-//	                        compared per block with seeded xxhash64
-//	                        (internal/blockhash); differing blocks are
-//	                        cloned or written
+//	                        compared per block byte for byte (both
+//	                        blocks are in memory: no hash, so no
+//	                        collision); differing blocks are cloned or
+//	                        written
 //
-// so an unchanged re-sync writes nothing. A range of which no page is in
-// the page cache (cachestat(2)) is read with O_DIRECT through a second
-// descriptor of the same file: a cold comparison then costs the disk's time
-// only (Stats.DirectReadBytes); a cached or dirty range is read through the
-// cache. Stats count cloned, copied,
+// so an unchanged re-sync writes nothing. Whatever is read — a comparison,
+// or the source of a full read/write copy — is read with O_DIRECT where no
+// page of it is in the page cache (cachestat(2); internal/coldread, shared
+// with tcpsync): a cold read then costs the disk's time only
+// (Stats.DirectReadBytes); a cached or dirty range is read through the
+// cache. A source range that FIEMAP shows unwritten or unmapped, with no
+// dirty page and only zero pages cached, is a hole (XFS copy-on-write
+// preallocations that SEEK_DATA reports as data while cached). Stats count cloned, copied,
 // unchanged, punched and zeroed bytes exactly.
 //
 // # Safety

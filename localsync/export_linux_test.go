@@ -1,10 +1,12 @@
 package localsync
 
-// Pointers to the syscall hooks, for tests only (the os/export_linux_test.go
-// pattern): a test swaps one, records or injects, and restores it in
-// t.Cleanup.
+import "github.com/sparsesync/sparsesync/internal/kcopy"
+
+// Pointers to the syscall hooks of the kernel-copy layer (internal/kcopy),
+// for tests only (the os/export_linux_test.go pattern): a test swaps one,
+// records or injects, and restores it in t.Cleanup.
 var (
-	IoctlFicloneHook      = &ioctlFiclone
-	IoctlFicloneRangeHook = &ioctlFicloneRange
-	CopyFileRangeHook     = &copyFileRange
+	IoctlFicloneHook      = kcopy.FicloneHook
+	IoctlFicloneRangeHook = kcopy.FicloneRangeHook
+	CopyFileRangeHook     = kcopy.CopyFileRangeHook
 )

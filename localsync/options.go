@@ -97,8 +97,8 @@ type Stats struct {
 	// ZeroBytes are source data bytes found to be all zeros (DetectZeros)
 	// and left as holes.
 	ZeroBytes int64
-	// DirectReadBytes were read with O_DIRECT during a re-sync because no
-	// page of them was cached (part of the bytes compared or copied, not
+	// DirectReadBytes were read with O_DIRECT, by a full read/write copy
+	// or a re-sync, because no page of them was cached (part of the bytes compared or copied, not
 	// an addition to them).
 	DirectReadBytes int64
 	// Method is the method that moved the data; MethodAuto when nothing had

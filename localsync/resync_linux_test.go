@@ -66,9 +66,22 @@ func TestIncremental(t *testing.T) {
 			require.Equal(t, localsync.MethodMixed, st.Method, "%+v", st)
 		}
 
+		// Unchanged, warm (checkSame read both files) and then cold: on XFS
+		// the source's rewritten blocks leave copy-on-write preallocations
+		// (FIEMAP: unwritten) that SEEK_DATA may report as data; they read
+		// as zeros and must not be copied either way.
 		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
 		require.NoError(t, err)
-		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes, "second re-sync wrote: %+v", st)
+		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes+st.ZeroedBytes, "second re-sync (warm) wrote: %+v", st)
+		dropCache(t, src)
+		dropCache(t, dst)
+		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		require.NoError(t, err)
+		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes+st.ZeroedBytes, "third re-sync (cold) wrote: %+v", st)
+		checkIdentical(t, src, dst)
+		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		require.NoError(t, err)
+		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes+st.ZeroedBytes, "fourth re-sync (warm again) wrote: %+v", st)
 	})
 }
 

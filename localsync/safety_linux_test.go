@@ -179,8 +179,25 @@ func TestFallbackRules(t *testing.T) {
 			cfr: func(func() (int, error), int64) (int, error) { return 0, unix.EINVAL }},
 		{name: "cfr-zero-first", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodReadWrite,
 			cfr: func(func() (int, error), int64) (int, error) { return 0, nil }},
-		{name: "cfr-eio-is-fatal", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: syscall.EIO, wantNoDst: true,
+		// EIO before any data: "not handled" as in internal/poll (FUSE, NFS).
+		{name: "cfr-eio-first-falls-back", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodReadWrite,
 			cfr: func(func() (int, error), int64) (int, error) { return 0, unix.EIO }},
+		{name: "cfr-eio-after-data", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: ErrMethodFailed, wantNoDst: true,
+			cfr: func(real func() (int, error), call int64) (int, error) {
+				if call == 1 {
+					return real()
+				}
+				return 0, unix.EIO
+			}},
+		{name: "cfr-enospc-is-fatal", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: syscall.ENOSPC, wantNoDst: true,
+			cfr: func(func() (int, error), int64) (int, error) { return 0, unix.ENOSPC }},
+		{name: "cfr-eintr-retried", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodCopyRange,
+			cfr: func(real func() (int, error), call int64) (int, error) {
+				if call%2 == 1 {
+					return 0, unix.EINTR
+				}
+				return real()
+			}},
 		{name: "cfr-einval-after-data", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: ErrMethodFailed, wantNoDst: true,
 			cfr: func(real func() (int, error), call int64) (int, error) {
 				if call == 1 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -31,6 +32,7 @@ type FileSource struct {
 	f    *os.File
 	w    *sparse.Walker
 	info sparse.FileInfo
+	cold *coldread.Reader // cold ranges read with O_DIRECT; nil: buffered
 }
 
 var (
@@ -44,11 +46,13 @@ func NewFileSource(f *os.File) (*FileSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FileSource{f: f, w: w, info: w.Info()}, nil
+	return &FileSource{f: f, w: w, info: w.Info(), cold: coldread.New(f)}, nil
 }
 
-// ReadAt reads from the file.
-func (s *FileSource) ReadAt(b []byte, off int64) (int, error) { return s.f.ReadAt(b, off) }
+// ReadAt reads from the file: with O_DIRECT where no page of the range is
+// cached and b is aligned (internal/coldread, as localsync), else through
+// the page cache.
+func (s *FileSource) ReadAt(b []byte, off int64) (int, error) { return s.cold.ReadAt(s.f, b, off) }
 
 // Size returns the size when the source was opened.
 func (s *FileSource) Size() int64 { return s.info.Size }

@@ -1,6 +1,7 @@
 package tcpsync
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparsesync/sparsesync/internal/kcopy"
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -183,8 +185,10 @@ func pathErr(display string, err error) error {
 }
 
 // seedTemp fills the atomic temporary file with the target's current
-// contents (data extents only, in the kernel: reflinks where supported), so
-// the delta applies to it.
+// contents (data extents only, through internal/kcopy: in the kernel, a
+// reflink on XFS and btrfs, where it can; else read/write), so the delta
+// applies to it. A kernel copy that fails after it has copied data is an
+// error, never a silent fallback.
 func (t *target) seedTemp(m sparse.Map) error {
 	if !t.atomic() || t.final == nil {
 		return nil
@@ -192,35 +196,13 @@ func (t *target) seedTemp(m sparse.Map) error {
 	if err := t.w.SetSize(m.Size()); err != nil {
 		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
 	}
+	// seedTemp's callers hold no context yet (receiver.go, outside this
+	// change); the copy is bounded by the target's size.
+	ctx := context.TODO()
 	for _, e := range m.Extents() {
-		off, end := e.Off, e.End()
-		for off < end {
-			n, err := kernelCopy(t.final, t.w.OS(), off, min(end-off, 1<<30))
-			if err != nil || n == 0 {
-				// Fall back to a plain copy of the rest of the extent.
-				if err := copyRange(t.final, t.w, off, end-off); err != nil {
-					return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)
-				}
-				break
-			}
-			off += int64(n)
+		if _, _, err := kcopy.Copy(ctx, t.final, t.w.OS(), t.w, e.Off, e.Len, nil); err != nil {
+			return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)
 		}
-	}
-	return nil
-}
-
-func copyRange(src *os.File, dst *wtarget.File, off, n int64) error {
-	buf := make([]byte, min(n, 1<<20))
-	for n > 0 {
-		c := min(n, int64(len(buf)))
-		if _, err := src.ReadAt(buf[:c], off); err != nil {
-			return err
-		}
-		if _, err := dst.WriteAt(buf[:c], off); err != nil {
-			return err
-		}
-		off += c
-		n -= c
 	}
 	return nil
 }

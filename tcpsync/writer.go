@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -33,7 +34,7 @@ type bufPool struct{ free chan *pbuf }
 func newBufPool(n, size int) *bufPool {
 	p := &bufPool{free: make(chan *pbuf, n)}
 	for range n {
-		p.free <- &pbuf{b: make([]byte, size), pool: p}
+		p.free <- &pbuf{b: coldread.AlignedBuffer(size), pool: p} // aligned: cold source reads go direct
 	}
 	return p
 }

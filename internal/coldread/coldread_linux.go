@@ -1,0 +1,119 @@
+package coldread
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// off turns direct reads off for every Reader, so that benchmarks can
+// measure the buffered path they replace, interleaved with the direct one.
+var forceBuffered atomic.Bool
+
+// Off points at that switch, for this module's benchmarks only (the
+// package is internal): set it, measure, and clear it.
+var Off = &forceBuffered
+
+// Reader reads one file's cold ranges with O_DIRECT (measured on XFS: 470
+// MB of data from two files in 172 ms instead of 217-278 ms buffered). It
+// is safe for concurrent use; the nil *Reader reads through the page cache.
+type Reader struct {
+	fd       int // the buffered descriptor, for cachestat(2)
+	dev, ino uint64
+	disabled atomic.Bool
+	bytes    atomic.Int64 // read directly
+}
+
+// New returns nil when f cannot be read directly (no cachestat, not a
+// regular file).
+func New(f *os.File) *Reader {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	fd := -1
+	if rc.Control(func(p uintptr) { fd = int(p) }) != nil || fd < 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	var cs unix.Cachestat_t
+	if unix.Cachestat(uint(fd), &unix.CachestatRange{Off: 0, Len: Align}, &cs, 0) != nil {
+		return nil
+	}
+	return &Reader{fd: fd, dev: st.Dev, ino: st.Ino}
+}
+
+// ReadAt reads len(b) bytes at off from f (the file New was given),
+// directly when the range is cold, long enough and aligned (b's capacity
+// must allow rounding its length up to Align). It returns what f.ReadAt
+// would: a short count only at the end of file or with an error.
+func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) {
+	n := (len(b) + Align - 1) / Align * Align
+	if c == nil || len(b) < MinDirect || c.disabled.Load() || forceBuffered.Load() || off%Align != 0 || cap(b) < n ||
+		uintptr(unsafe.Pointer(unsafe.SliceData(b)))%Align != 0 || !c.cold(off, n) {
+		return f.ReadAt(b, off)
+	}
+	d := c.open()
+	if d == nil {
+		return f.ReadAt(b, off)
+	}
+	defer d.Close()
+	got, err := d.ReadAt(b[:n], off)
+	if got >= len(b) {
+		c.bytes.Add(int64(len(b)))
+		return len(b), nil
+	}
+	if errors.Is(err, unix.EINVAL) {
+		// Alignment this filesystem refuses: read through the cache.
+		c.disabled.Store(true)
+		return f.ReadAt(b, off)
+	}
+	return got, err
+}
+
+// open opens the file again with O_DIRECT, or returns nil (and stops
+// trying) when that fails or names another file.
+func (c *Reader) open() *os.File {
+	d, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(c.fd), os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		c.disabled.Store(true)
+		return nil
+	}
+	var st unix.Stat_t
+	rc, err := d.SyscallConn()
+	var serr error = unix.EBADF
+	if err == nil {
+		rc.Control(func(p uintptr) { serr = unix.Fstat(int(p), &st) })
+	}
+	if serr != nil || st.Dev != c.dev || st.Ino != c.ino {
+		d.Close()
+		c.disabled.Store(true)
+		return nil
+	}
+	return d
+}
+
+// cold reports whether no page of [off, off+n) is in the page cache.
+func (c *Reader) cold(off int64, n int) bool {
+	var st unix.Cachestat_t
+	if err := unix.Cachestat(uint(c.fd), &unix.CachestatRange{Off: uint64(off), Len: uint64(n)}, &st, 0); err != nil {
+		c.disabled.Store(true)
+		return false
+	}
+	return st.Cache == 0 && st.Dirty == 0 && st.Writeback == 0
+}
+
+// DirectBytes is how many bytes were read directly.
+func (c *Reader) DirectBytes() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.bytes.Load()
+}

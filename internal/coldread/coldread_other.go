@@ -1,0 +1,18 @@
+//go:build !linux
+
+package coldread
+
+import "os"
+
+// Reader reads through the page cache where O_DIRECT and cachestat(2) are
+// not available.
+type Reader struct{}
+
+// New returns nil: every read is an ordinary ReadAt.
+func New(*os.File) *Reader { return nil }
+
+// ReadAt is f.ReadAt.
+func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) { return f.ReadAt(b, off) }
+
+// DirectBytes is 0.
+func (c *Reader) DirectBytes() int64 { return 0 }

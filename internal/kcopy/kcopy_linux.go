@@ -1,0 +1,131 @@
+package kcopy
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The syscalls this package makes, as variables so that tests can record
+// which one ran or inject errnos (through the Hook pointers). Nothing else
+// assigns them.
+var (
+	ioctlFiclone      = unix.IoctlFileClone
+	ioctlFicloneRange = unix.IoctlFileCloneRange
+	copyFileRange     = unix.CopyFileRange
+)
+
+// Pointers to the syscall hooks, for tests of this module only (the
+// os/export_linux_test.go pattern across a package boundary; the package is
+// internal, so nothing outside the module reaches them). A test swaps one
+// and restores it in t.Cleanup; no test that does may run in parallel.
+var (
+	FicloneHook       = &ioctlFiclone
+	FicloneRangeHook  = &ioctlFicloneRange
+	CopyFileRangeHook = &copyFileRange
+)
+
+// IsUnsupported reports the errnos that mean "this method cannot do it,
+// nothing was written": fall back to the next method. EIO, ENOSPC, EDQUOT
+// and everything else are real errors (but see CopyFileRange for EIO).
+func IsUnsupported(err error) bool {
+	switch err {
+	case unix.EXDEV, unix.EINVAL, unix.EOPNOTSUPP, unix.ENOSYS, unix.EPERM,
+		unix.EBADF, unix.ETXTBSY, unix.ENOTTY:
+		return true
+	}
+	return false
+}
+
+// withFds runs fn with the raw descriptors of src and dst.
+func withFds(src, dst *os.File, fn func(sfd, dfd int)) error {
+	rs, err := src.SyscallConn()
+	if err != nil {
+		return err
+	}
+	rd, err := dst.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var inner error
+	err = rs.Control(func(s uintptr) {
+		inner = rd.Control(func(d uintptr) { fn(int(s), int(d)) })
+	})
+	if err == nil {
+		err = inner
+	}
+	return err
+}
+
+// classify turns a syscall's errno into (handled, err); eio says whether
+// EIO too means "not handled".
+func classify(errno error, eio bool) (bool, error) {
+	switch {
+	case errno == nil:
+		return true, nil
+	case IsUnsupported(errno), eio && errno == unix.EIO:
+		return false, errno
+	}
+	return true, errno
+}
+
+// CloneFile reflinks all of src into dst (FICLONE). handled is false when
+// the filesystem(s) cannot, with nothing written.
+func CloneFile(src, dst *os.File) (handled bool, err error) {
+	var errno error
+	if err := withFds(src, dst, func(sfd, dfd int) {
+		for {
+			if errno = ioctlFiclone(dfd, sfd); errno != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return false, err
+	}
+	return classify(errno, false)
+}
+
+// CloneRange reflinks [off, off+n) of src to the same offsets of dst
+// (FICLONERANGE). It is all or nothing for the errnos that mean "cannot":
+// handled false, nothing written.
+func CloneRange(src, dst *os.File, off, n int64) (handled bool, err error) {
+	var errno error
+	arg := unix.FileCloneRange{Src_offset: uint64(off), Src_length: uint64(n), Dest_offset: uint64(off)}
+	if err := withFds(src, dst, func(sfd, dfd int) {
+		arg.Src_fd = int64(sfd)
+		for {
+			if errno = ioctlFicloneRange(dfd, &arg); errno != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return false, err
+	}
+	return classify(errno, false)
+}
+
+// CopyFileRange makes one copy_file_range call: up to min(n, MaxCopyRange)
+// bytes at off of src to the same offset of dst. A 0 result means end of
+// file or, on a first call, "unsupported" (CopyRange decides). EIO is "not
+// handled" too, as in internal/poll: some FUSE, NFS and CIFS servers answer
+// copy_file_range with it; a real I/O error then shows again in the
+// read/write fallback, and CopyRange makes it ErrPartial once data moved.
+func CopyFileRange(src, dst *os.File, off, n int64) (written int64, handled bool, err error) {
+	var w int
+	var errno error
+	if err := withFds(src, dst, func(sfd, dfd int) {
+		roff, woff := off, off
+		for {
+			w, errno = copyFileRange(sfd, &roff, dfd, &woff, int(min(n, MaxCopyRange)), 0)
+			if errno != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return 0, false, err
+	}
+	if handled, err = classify(errno, true); err != nil {
+		return 0, handled, err
+	}
+	return int64(w), true, nil
+}

@@ -1,0 +1,269 @@
+package localsync
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/sparsesync/sparsesync/internal/kcopy"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// cloneWhole tries FICLONE onto the empty destination. done reports that
+// the copy is complete.
+func (e *engine) cloneWhole() (done bool, err error) {
+	handled, err := kcopy.CloneFile(e.src, e.dst.OS())
+	switch {
+	case handled && err == nil:
+		e.cloned.Add(e.total)
+		e.progress(e.total)
+		e.clone.state.Store(stWorks)
+		e.log.Debug("localsync: cloned whole file", "src", e.src.Name(), "dst", e.dst.Name())
+		return true, nil
+	case handled:
+		return true, &fs.PathError{Op: "ficlone", Path: e.dst.Name(), Err: err}
+	case e.cloneOnly:
+		return true, &fs.PathError{Op: "ficlone", Path: e.dst.Name(), Err: fmt.Errorf("%w: %w", ErrReflinkUnsupported, err)}
+	}
+	e.log.Debug("localsync: FICLONE unsupported, copying extents", "src", e.src.Name(), "dst", e.dst.Name(), "err", err)
+	e.clone.state.Store(stUnsupported)
+	return false, nil
+}
+
+// probeClone checks, before the destination is touched, that the source can
+// be cloned into the destination's filesystem: it clones the first block
+// into an unnamed temporary file there.
+func (e *engine) probeClone() error {
+	if e.size == 0 {
+		return nil
+	}
+	tmp, err := os.OpenFile(filepath.Dir(e.dst.OS().Name()), os.O_RDWR|oTmpfile, 0o600)
+	if err != nil {
+		return &fs.PathError{Op: "reflink probe", Path: filepath.Dir(e.dst.OS().Name()), Err: err}
+	}
+	defer tmp.Close()
+	// One block, or the whole file when it is smaller (a range ending at
+	// the source's end of file need not be aligned).
+	handled, err := kcopy.CloneRange(e.src, tmp, 0, min(e.size, 4096))
+	if !handled {
+		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: %w", ErrReflinkUnsupported, err)}
+	}
+	if err != nil {
+		return &fs.PathError{Op: "reflink probe", Path: e.dst.Name(), Err: err}
+	}
+	return nil
+}
+
+// copy moves [off, off+n) of source data into a destination hole: reflink
+// where aligned and possible, else copy_file_range, else read/write.
+func (w *worker) copy(off, n int64) error {
+	e := w.e
+	if e.allowClone && e.aligned(off, n) {
+		ok, err := e.viaClone(off, n)
+		if err != nil {
+			return err
+		}
+		if ok {
+			e.progress(n)
+			return nil
+		}
+	}
+	if e.cloneOnly {
+		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
+	}
+	if e.allowCFR {
+		done, ok, err := e.viaCopyRange(off, n)
+		e.cfrBytes.Add(done)
+		e.wrote(done)
+		e.progress(done)
+		if err != nil || (ok && done == n) {
+			return err
+		}
+		off, n = off+done, n-done
+	}
+	if !e.allowRW {
+		return &fs.PathError{Op: "copy_file_range", Path: e.dst.Name(), Err: fmt.Errorf("%w (and --method forbids falling back)", errors.ErrUnsupported)}
+	}
+	return w.readWrite(off, n)
+}
+
+// aligned reports whether FICLONERANGE can take the range: block-aligned,
+// or ending at the end of the file.
+func (e *engine) aligned(off, n int64) bool {
+	const bs = 4096
+	return off%bs == 0 && (n%bs == 0 || off+n == e.size)
+}
+
+// viaClone clones one range. ok is false when cloning cannot do it (nothing
+// was written); FICLONERANGE is all or nothing for those errnos, so the range
+// can always fall through to the next method.
+func (e *engine) viaClone(off, n int64) (ok bool, err error) {
+	if e.clone.state.Load() == stUnknown {
+		e.clone.mu.Lock()
+		if e.clone.state.Load() == stUnknown {
+			handled, err := kcopy.CloneRange(e.src, e.dst.OS(), off, n)
+			if !handled {
+				e.clone.state.Store(stUnsupported)
+				e.clone.mu.Unlock()
+				e.log.Debug("localsync: FICLONERANGE unsupported", "dst", e.dst.Name(), "err", err)
+				return false, nil
+			}
+			e.clone.state.Store(stWorks)
+			e.clone.mu.Unlock()
+			return true, e.cloneDone(off, n, err)
+		}
+		e.clone.mu.Unlock()
+	}
+	if e.clone.state.Load() == stUnsupported {
+		return false, nil
+	}
+	handled, err := kcopy.CloneRange(e.src, e.dst.OS(), off, n)
+	if !handled {
+		e.log.Debug("localsync: FICLONERANGE refused a range", "off", off, "len", n, "err", err)
+		return false, nil
+	}
+	return true, e.cloneDone(off, n, err)
+}
+
+func (e *engine) cloneDone(off, n int64, err error) error {
+	if err != nil {
+		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off, err)}
+	}
+	e.cloned.Add(n)
+	return nil
+}
+
+// viaCopyRange copies a range with copy_file_range. ok false with done 0
+// means the method cannot do it; once it has copied anything, an
+// "unsupported" errno is a real error (ErrMethodFailed).
+func (e *engine) viaCopyRange(off, n int64) (done int64, ok bool, err error) {
+	if e.cfr.state.Load() == stUnknown {
+		e.cfr.mu.Lock()
+		if e.cfr.state.Load() == stUnknown {
+			w, handled, err := kcopy.CopyFileRange(e.src, e.dst.OS(), off, n)
+			if !handled || (err == nil && w == 0) {
+				e.cfr.state.Store(stUnsupported)
+				e.cfr.mu.Unlock()
+				e.log.Debug("localsync: copy_file_range unsupported", "dst", e.dst.Name(), "n", w, "err", err)
+				return 0, false, nil
+			}
+			if err != nil {
+				e.cfr.mu.Unlock()
+				return 0, true, e.cfrError(off, err)
+			}
+			e.cfr.state.Store(stWorks)
+			done = w
+		}
+		e.cfr.mu.Unlock()
+	}
+	if done == 0 && e.cfr.state.Load() == stUnsupported {
+		return 0, false, nil
+	}
+	if done == n {
+		return done, true, nil
+	}
+	w, handled, err := kcopy.CopyRange(e.ctx, e.src, e.dst.OS(), off+done, n-done)
+	done += w
+	switch {
+	case err != nil && err == e.ctx.Err():
+		return done, true, err
+	case !handled && err == nil, errors.Is(err, io.ErrUnexpectedEOF):
+		// Nothing where this copy already moved data: the source ended.
+		return done, true, e.shrunk(off + done)
+	case !handled, errors.Is(err, kcopy.ErrPartial):
+		return done, true, e.cfrError(off+done, fmt.Errorf("%w: %w", ErrMethodFailed, err))
+	case err != nil:
+		return done, true, e.cfrError(off+done, err)
+	}
+	return done, true, nil
+}
+
+func (e *engine) cfrError(off int64, err error) error {
+	return &fs.PathError{Op: "copy_file_range", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off, err)}
+}
+
+func (e *engine) shrunk(off int64) error {
+	return &fs.PathError{Op: "read", Path: e.src.Name(), Err: fmt.Errorf("%w: end of file at %d, expected %d bytes", ErrSourceChanged, off, e.size)}
+}
+
+// readFull preads len(b) bytes at off from the source; a short read means
+// the source shrank.
+func (e *engine) readFull(b []byte, off int64) error {
+	n, err := e.srcCold.ReadAt(e.src, b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return e.shrunk(off + int64(n))
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return &fs.PathError{Op: "read", Path: e.src.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(n), err)}
+}
+
+// readWrite copies a range through the worker's buffer. With zero scanning,
+// all-zero blocks are not written (the destination range is a hole).
+func (w *worker) readWrite(off, n int64) error {
+	e := w.e
+	buf, _ := w.buffers()
+	for n > 0 {
+		if err := e.ctx.Err(); err != nil {
+			return err
+		}
+		c := min(n, int64(len(buf)))
+		b := buf[:c]
+		if err := e.readFull(b, off); err != nil {
+			return err
+		}
+		if e.zeroScan {
+			if err := w.writeNonZero(b, off); err != nil {
+				return err
+			}
+		} else {
+			if _, err := e.dst.WriteAt(b, off); err != nil {
+				return err
+			}
+			e.rwBytes.Add(c)
+			e.wrote(c)
+		}
+		e.progress(c)
+		off, n = off+c, n-c
+	}
+	return nil
+}
+
+// writeNonZero writes the runs of non-zero blocks of b (at off).
+func (w *worker) writeNonZero(b []byte, off int64) error {
+	e := w.e
+	bs := e.bs
+	start := -1
+	flush := func(end int) error {
+		if start < 0 {
+			return nil
+		}
+		if _, err := e.dst.WriteAt(b[start:end], off+int64(start)); err != nil {
+			return err
+		}
+		e.rwBytes.Add(int64(end - start))
+		e.wrote(int64(end - start))
+		start = -1
+		return nil
+	}
+	for p := 0; p < len(b); p += int(bs) {
+		blk := b[p:min(p+int(bs), len(b))]
+		if sparse.IsZero(blk) {
+			e.zeroBytes.Add(int64(len(blk)))
+			if err := flush(p); err != nil {
+				return err
+			}
+		} else if start < 0 {
+			start = p
+		}
+	}
+	return flush(len(b))
+}

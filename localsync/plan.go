@@ -1,0 +1,153 @@
+package localsync
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// run copies w's file (src) into t following opts; see Copy.
+func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, opts *Options) (Stats, error) {
+	info := w.Info()
+	srcMap, err := w.Map(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	zeroScan := opts.DetectZeros || !w.HolesKnown()
+	if !zeroScan && !info.BlockDevice {
+		// Ranges SEEK_DATA calls data only because zero pages are cached
+		// over unwritten space (XFS) are holes: see unstoredZeros.
+		buf := bufPool.Get().(*[]byte)
+		if z := unstoredZeros(ctx, src, srcMap, *buf); z.Len() > 0 {
+			opts.Logger.Debug("localsync: unwritten ranges read as holes", "src", src.Name(), "bytes", z.Bytes(), "ranges", z.Len())
+			srcMap = srcMap.Difference(z)
+		}
+		bufPool.Put(buf)
+	}
+	e := &engine{
+		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
+		size: info.Size, bs: opts.BlockSize, total: srcMap.Bytes(),
+		zeroScan: zeroScan,
+	}
+	e.allowClone = !e.zeroScan && mayClone(opts, w) && !t.BlockDevice()
+	e.cloneOnly = opts.Method == MethodReflink || opts.Reflink == ReflinkAlways
+	// copy_file_range shares blocks on XFS and btrfs, so "never" skips it
+	// unless it was asked for by name.
+	e.allowCFR = !e.zeroScan && !e.cloneOnly &&
+		((opts.Method == MethodAuto && opts.Reflink != ReflinkNever) || opts.Method == MethodCopyRange)
+	e.allowRW = e.zeroScan || (!e.cloneOnly && (opts.Method == MethodAuto || opts.Method == MethodReadWrite))
+	if e.cloneOnly && !e.allowClone {
+		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
+	}
+	if e.cloneOnly && !t.BlockDevice() {
+		if err := e.probeClone(); err != nil {
+			return e.stats(), err
+		}
+	}
+
+	var dstMap sparse.Map
+	if t.BlockDevice() {
+		// A device cannot say where its holes are: treat all of it as data,
+		// so every source hole is zeroed and every data block compared.
+		if err := t.SetSize(e.size); err != nil {
+			return e.stats(), err
+		}
+		if e.size > 0 {
+			dstMap, err = sparse.NewMap(e.size, sparse.Extent{Off: 0, Len: e.size})
+		} else {
+			dstMap, err = sparse.NewMap(0)
+		}
+		if err != nil {
+			return e.stats(), err
+		}
+	} else {
+		dinfo, err := sparse.Stat(t.OS())
+		if err != nil {
+			return e.stats(), err
+		}
+		if dinfo.Size == 0 && e.size > 0 && e.allowClone {
+			done, err := e.cloneWhole()
+			if err != nil || done {
+				if err == nil {
+					err = e.checkSource(info)
+				}
+				return e.stats(), err
+			}
+		}
+		if err := t.SetSize(e.size); err != nil {
+			return e.stats(), err
+		}
+		if dinfo.Size > 0 {
+			dw, err := sparse.NewWalker(t.OS())
+			if err != nil {
+				return e.stats(), err
+			}
+			if dstMap, err = dw.Map(ctx); err != nil {
+				return e.stats(), err
+			}
+		} else {
+			dstMap, _ = sparse.NewMap(e.size)
+		}
+	}
+
+	adviseSequential(src)
+	if both := srcMap.Intersect(dstMap); both.Len() > 0 {
+		adviseSequential(t.OS())
+	}
+	extra := dstMap.Difference(srcMap)
+	missing := srcMap.Difference(dstMap)
+	both := srcMap.Intersect(dstMap)
+	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {
+		shared := e.sharedRanges(both)
+		e.unchanged.Add(shared.Bytes())
+		e.done.Add(shared.Bytes())
+		both = both.Difference(shared)
+	}
+	// Whatever is read from a regular file, in a full read/write copy or
+	// a comparison, is read directly where it is cold.
+	e.srcCold = coldread.New(src)
+	if both.Len() > 0 && !t.BlockDevice() {
+		e.dstCold = coldread.New(t.OS())
+	}
+	e.log.Debug("localsync: plan", "src", src.Name(), "dst", t.Name(), "size", e.size,
+		"data", e.total, "copy", missing.Bytes(), "compare", both.Bytes(), "zero", extra.Bytes())
+
+	for _, x := range extra.Extents() {
+		if err := e.zeroRange(x.Off, x.Len); err != nil {
+			return e.stats(), err
+		}
+	}
+	if err := e.parallel(missing, both); err != nil {
+		return e.stats(), err
+	}
+	return e.stats(), e.checkSource(info)
+}
+
+// sharedRanges returns the parts of within where the destination maps the
+// same physical blocks as the source at the same offsets (a reflink copy
+// neither side has rewritten since, sparse.SharedRanges): equal without
+// reading. Both files are flushed first so that dirty pages cannot hide
+// behind an old mapping; a destination that shares nothing costs one FIEMAP
+// and no flush.
+func (e *engine) sharedRanges(within sparse.Map) sparse.Map {
+	empty, _ := sparse.NewMap(within.Size())
+	if d, err := sparse.SharedExtents(e.ctx, e.dst.OS(), e.size); err != nil || len(d) == 0 {
+		return empty
+	}
+	if err := target.Fdatasync(e.src); err != nil {
+		return empty
+	}
+	if err := e.dst.Sync(); err != nil {
+		return empty
+	}
+	m, err := sparse.SharedRanges(e.ctx, e.src, e.dst.OS(), e.size)
+	if err != nil {
+		return empty
+	}
+	return m.Intersect(within)
+}
