@@ -59,6 +59,13 @@ func seedCases() map[string]fcase {
 			Change: []op{punch(100*kib, 300*kib), d(600*kib, 1), z(700*kib, 4*kib)}},
 		"change-shrink-grow": {Size: 1<<20 + 123, Src: []op{d(0, 200*kib), d(900*kib, 124*kib+123)},
 			Change: []op{trunc(150*kib + 1), trunc(2 << 20), d(2<<20-10, 10)}},
+		// Knob bit 1: tcpsync atomic; bit 2: a replica snapshot between the
+		// layout and the change script (unmaps then discard nothing).
+		"atomic-resync": {Size: 300*kib + 5, Src: []op{d(0, 100*kib), z(200*kib, 4*kib)},
+			HasDst: true, DstSize: 100 * kib, Dst: []op{d(50*kib, 50*kib)},
+			Change: []op{d(10, 10), punch(0, 64*kib)}, Knobs: 2},
+		"snapshot-then-change": {Size: 512 * kib, Src: []op{d(0, 256*kib), clone(256*kib, 64*kib, 0)},
+			Change: []op{punch(0, 128*kib), d(100*kib, 3), z(300*kib, 8*kib), d(500*kib, 12*kib)}, Knobs: 4},
 		"bigger-destination": {Size: 100*kib + 1, Src: []op{d(4*kib, 8*kib)},
 			HasDst: true, DstSize: 2<<20 - 1, Dst: []op{d(0, 2<<20-1)}},
 		"unaligned-everything": {Size: 777_777, Src: []op{d(1, 4095), d(4097, 3), punch(10_000, 20_000), d(65_535, 2), z(70_001, 9999)},
