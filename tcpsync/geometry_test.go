@@ -81,3 +81,26 @@ func TestDigestBindsOffsets(t *testing.T) {
 	long.addBlock(0, append(a[:100:100], 0))
 	require.NotEqual(t, short, long, "a block and its prefix give the same digest")
 }
+
+// TestSymlinkedDirRefusedByServer: a directory symlink that stays inside the
+// root is one os.Root would follow; the server's own directory check alone
+// must refuse it, for pushes and pulls, and write nothing through it.
+func TestSymlinkedDirRefusedByServer(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(root, "real"), 0o755))
+	require.NoError(t, os.Symlink("real", filepath.Join(root, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "real", "old"), []byte("old"), 0o644))
+	addr, _ := startServer(t, root, nil)
+	src := filepath.Join(local, "img")
+	require.NoError(t, os.WriteFile(src, []byte("new content"), 0o644))
+
+	_, err := PushFile(t.Context(), addr, src, "link/img", clientOpts())
+	require.ErrorIs(t, err, ErrPathOutsideRoot)
+	require.ErrorContains(t, err, "is a symlink")
+	require.NoFileExists(t, filepath.Join(root, "real", "img"))
+
+	_, err = Pull(t.Context(), addr, "link/old", filepath.Join(local, "copy"), clientOpts())
+	require.ErrorIs(t, err, ErrPathOutsideRoot)
+	require.ErrorContains(t, err, "is a symlink")
+	require.NoFileExists(t, filepath.Join(local, "copy"))
+}
