@@ -2,6 +2,7 @@ package sparse
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -195,6 +196,13 @@ func modelRoundIn(a bitmap, bs int) bitmap {
 	return out
 }
 
+// modelResize cuts a at n or extends it with holes.
+func modelResize(a bitmap, n int) bitmap {
+	out := make(bitmap, n)
+	copy(out, a)
+	return out
+}
+
 // checkAgainstModel asserts every operation on a and b agrees with the bitmap model.
 func checkAgainstModel(t testing.TB, a, b Map, bs int64) {
 	t.Helper()
@@ -210,6 +218,19 @@ func checkAgainstModel(t testing.TB, a, b Map, bs int64) {
 		{"holes", a.Holes(), modelOp(ma, nil, func(x, _ bool) bool { return !x })},
 		{"roundout", a.RoundOut(bs), modelRoundOut(ma, int(bs))},
 		{"roundin", a.RoundIn(bs), modelRoundIn(ma, int(bs))},
+	}
+	// Resize to every extent boundary of a (where an off-by-one emits an
+	// empty extent), to zero, and past the end.
+	sizes := []int64{0, a.Size(), a.Size() + 5, a.Size() / 2}
+	for _, e := range a.Extents() {
+		sizes = append(sizes, e.Off, e.End(), e.Off+1)
+	}
+	for _, n := range sizes {
+		cases = append(cases, struct {
+			name string
+			got  Map
+			want bitmap
+		}{fmt.Sprintf("resize(%d)", n), a.Resize(n), modelResize(ma, int(n))})
 	}
 	for _, c := range cases {
 		if err := Validate(c.got.Size(), c.got.Extents()); err != nil {

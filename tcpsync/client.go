@@ -159,11 +159,6 @@ func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, err
 		return Stats{}, err
 	}
 	return withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
-		t, err := openLocalTarget(dst, c.Atomic)
-		if err != nil {
-			return Stats{}, err
-		}
-		defer t.close()
 		flags := openFlags(c) | uint32(c.Compress)<<8
 		if err := f.send(fOpen, 0, openBody(opPull, flags, uint32(c.BlockSize), remote)); err != nil {
 			return Stats{}, err
@@ -171,6 +166,13 @@ func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, err
 		if _, _, err := f.expect(fOpened); err != nil {
 			return Stats{}, err
 		}
+		// Only now that the server serves the file: a refused pull must not
+		// leave an empty destination behind.
+		t, err := openLocalTarget(dst, c.Atomic)
+		if err != nil {
+			return Stats{}, err
+		}
+		defer t.close()
 		return receiveTarget(ctx, f, t, c.params(seed))
 	})
 }

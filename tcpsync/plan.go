@@ -21,7 +21,8 @@ type plan struct {
 	size   int64
 	bs     int64
 	blocks sparse.Map // source blocks holding any data
-	punch  sparse.Map // destination data over source holes
+	punch  sparse.Map // destination data over source holes (exact, not per block)
+	src    sparse.Map // the source's data as its map says, for writing only that
 	chunks []chunk
 	// dataBytes counts the source's data blocks; cmpBytes those compared.
 	dataBytes, cmpBytes int64
@@ -32,9 +33,24 @@ type plan struct {
 // same length on both sides) and "send". Pure: no I/O, no ctx.
 func newPlan(src, dst sparse.Map, bs int64) (*plan, error) {
 	size := src.Size()
-	p := &plan{size: size, bs: bs, blocks: src.RoundOut(bs)}
+	p := &plan{size: size, bs: bs, blocks: src.RoundOut(bs), src: src}
 	dstIn := dst.Resize(size)
-	p.punch = dstIn.Intersect(p.blocks.Holes())
+	// Punch the source's exact holes, not only whole holes of bs: data is
+	// written only where the source has data (writeData), so a block
+	// holding both keeps its holes. The destination's data is rounded out to
+	// 4 KiB first: an extent that ended at the old, unaligned size occupies
+	// its whole last block once the file has grown, and growing a file from
+	// an unaligned size makes some filesystems (btrfs) write zeros into that
+	// block even where it was a hole.
+	dstData := dstIn.RoundOut(4096).Resize(size)
+	if old := dst.Size(); old < size && old%4096 != 0 {
+		tail, err := sparse.NewMap(size, sparse.Extent{Off: old &^ 4095, Len: min(4096, size-old&^4095)})
+		if err != nil {
+			return nil, err
+		}
+		dstData = dstData.Union(tail)
+	}
+	p.punch = dstData.Intersect(src.Holes())
 	cmpLimit := min(size, dst.Size())
 	if dst.Size() != size {
 		cmpLimit -= cmpLimit % bs

@@ -342,8 +342,8 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.t.w.WriteAt(raw, o); err != nil {
-		return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, o, err)
+	if err := r.writeData(raw, o); err != nil {
+		return err
 	}
 	for p := int64(0); p < l; p += r.p.bs {
 		b := raw[p:min(p+r.p.bs, l)]
@@ -354,6 +354,22 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 	r.st.CopiedBytes += l
 	if r.p.progress != nil {
 		r.p.progress.Done.Add(l)
+	}
+	return nil
+}
+
+// writeData writes the parts of raw (the source's bytes at off) that lie in
+// the source's data; the parts in its holes are zeros the target already
+// reads as a hole, so a block larger than the source's holes keeps them.
+func (r *receiver) writeData(raw []byte, off int64) error {
+	end := off + int64(len(raw))
+	ext := r.plan.src.Extents()
+	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > off })
+	for ; i < len(ext) && ext[i].Off < end; i++ {
+		a, b := max(ext[i].Off, off), min(ext[i].End(), end)
+		if _, err := r.t.w.WriteAt(raw[a-off:b-off], a); err != nil {
+			return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, a, err)
+		}
 	}
 	return nil
 }

@@ -288,9 +288,10 @@ func (t *File) Created() bool { return t.created }
 // Capacity returns how many bytes a block device holds; 0 for files.
 func (t *File) Capacity() int64 { return t.devSize }
 
-// SetSize makes the destination n bytes long: ftruncate for a file (which
-// both cuts stale bytes and, when done before writing, stops XFS speculative
-// preallocation), a size check for a block device (ErrTooSmall).
+// SetSize makes the destination n bytes long: ftruncate for a file whose
+// size differs (which both cuts stale bytes and, when done before writing,
+// stops XFS speculative preallocation), a size check for a block device
+// (ErrTooSmall).
 func (t *File) SetSize(n int64) error {
 	if t.done.Load() {
 		return ErrClosed
@@ -299,6 +300,12 @@ func (t *File) SetSize(n int64) error {
 		if n > t.devSize {
 			return &fs.PathError{Op: "size", Path: t.path, Err: fmt.Errorf("%w: need %d bytes, device has %d", ErrTooSmall, n, t.devSize)}
 		}
+		t.size = n
+		return nil
+	}
+	// A file that already has the size keeps it untouched: ftruncate would
+	// move its mtime and ctime, and an unchanged re-sync must change nothing.
+	if fi, err := t.f.Stat(); err == nil && fi.Size() == n {
 		t.size = n
 		return nil
 	}
