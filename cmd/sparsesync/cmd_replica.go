@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -35,17 +34,9 @@ volume-snap-*.img, revision.counter), ours or written by Longhorn itself:
 create, info, check, bench, export (one sparse image of the volume) and
 rebuild (copy a replica: local first, TCP fallback).
 ` + exitCodesHelp,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{errors.New("replica: missing subcommand (create, info, check, bench, export, rebuild)")}
-		},
 	}
 	for _, newCmd := range replicaSubcommands {
-		c := newCmd(g)
-		if c.Args != nil {
-			c.Args = wrapArgs(c.Args)
-		}
-		cmd.AddCommand(c)
+		cmd.AddCommand(newCmd(g))
 	}
 	return cmd
 }

@@ -11,14 +11,14 @@ import (
 // would use, and the error itself.
 func runCLI(t testing.TB, args ...string) (stdout, stderr string, code int, err error) {
 	t.Helper()
+	return runCLIContext(context.Background(), args...)
+}
+
+// runCLIContext is runCLI under ctx (cancel it to play Ctrl-C).
+func runCLIContext(ctx context.Context, args ...string) (stdout, stderr string, code int, err error) {
 	var out, errOut bytes.Buffer
 	g := &globalOpts{stdout: &out, stderr: &errOut}
-	root := newRootCommand(g)
-	root.SetArgs(args)
-	ctx := context.Background()
-	err = root.ExecuteContext(ctx)
-	if err != nil {
-		errOut.WriteString(errorLine(err) + "\n")
-	}
-	return out.String(), errOut.String(), exitCode(ctx, err), err
+	cmd, wrote, err := execute(ctx, g, args)
+	code = report(ctx, g, cmd, wrote, err)
+	return out.String(), errOut.String(), code, err
 }
