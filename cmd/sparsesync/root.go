@@ -118,7 +118,6 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-
 // isTerminal reports whether w is a terminal that can draw (not TERM=dumb).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
