@@ -385,6 +385,9 @@ func (s *Server) openForWrite(name string, atomic bool) (*target, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
+	if err := s.makeParents(name); err != nil {
+		return nil, err
+	}
 	if err := s.checkDirs(name); err != nil {
 		return nil, err
 	}
