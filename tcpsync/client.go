@@ -209,7 +209,7 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 	var total Stats
 	verifyRetried, reached := false, false
 	for attempt := 0; ; attempt++ {
-		st, dialed, err := attemptOnce(ctx, addr, &c, fn)
+		st, heard, err := attemptOnce(ctx, addr, &c, fn)
 		total.WireBytesSent += st.WireBytesSent
 		total.WireBytesReceived += st.WireBytesReceived
 		if err == nil {
@@ -222,7 +222,7 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 			return total, err
 		}
 		again := retryable(err, reached) && attempt < c.Retries
-		reached = reached || dialed
+		reached = reached || heard
 		if errors.Is(err, ErrVerify) && !verifyRetried && !c.FullCompare {
 			verifyRetried, again = true, true
 			c.FullCompare = true
@@ -251,9 +251,9 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 	}
 }
 
-// attemptOnce runs one attempt; dialed reports whether the TCP connection
-// was opened (the server was reached).
-func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (_ Stats, dialed bool, _ error) {
+// attemptOnce runs one attempt; heard reports whether the server sent
+// anything (it is a sparsesync server and was up).
+func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (_ Stats, heard bool, _ error) {
 	conn, err := c.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return Stats{}, false, fmt.Errorf("tcpsync: %w", &dialError{err})
@@ -271,7 +271,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		}
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return Stats{}, true, fmt.Errorf("tcpsync: %w", &tlsError{err})
+			return Stats{}, false, fmt.Errorf("tcpsync: %w", &tlsError{err})
 		}
 		conn = tc
 	}
@@ -287,5 +287,9 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	if c.Progress != nil {
 		c.Progress.Wire.Add(st.WireBytesSent + st.WireBytesReceived)
 	}
-	return st, true, err
+	heard = st.WireBytesReceived > 0
+	if err != nil && !heard {
+		err = &hangupError{err}
+	}
+	return st, heard, err
 }

@@ -164,6 +164,15 @@ type tlsError struct{ err error }
 func (e *tlsError) Error() string { return "TLS handshake: " + e.err.Error() }
 func (e *tlsError) Unwrap() error { return e.err }
 
+// hangupError is a connection that ended before the server sent a single
+// byte: most likely not a sparsesync server, or one that expects TLS.
+type hangupError struct{ err error }
+
+func (e *hangupError) Error() string {
+	return "the server hung up before greeting (does it expect TLS?): " + e.err.Error()
+}
+func (e *hangupError) Unwrap() error { return e.err }
+
 // retryable reports whether a failed attempt may be retried. It is an
 // allow-list of transient transport failures: a timeout, a connection that
 // was established and then dropped (EOF, reset, broken pipe), a busy or
@@ -171,7 +180,8 @@ func (e *tlsError) Unwrap() error { return e.err }
 // refused dial (the server is restarting). Everything else fails at once:
 // a refused dial or unknown host on the first attempt, TLS and pin
 // failures, refusals by the server, local errors (ENOTDIR, EACCES).
-// reached says whether an earlier attempt's dial succeeded.
+// reached says whether an earlier attempt heard from the server; until
+// then a hang-up before the greeting is not retried either.
 func retryable(err error, reached bool) bool {
 	var re *RemoteError
 	if errors.As(err, &re) {
@@ -181,12 +191,15 @@ func retryable(err error, reached bool) bool {
 		return false
 	}
 	var ne net.Error
-	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return true
+	timeout := errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	if errors.As(err, new(*dialError)) {
+		if errors.As(err, new(*net.DNSError)) {
+			return false // unknown host, or no answer about it
+		}
+		return timeout || reached && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET))
 	}
-	var de *dialError
-	if errors.As(err, &de) {
-		return reached && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET))
+	if timeout {
+		return true
 	}
 	if errors.As(err, new(*tlsError)) {
 		return false
@@ -194,6 +207,9 @@ func retryable(err error, reached bool) bool {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return false // a local file, not the connection
+	}
+	if errors.As(err, new(*hangupError)) && !reached {
+		return false
 	}
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||

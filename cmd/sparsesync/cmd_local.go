@@ -96,12 +96,13 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	if err != nil {
 		return err
 	}
+	var bar *progressBar
 	if show {
-		bar := startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), opts.progressDelay, nil)
+		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), opts.progressDelay, nil)
 		o.Progress = bar.Update
-		defer bar.Stop()
 	}
 	st, err := localsync.Copy(ctx, src, dst, o)
+	bar.Stop() // before the result: it must stand on a line of its own
 	if err != nil {
 		if errors.Is(err, localsync.ErrInvalidOptions) {
 			return usageError{err}

@@ -7,8 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -178,9 +182,37 @@ func transfer(g *globalOpts, opts netOptions, addr, label string, run func(*tcps
 	if show {
 		bar = startProgress(g.stderr, label, terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
 	}
+	co.OnRetry = func(attempt, maxAttempts int, delay time.Duration, err error) {
+		bar.Println(g.stderr, fmt.Sprintf("sparsesync: %s: retrying in %s (attempt %d/%d): %s",
+			label, roundDelay(delay), attempt, maxAttempts, causeText(err)))
+	}
 	st, err := run(co)
 	bar.Stop()
 	return st, err
+}
+
+// roundDelay renders a backoff the way a user reads it: 2s, 500ms.
+func roundDelay(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
+}
+
+// causeText is the root cause of a failed attempt in a user's words:
+// "connection reset by peer", "connection closed by the server".
+func causeText(err error) string {
+	var errno syscall.Errno
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed by the peer"
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	}
+	return strings.TrimPrefix(errorLine(err), "sparsesync: ")
 }
 
 func progressOf(p *tcpsync.Progress) func() (int64, int64, int64) {

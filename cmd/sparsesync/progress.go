@@ -25,6 +25,7 @@ type progressBar struct {
 	start             time.Time
 	stop              chan struct{}
 	wg                sync.WaitGroup
+	mu                sync.Mutex // orders drawing and Println on w
 	drawn             bool
 }
 
@@ -82,8 +83,31 @@ func (p *progressBar) draw() {
 		p.Update(done, total)
 		p.wire.Store(wire)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	fmt.Fprint(p.w, "\r"+p.line(time.Since(p.start)))
 	p.drawn = true
+}
+
+// Println prints s as a line of its own: the bar is cleared first and
+// redrawn on the next tick. A nil bar prints to w directly.
+func (p *progressBar) Println(w io.Writer, s string) {
+	if p == nil {
+		fmt.Fprintln(w, s)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	fmt.Fprintln(p.w, s)
+}
+
+// clear erases the drawn bar; p.mu is held.
+func (p *progressBar) clear() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", max(p.width-1, 0))+"\r")
+		p.drawn = false
+	}
 }
 
 // line renders the bar for the elapsed time.
@@ -101,6 +125,9 @@ func (p *progressBar) line(elapsed time.Duration) string {
 		eta = "0s"
 	}
 	tail := fmt.Sprintf(" %3.0f%% %s/%s %s/s ETA %s", frac*100, humanBytes(done), humanBytes(total), humanBytes(int64(rate)), eta)
+	if total == 0 && done == 0 {
+		tail, frac = " starting", 0 // not connected yet, or nothing known to move
+	}
 	if wire := p.wire.Load(); wire > 0 {
 		tail += " wire " + humanBytes(wire)
 	}
@@ -124,7 +151,7 @@ func (p *progressBar) Stop() {
 	}
 	close(p.stop)
 	p.wg.Wait()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", max(p.width-1, 0))+"\r")
-	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
 }
