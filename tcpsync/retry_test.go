@@ -16,7 +16,9 @@ import (
 
 // TestRetryableAllowList: only transient transport failures are retried.
 func TestRetryableAllowList(t *testing.T) {
-	opErr := func(op string, err error) error { return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)} }
+	opErr := func(op string, err error) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)}
+	}
 	wrapped := func(err error) error { return fmt.Errorf("tcpsync: reading frame header: %w", err) }
 	for _, tc := range []struct {
 		name    string
