@@ -49,9 +49,11 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 	if code == 0 {
 		return 0
 	}
-	line := errorLine(err)
+	var line string
 	if code == 130 {
 		line = "sparsesync: " + commandName(cmd) + "interrupted"
+	} else {
+		line = errorLine(err)
 	}
 	g.stderrLine(line)
 	if cmd != nil && jsonRequested(cmd) && !wroteStdout {
