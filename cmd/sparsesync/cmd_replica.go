@@ -70,17 +70,18 @@ func parseReplicaSize(s string) (int64, error) {
 
 type replicaCreateOptions struct {
 	size    string
-	counter bool
+	counter string
 }
 
 func newReplicaCreateCommand(g *globalOpts) *cobra.Command {
 	opts := replicaCreateOptions{}
 	cmd := &cobra.Command{
-		Use:   "create --size SIZE [--revision-counter=false] DIR...",
+		Use:   "create --size SIZE [--revision-counter on|off|per-write] DIR...",
 		Short: "Create empty replica directories",
 		Long: `Create a replica directory of SIZE bytes (a multiple of 4096; suffixes K, M, G, T)
-in Longhorn's layout. The revision counter is on by default; the mode is
-recorded in replica.hdr. Several DIRs are created as the replicas of one
+in Longhorn's layout. --revision-counter takes the words of replica bench
+and check: on (the default), off, or per-write (Longhorn's own way, an
+extra counter write per I/O); the mode is recorded in replica.hdr. Several DIRs are created as the replicas of one
 volume (one volume id); if one cannot be created none is left behind.
 ` + exitCodesHelp,
 		Args: cobra.MinimumNArgs(1),
@@ -90,9 +91,25 @@ volume (one volume id); if one cannot be created none is left behind.
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.size, "size", "", "volume size in bytes (suffix K, M, G, T)")
-	f.BoolVar(&opts.counter, "revision-counter", true, "keep a revision counter")
+	f.StringVar(&opts.counter, "revision-counter", "on", "revision counter mode: on, off or per-write")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
+}
+
+// parseCounterFlag parses --revision-counter of create and bench: on,
+// off, per-write; true and false (the old boolean spelling) mean on and off.
+func parseCounterFlag(s string) (replica.CounterMode, error) {
+	switch s {
+	case "true":
+		return replica.CounterOn, nil
+	case "false":
+		return replica.CounterOff, nil
+	}
+	m, err := replica.ParseCounterMode(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not on, off or per-write", s)
+	}
+	return m, nil
 }
 
 func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOptions, dirs ...string) error {
@@ -103,9 +120,9 @@ func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOpti
 	if err != nil {
 		return usageError{fmt.Errorf("replica create: --size: %w", err)}
 	}
-	mode := replica.CounterOn
-	if !opts.counter {
-		mode = replica.CounterOff
+	mode, err := parseCounterFlag(opts.counter)
+	if err != nil {
+		return usageError{fmt.Errorf("replica create: --revision-counter: %w", err)}
 	}
 	v, err := replica.CreateVolume(dirs, size, replica.VolumeOptions{Counter: mode})
 	if err != nil {
@@ -292,9 +309,9 @@ afterwards unless --keep.
 }
 
 func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOptions, dir string) error {
-	mode, err := replica.ParseCounterMode(opts.counter)
+	mode, err := parseCounterFlag(opts.counter)
 	if err != nil {
-		return usageError{err}
+		return usageError{fmt.Errorf("replica bench: --revision-counter: %w", err)}
 	}
 	size, err := parseReplicaSize(opts.size)
 	if err != nil {
