@@ -105,7 +105,7 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	}
 	var bar *progressBar
 	if show {
-		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), opts.progressDelay, nil)
+		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), nil)
 		o.Progress = bar.Update
 	}
 	st, err := localsync.Copy(ctx, src, dst, o)

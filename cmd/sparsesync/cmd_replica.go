@@ -270,13 +270,14 @@ func runReplicaCheck(ctx context.Context, g *globalOpts, opts replicaCheckOption
 }
 
 type replicaBenchOptions struct {
-	qd      int
-	seconds float64
-	counter string
-	size    string
-	json    bool
-	keep    bool
-	flush   bool
+	qd       int
+	seconds  float64
+	counter  string
+	size     string
+	json     bool
+	keep     bool
+	flush    bool
+	progress string
 }
 
 func newReplicaBenchCommand(g *globalOpts) *cobra.Command {
@@ -305,6 +306,7 @@ afterwards unless --keep.
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
 	f.BoolVar(&opts.keep, "keep", false, "keep the replica directory")
 	f.BoolVar(&opts.flush, "flush", false, "flush after every write (durable writes)")
+	f.StringVar(&opts.progress, "progress", "auto", "progress bar of the fill on stderr: auto (on a terminal), always or never")
 	return cmd
 }
 
@@ -326,9 +328,24 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("replica bench: %s: directory is not empty", dir)
 	}
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if show {
+		// The fill writes every block of DIR's head: watch it allocate.
+		// The bar is cleared when the fill is done, before measuring.
+		bar = startProgress(g.stderr, "bench fill", terminalWidth(g.stderr, 80), g.delay(time.Second),
+			fileSampler(size, func() int64 {
+				return dirAllocated(dir, func(n string) bool { return strings.HasPrefix(n, "volume-head-") && strings.HasSuffix(n, ".img") })
+			}))
+		bar.stopAtTotal = true
+	}
 	res, err := replica.WriteBench(ctx, dir, replica.WriteBenchOptions{
 		Size: size, QueueDepth: opts.qd, Duration: time.Duration(opts.seconds * float64(time.Second)), Counter: mode, Flush: opts.flush,
 	})
+	bar.Stop()
 	if !opts.keep {
 		if rerr := os.RemoveAll(dir); err == nil && rerr != nil {
 			err = rerr

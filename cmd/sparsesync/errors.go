@@ -22,7 +22,7 @@ func run(ctx context.Context, g *globalOpts, args []string) int {
 // whether that wrote to stdout.
 func execute(ctx context.Context, g *globalOpts, args []string) (*cobra.Command, bool, error) {
 	out := &countingWriter{w: g.stdout}
-	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr})
+	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay})
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	return cmd, out.n > 0, err

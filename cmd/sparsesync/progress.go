@@ -27,6 +27,10 @@ type progressBar struct {
 	wg                sync.WaitGroup
 	mu                sync.Mutex // orders drawing and Println on w
 	drawn             bool
+	// stopAtTotal clears the bar for good once done reaches total (a
+	// phase with a known end, followed by one without: bench's fill).
+	stopAtTotal bool
+	finished    bool
 }
 
 // progressEnabled decides from --progress auto|always|never whether to draw on w.
@@ -44,11 +48,18 @@ func progressEnabled(mode string, w io.Writer) (bool, error) {
 
 // startProgress starts drawing on w (width columns) after delay. sample may
 // be nil when the caller feeds the bar with Update.
-func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64)) *progressBar {
+func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64), opts ...func(*progressBar)) *progressBar {
 	p := &progressBar{w: w, label: label, width: width, delay: delay, sample: sample, start: time.Now(), stop: make(chan struct{})}
+	for _, o := range opts {
+		o(p)
+	}
 	p.wg.Go(p.loop)
 	return p
 }
+
+// clearAtTotal makes a bar clear itself for good once done reaches total:
+// a phase with a known end followed by one without (bench's fill).
+func clearAtTotal(p *progressBar) { p.stopAtTotal = true }
 
 // Update stores the counters; it is safe for concurrent use and cheap, and
 // never moves the done counter backwards.
@@ -65,6 +76,9 @@ func (p *progressBar) Update(done, total int64) {
 func (p *progressBar) loop() {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
+	if p.delay <= 0 {
+		p.draw() // no quiet time: show it at once
+	}
 	for {
 		select {
 		case <-p.stop:
@@ -85,6 +99,14 @@ func (p *progressBar) draw() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.finished {
+		return
+	}
+	if p.stopAtTotal && p.total.Load() > 0 && p.done.Load() >= p.total.Load() {
+		p.clear()
+		p.finished = true
+		return
+	}
 	fmt.Fprint(p.w, "\r"+p.line(time.Since(p.start)))
 	p.drawn = true
 }

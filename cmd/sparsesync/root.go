@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,6 +17,17 @@ import (
 type globalOpts struct {
 	stdout io.Writer
 	stderr io.Writer
+	// progressDelay, if set, replaces the commands' quiet time before a
+	// progress bar appears (tests: 0, to see the bar of a quick operation).
+	progressDelay *time.Duration
+}
+
+// delay is def unless the options override it.
+func (g *globalOpts) delay(def time.Duration) time.Duration {
+	if g.progressDelay != nil {
+		return *g.progressDelay
+	}
+	return def
 }
 
 // subcommands lists the constructors of every subcommand, one per cmd_<name>.go file.
