@@ -375,7 +375,7 @@ func (s *Server) checkDirs(name string) error {
 			return fmt.Errorf("%w: %q is a symlink", ErrPathOutsideRoot, sanitize(name))
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %q is %s", ErrNotRegular, sanitize(name), fi.Mode().Type())
+			return fmt.Errorf("%w: %q is a %s", ErrNotRegular, sanitize(name), wtarget.TypeName(fi.Mode()))
 		}
 	}
 	return nil

@@ -157,3 +157,31 @@ func TestNetworkTransientErrorIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a, b)
 }
+
+// TestMessagesSayWhatUsersCanActOn: file types in words, not Go mode
+// strings, on local and remote targets; no package prefix repeated.
+func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "vm1"), 0o755))
+	addr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", noAuth: true})
+	src := filepath.Join(dir, "src.img")
+	sparseFile(t, src, 1<<20, map[int64]string{0: "a"})
+	modeString := regexp.MustCompile(`\b[dDLpSc-]*[-r][-w][-x][-r][-w][-x][-r][-w][-x]\b|[Dd]c?-{9}`)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"local", src, "/dev/null"}, "character device"},
+		{[]string{"push", "--no-auth", src, addr, "vm1"}, `"vm1" is a directory`},
+		{[]string{"pull", "--no-auth", addr, "vm1", filepath.Join(dir, "out")}, `"vm1" is a directory`},
+	} {
+		_, stderr, code, _ := runCLI(t, tc.args...)
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, tc.want)
+		require.NotRegexp(t, modeString, stderr)
+		for _, p := range libraryPrefixes {
+			require.NotContains(t, stderr, p, "no package prefix in %q", stderr)
+		}
+	}
+}
