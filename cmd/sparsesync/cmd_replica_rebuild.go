@@ -60,7 +60,7 @@ command again completes it.
 	f.StringVar(&opts.tokenFile, "token-file", "", "file holding the server's shared token")
 	f.BoolVar(&opts.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
 	f.BoolVar(&opts.noLocal, "no-local", false, "the source is not on this machine: copy over TCP only")
-	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped or refused connection per file (0: none)")
+	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped connection or a timeout per file (0: none)")
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
 	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
 	return cmd
