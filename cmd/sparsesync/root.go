@@ -49,8 +49,10 @@ const exitCodesHelp = `
 Exit status:
   0    success
   1    the operation failed (the error line names the file and the cause)
-  2    bad usage (unknown flag, wrong number of arguments)
-  130  interrupted (SIGINT or SIGTERM)
+  2    bad usage (unknown command or flag, missing subcommand, argument or
+       required flag, a value out of range)
+  130  interrupted (SIGINT or SIGTERM; "interrupted" on stderr)
+With --json an error is also one object {"error", "exit_code"} on stdout.
 `
 
 func newRootCommand(g *globalOpts) *cobra.Command {
