@@ -44,6 +44,10 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger receives retries and failures; nil discards.
 	Logger *slog.Logger
+	// OnRetry, if set, is called before each pause between attempts with
+	// the number of the coming attempt, the most attempts there will be,
+	// the pause and the error of the failed attempt (to announce it).
+	OnRetry func(attempt, max int, delay time.Duration, err error)
 	// Progress, if set, is updated while data moves.
 	Progress *Progress
 }
@@ -95,11 +99,11 @@ func PinnedTLS(pin []byte) *tls.Config {
 		InsecureSkipVerify: true, // replaced by the pin check below
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
-				return errors.New("tcpsync: server sent no certificate")
+				return errors.New("server sent no certificate")
 			}
 			sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
 			if subtle.ConstantTimeCompare(sum[:], pin) != 1 {
-				return fmt.Errorf("tcpsync: server certificate %x does not match the pin", sum)
+				return fmt.Errorf("server certificate %x does not match the pin", sum)
 			}
 			return nil
 		},
@@ -205,9 +209,9 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		return Stats{}, err
 	}
 	var total Stats
-	verifyRetried := false
+	verifyRetried, reached := false, false
 	for attempt := 0; ; attempt++ {
-		st, err := attemptOnce(ctx, addr, &c, fn)
+		st, heard, err := attemptOnce(ctx, addr, &c, fn)
 		total.WireBytesSent += st.WireBytesSent
 		total.WireBytesReceived += st.WireBytesReceived
 		if err == nil {
@@ -219,7 +223,8 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		if ctx.Err() != nil {
 			return total, err
 		}
-		again := retryable(err) && attempt < c.Retries
+		again := retryable(err, reached) && attempt < c.Retries
+		reached = reached || heard
 		if errors.Is(err, ErrVerify) && !verifyRetried && !c.FullCompare {
 			verifyRetried, again = true, true
 			c.FullCompare = true
@@ -231,6 +236,13 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		d := min(c.MaxBackoff, c.MinBackoff<<min(attempt, 16))
 		d = d/2 + rand.N(d/2+1)
 		c.Logger.Warn("sync attempt failed, retrying", "attempt", attempt+1, "backoff", d, "err", err)
+		if c.OnRetry != nil {
+			maxAttempts := c.Retries + 1
+			if verifyRetried && attempt >= c.Retries {
+				maxAttempts = attempt + 2
+			}
+			c.OnRetry(attempt+2, maxAttempts, d, err)
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -241,10 +253,12 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 	}
 }
 
-func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (Stats, error) {
+// attemptOnce runs one attempt; heard reports whether the server sent
+// anything (it is a sparsesync server and was up).
+func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (_ Stats, heard bool, _ error) {
 	conn, err := c.Dial(ctx, "tcp", addr)
 	if err != nil {
-		return Stats{}, fmt.Errorf("tcpsync: dial: %w", err)
+		return Stats{}, false, fmt.Errorf("tcpsync: %w", &dialError{err})
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -259,7 +273,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		}
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return Stats{}, fmt.Errorf("tcpsync: TLS handshake: %w", err)
+			return Stats{}, false, fmt.Errorf("tcpsync: %w", &tlsError{err})
 		}
 		conn = tc
 	}
@@ -275,5 +289,9 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	if c.Progress != nil {
 		c.Progress.Wire.Add(st.WireBytesSent + st.WireBytesReceived)
 	}
-	return st, err
+	heard = st.WireBytesReceived > 0
+	if err != nil && !heard {
+		err = &hangupError{err}
+	}
+	return st, heard, err
 }

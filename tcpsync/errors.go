@@ -1,9 +1,15 @@
 package tcpsync
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 )
 
 // Errors of the handshake.
@@ -144,19 +150,68 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// retryable reports whether a failed attempt may be retried: transport
-// failures and a busy server, not refusals or verification of bad data.
-func retryable(err error) bool {
+// dialError is a failure to open the TCP connection (refused, unknown
+// host, unreachable network): the server was never reached.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// tlsError is a failed TLS handshake: a certificate that does not verify
+// or match the pin, a peer that does not speak TLS.
+type tlsError struct{ err error }
+
+func (e *tlsError) Error() string { return "TLS handshake: " + e.err.Error() }
+func (e *tlsError) Unwrap() error { return e.err }
+
+// hangupError is a connection that ended before the server sent a single
+// byte: most likely not a sparsesync server, or one that expects TLS.
+type hangupError struct{ err error }
+
+func (e *hangupError) Error() string {
+	return "the server hung up before greeting (does it expect TLS?): " + e.err.Error()
+}
+func (e *hangupError) Unwrap() error { return e.err }
+
+// retryable reports whether a failed attempt may be retried. It is an
+// allow-list of transient transport failures: a timeout, a connection that
+// was established and then dropped (EOF, reset, broken pipe), a busy or
+// restarting server, and, once an earlier attempt reached the server, a
+// refused dial (the server is restarting). Everything else fails at once:
+// a refused dial or unknown host on the first attempt, TLS and pin
+// failures, refusals by the server, local errors (ENOTDIR, EACCES).
+// reached says whether an earlier attempt heard from the server; until
+// then a hang-up before the greeting is not retried either.
+func retryable(err error, reached bool) bool {
 	var re *RemoteError
 	if errors.As(err, &re) {
 		return re.Code == codeBusy || re.Code == codeShutdown
 	}
-	switch {
-	case errors.Is(err, ErrUnauthorized), errors.Is(err, ErrBadPath), errors.Is(err, ErrPathOutsideRoot),
-		errors.Is(err, ErrNotRegular), errors.Is(err, ErrNotFound), errors.Is(err, ErrTokenFile),
-		errors.Is(err, ErrVersion), errors.Is(err, ErrProtocol), errors.Is(err, ErrFrameTooLarge),
-		errors.Is(err, ErrSourceChanged), errors.Is(err, ErrVerify):
+	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	return true
+	var ne net.Error
+	timeout := errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	if errors.As(err, new(*dialError)) {
+		if errors.As(err, new(*net.DNSError)) {
+			return false // unknown host, or no answer about it
+		}
+		return timeout || reached && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET))
+	}
+	if timeout {
+		return true
+	}
+	if errors.As(err, new(*tlsError)) {
+		return false
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return false // a local file, not the connection
+	}
+	if errors.As(err, new(*hangupError)) && !reached {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, net.ErrClosed)
 }

@@ -375,7 +375,7 @@ func (s *Server) checkDirs(name string) error {
 			return fmt.Errorf("%w: %q is a symlink", ErrPathOutsideRoot, sanitize(name))
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %q is %s", ErrNotRegular, sanitize(name), fi.Mode().Type())
+			return fmt.Errorf("%w: %q is a %s", ErrNotRegular, sanitize(name), wtarget.TypeName(fi.Mode()))
 		}
 	}
 	return nil
@@ -383,6 +383,9 @@ func (s *Server) checkDirs(name string) error {
 
 func (s *Server) openForWrite(name string, atomic bool) (*target, error) {
 	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := s.makeParents(name); err != nil {
 		return nil, err
 	}
 	if err := s.checkDirs(name); err != nil {

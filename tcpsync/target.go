@@ -113,7 +113,7 @@ func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error
 		}
 		if !st.Mode().IsRegular() {
 			f.Close()
-			return nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, display, st.Mode().Type())
+			return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, display, wtarget.TypeName(st.Mode()))
 		}
 		if err := flock(f); err != nil {
 			f.Close()

@@ -31,7 +31,11 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"SRC or DST may be a block device. DST is fdatasync'ed before success is reported.\n\n" +
 			"Examples:\n" +
 			"  sparsesync local disk.img /mnt/new/disk.img\n" +
-			"  sparsesync local --atomic --json vm.raw backup/vm.raw\n" +
+			"  sparsesync local --atomic --json vm.raw backup/vm.raw\n\n" +
+			"--json prints one object {\"src\", \"dst\", \"size\", \"data_bytes\", \"cloned_bytes\", \"copied_bytes\",\n" +
+			"\"unchanged_bytes\", \"punched_bytes\", \"zero_filled_bytes\" (zeros written where a hole could not be\n" +
+			"punched, e.g. on a block device), \"zero_bytes\" (all-zero source blocks left as holes, --detect-zeros),\n" +
+			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"method\", \"seconds\"}.\n" +
 			exitCodesHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,16 +55,19 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 
 // localResult is the --json output: exactly these keys.
 type localResult struct {
-	Src            string  `json:"src"`
-	Dst            string  `json:"dst"`
-	Size           int64   `json:"size"`
-	DataBytes      int64   `json:"data_bytes"`
-	ClonedBytes    int64   `json:"cloned_bytes"`
-	CopiedBytes    int64   `json:"copied_bytes"`
-	UnchangedBytes int64   `json:"unchanged_bytes"`
-	PunchedBytes   int64   `json:"punched_bytes"`
-	Method         string  `json:"method"`
-	Seconds        float64 `json:"seconds"`
+	Src             string  `json:"src"`
+	Dst             string  `json:"dst"`
+	Size            int64   `json:"size"`
+	DataBytes       int64   `json:"data_bytes"`
+	ClonedBytes     int64   `json:"cloned_bytes"`
+	CopiedBytes     int64   `json:"copied_bytes"`
+	UnchangedBytes  int64   `json:"unchanged_bytes"`
+	PunchedBytes    int64   `json:"punched_bytes"`
+	ZeroFilledBytes int64   `json:"zero_filled_bytes"`
+	ZeroBytes       int64   `json:"zero_bytes"`
+	DirectReadBytes int64   `json:"direct_read_bytes"`
+	Method          string  `json:"method"`
+	Seconds         float64 `json:"seconds"`
 }
 
 // methodName is Stats.Method as printed: "none" when no data had to move.
@@ -96,12 +103,13 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	if err != nil {
 		return err
 	}
+	var bar *progressBar
 	if show {
-		bar := startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), opts.progressDelay, nil)
+		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), nil)
 		o.Progress = bar.Update
-		defer bar.Stop()
 	}
 	st, err := localsync.Copy(ctx, src, dst, o)
+	bar.Stop() // before the result: it must stand on a line of its own
 	if err != nil {
 		if errors.Is(err, localsync.ErrInvalidOptions) {
 			return usageError{err}
@@ -112,6 +120,7 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 		return writeJSONLine(g.stdout, localResult{
 			Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes, ClonedBytes: st.ClonedBytes,
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
+			ZeroFilledBytes: st.ZeroedBytes, ZeroBytes: st.ZeroBytes, DirectReadBytes: st.DirectReadBytes,
 			Method: methodName(st.Method), Seconds: st.Elapsed.Seconds(),
 		})
 	}

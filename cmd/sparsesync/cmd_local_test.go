@@ -33,7 +33,8 @@ func TestLocalJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	assert.Equal(t, []string{"cloned_bytes", "copied_bytes", "data_bytes", "dst", "method", "punched_bytes", "seconds", "size", "src", "unchanged_bytes"}, keys)
+	assert.Equal(t, []string{"cloned_bytes", "copied_bytes", "data_bytes", "direct_read_bytes", "dst", "method", "punched_bytes",
+		"seconds", "size", "src", "unchanged_bytes", "zero_bytes", "zero_filled_bytes"}, keys)
 	assert.Equal(t, src, got["src"])
 	assert.Equal(t, dst, got["dst"])
 	assert.EqualValues(t, l.Size, got["size"])
@@ -53,6 +54,19 @@ func TestLocalJSON(t *testing.T) {
 	out, _, code, _ = runCLI(t, "local", src, dst)
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "unchanged 1.0 MiB")
+
+	// Written zeros are data to SEEK_DATA; --detect-zeros leaves them as
+	// holes and says how many bytes in zero_bytes, so the numbers add up.
+	f, err := os.OpenFile(src, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 64<<10), 4<<20)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	out, _, code, _ = runCLI(t, "local", "--json", "--detect-zeros", src, filepath.Join(dir, "dst2"))
+	require.Equal(t, 0, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.EqualValues(t, 64<<10, got["zero_bytes"])
+	assert.EqualValues(t, got["data_bytes"], got["cloned_bytes"].(float64)+got["copied_bytes"].(float64)+got["zero_bytes"].(float64))
 }
 
 func TestLocalErrors(t *testing.T) {

@@ -19,6 +19,14 @@ ADDR into the local file DST, creating it if needed. Only data DST lacks
 travels, the result is verified end to end, and DST.tcpsync records
 progress so an interrupted pull resumes.
 
+DST.tcpsync stays after success, on purpose: it records the source
+version DST holds, so pulling an unchanged source again ends after one
+round trip (--full-compare ignores it). Deleting it is harmless: the next
+pull compares every block. A permanent error (nothing listening, unknown
+host, TLS or pin failure, wrong token, DST not writable) fails at once; a
+dropped connection or a timeout is retried (--retries) and each retry is
+announced on stderr.
+
 --json prints one object {"src", "dst", "size", "data_bytes",
 "copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
 "wire_bytes_received", "seconds", "verified"}.

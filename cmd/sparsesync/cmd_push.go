@@ -7,8 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -43,7 +47,7 @@ func (o *netOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.atomic, "atomic", false, "write a temporary file and rename it over the target at the end")
 	f.BoolVar(&o.fullCompare, "full-compare", false, "compare every block even if the receiver recorded this source version")
 	f.IntVar(&o.blockSize, "block-size", 4096, "compare granularity in bytes (power of two, 4096 to 1048576)")
-	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection (0: none)")
+	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection or a timeout, each announced on stderr (0: none)")
 	f.BoolVar(&o.json, "json", false, "print the result as one JSON object")
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
 }
@@ -108,7 +112,16 @@ func newPushCommand(g *globalOpts) *cobra.Command {
 on the server at ADDR (host:port). Only data the server lacks travels:
 holes are never read or sent, blocks both sides hold are compared by
 seeded hashes, all-zero blocks become holes. The result is verified end
-to end; a dropped connection is retried and resumes where it stopped.
+to end; a dropped connection or a timeout is retried (--retries), each
+retry announced on stderr, and resumes where it stopped; a permanent
+error (nothing listening, unknown host, TLS or pin failure, wrong token)
+fails at once. Missing directories of REMOTE are created beneath the
+server's root (like rsync --mkpath).
+
+The server keeps REMOTE.tcpsync next to the target after success, on
+purpose: it records the source version the target holds, so pushing an
+unchanged source again ends after one round trip (--full-compare ignores
+it). Deleting it is harmless: the next push compares every block.
 
 With --replica DIR the source is the volume held by the replica
 directory DIR (ours or Longhorn's, not open by a writer): its head merged
@@ -178,9 +191,37 @@ func transfer(g *globalOpts, opts netOptions, addr, label string, run func(*tcps
 	if show {
 		bar = startProgress(g.stderr, label, terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
 	}
+	co.OnRetry = func(attempt, maxAttempts int, delay time.Duration, err error) {
+		bar.Println(g.stderr, fmt.Sprintf("sparsesync: %s: retrying in %s (attempt %d/%d): %s",
+			label, roundDelay(delay), attempt, maxAttempts, causeText(err)))
+	}
 	st, err := run(co)
 	bar.Stop()
 	return st, err
+}
+
+// roundDelay renders a backoff the way a user reads it: 2s, 500ms.
+func roundDelay(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
+}
+
+// causeText is the root cause of a failed attempt in a user's words:
+// "connection reset by peer", "connection closed by the server".
+func causeText(err error) string {
+	var errno syscall.Errno
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed by the peer"
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	}
+	return strings.TrimPrefix(errorLine(err), "sparsesync: ")
 }
 
 func progressOf(p *tcpsync.Progress) func() (int64, int64, int64) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -35,17 +34,9 @@ volume-snap-*.img, revision.counter), ours or written by Longhorn itself:
 create, info, check, bench, export (one sparse image of the volume) and
 rebuild (copy a replica: local first, TCP fallback).
 ` + exitCodesHelp,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{errors.New("replica: missing subcommand (create, info, check, bench, export, rebuild)")}
-		},
 	}
 	for _, newCmd := range replicaSubcommands {
-		c := newCmd(g)
-		if c.Args != nil {
-			c.Args = wrapArgs(c.Args)
-		}
-		cmd.AddCommand(c)
+		cmd.AddCommand(newCmd(g))
 	}
 	return cmd
 }
@@ -79,17 +70,18 @@ func parseReplicaSize(s string) (int64, error) {
 
 type replicaCreateOptions struct {
 	size    string
-	counter bool
+	counter string
 }
 
 func newReplicaCreateCommand(g *globalOpts) *cobra.Command {
 	opts := replicaCreateOptions{}
 	cmd := &cobra.Command{
-		Use:   "create --size SIZE [--revision-counter=false] DIR...",
+		Use:   "create --size SIZE [--revision-counter on|off|per-write] DIR...",
 		Short: "Create empty replica directories",
 		Long: `Create a replica directory of SIZE bytes (a multiple of 4096; suffixes K, M, G, T)
-in Longhorn's layout. The revision counter is on by default; the mode is
-recorded in replica.hdr. Several DIRs are created as the replicas of one
+in Longhorn's layout. --revision-counter takes the words of replica bench
+and check: on (the default), off, or per-write (Longhorn's own way, an
+extra counter write per I/O); the mode is recorded in replica.hdr. Several DIRs are created as the replicas of one
 volume (one volume id); if one cannot be created none is left behind.
 ` + exitCodesHelp,
 		Args: cobra.MinimumNArgs(1),
@@ -99,9 +91,25 @@ volume (one volume id); if one cannot be created none is left behind.
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.size, "size", "", "volume size in bytes (suffix K, M, G, T)")
-	f.BoolVar(&opts.counter, "revision-counter", true, "keep a revision counter")
+	f.StringVar(&opts.counter, "revision-counter", "on", "revision counter mode: on, off or per-write")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
+}
+
+// parseCounterFlag parses --revision-counter of create and bench: on,
+// off, per-write; true and false (the old boolean spelling) mean on and off.
+func parseCounterFlag(s string) (replica.CounterMode, error) {
+	switch s {
+	case "true":
+		return replica.CounterOn, nil
+	case "false":
+		return replica.CounterOff, nil
+	}
+	m, err := replica.ParseCounterMode(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not on, off or per-write", s)
+	}
+	return m, nil
 }
 
 func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOptions, dirs ...string) error {
@@ -112,9 +120,9 @@ func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOpti
 	if err != nil {
 		return usageError{fmt.Errorf("replica create: --size: %w", err)}
 	}
-	mode := replica.CounterOn
-	if !opts.counter {
-		mode = replica.CounterOff
+	mode, err := parseCounterFlag(opts.counter)
+	if err != nil {
+		return usageError{fmt.Errorf("replica create: --revision-counter: %w", err)}
 	}
 	v, err := replica.CreateVolume(dirs, size, replica.VolumeOptions{Counter: mode})
 	if err != nil {
@@ -262,13 +270,14 @@ func runReplicaCheck(ctx context.Context, g *globalOpts, opts replicaCheckOption
 }
 
 type replicaBenchOptions struct {
-	qd      int
-	seconds float64
-	counter string
-	size    string
-	json    bool
-	keep    bool
-	flush   bool
+	qd       int
+	seconds  float64
+	counter  string
+	size     string
+	json     bool
+	keep     bool
+	flush    bool
+	progress string
 }
 
 func newReplicaBenchCommand(g *globalOpts) *cobra.Command {
@@ -297,13 +306,14 @@ afterwards unless --keep.
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
 	f.BoolVar(&opts.keep, "keep", false, "keep the replica directory")
 	f.BoolVar(&opts.flush, "flush", false, "flush after every write (durable writes)")
+	f.StringVar(&opts.progress, "progress", "auto", "progress bar of the fill on stderr: auto (on a terminal), always or never")
 	return cmd
 }
 
 func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOptions, dir string) error {
-	mode, err := replica.ParseCounterMode(opts.counter)
+	mode, err := parseCounterFlag(opts.counter)
 	if err != nil {
-		return usageError{err}
+		return usageError{fmt.Errorf("replica bench: --revision-counter: %w", err)}
 	}
 	size, err := parseReplicaSize(opts.size)
 	if err != nil {
@@ -318,9 +328,24 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("replica bench: %s: directory is not empty", dir)
 	}
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if show {
+		// The fill writes every block of DIR's head: watch it allocate.
+		// The bar is cleared when the fill is done, before measuring.
+		bar = startProgress(g.stderr, "bench fill", terminalWidth(g.stderr, 80), g.delay(time.Second),
+			fileSampler(size, func() int64 {
+				return dirAllocated(dir, func(n string) bool { return strings.HasPrefix(n, "volume-head-") && strings.HasSuffix(n, ".img") })
+			}))
+		bar.stopAtTotal = true
+	}
 	res, err := replica.WriteBench(ctx, dir, replica.WriteBenchOptions{
 		Size: size, QueueDepth: opts.qd, Duration: time.Duration(opts.seconds * float64(time.Second)), Counter: mode, Flush: opts.flush,
 	})
+	bar.Stop()
 	if !opts.keep {
 		if rerr := os.RemoveAll(dir); err == nil && rerr != nil {
 			err = rerr

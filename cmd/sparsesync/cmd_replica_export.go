@@ -3,13 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/replica"
 )
 
-type replicaExportOptions struct{ json bool }
+type replicaExportOptions struct {
+	json     bool
+	progress string
+}
 
 func newReplicaExportCommand(g *globalOpts) *cobra.Command {
 	opts := replicaExportOptions{}
@@ -32,6 +38,7 @@ the image is complete and synced; a block device is written in place.
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON object")
+	cmd.Flags().StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
 	return cmd
 }
 
@@ -45,7 +52,16 @@ type replicaExportResult struct {
 }
 
 func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOptions, dir, out string) error {
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if show {
+		bar = exportProgress(ctx, g, dir, out)
+	}
 	st, err := replica.Export(ctx, dir, out)
+	bar.Stop()
 	if err != nil {
 		return fmt.Errorf("replica export: %w", err)
 	}
@@ -56,4 +72,26 @@ func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOpti
 	_, err = fmt.Fprintf(g.stdout, "exported %s to %s: %s volume, %s data from %d layers, %.2f s\n",
 		dir, out, humanBytes(st.Size), humanBytes(st.DataBytes), st.Layers, st.Elapsed.Seconds())
 	return err
+}
+
+// exportProgress draws the bytes written to OUT's new files (the image, or
+// its temporary twin) against the volume's data bytes. A block device OUT
+// is written in place and cannot be watched: no bar.
+func exportProgress(ctx context.Context, g *globalOpts, dir, out string) *progressBar {
+	if fi, err := os.Stat(out); err == nil && !fi.Mode().IsRegular() {
+		return nil
+	}
+	c, err := replica.OpenChain(dir)
+	if err != nil {
+		return nil // Export reports it
+	}
+	m, err := c.Map(ctx)
+	c.Close()
+	if err != nil {
+		return nil
+	}
+	parent := filepath.Dir(out)
+	keep := newFilesIn(parent)
+	return startProgress(g.stderr, "export", terminalWidth(g.stderr, 80), g.delay(time.Second),
+		fileSampler(m.Bytes(), func() int64 { return dirAllocated(parent, keep) }))
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +22,7 @@ type replicaRebuildOptions struct {
 	noLocal   bool
 	retries   int
 	json      bool
+	progress  string
 }
 
 func newReplicaRebuildCommand(g *globalOpts) *cobra.Command {
@@ -56,8 +60,9 @@ command again completes it.
 	f.StringVar(&opts.tokenFile, "token-file", "", "file holding the server's shared token")
 	f.BoolVar(&opts.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
 	f.BoolVar(&opts.noLocal, "no-local", false, "the source is not on this machine: copy over TCP only")
-	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped or refused connection per file (0: none)")
+	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped connection or a timeout per file (0: none)")
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
+	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
 	return cmd
 }
 
@@ -110,7 +115,20 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	if opts.noLocal {
 		local = ""
 	}
+	show, err := progressEnabled(opts.progress, g.stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if show && !opts.noLocal {
+		// The target's files grow towards the source's allocated bytes.
+		total := dirAllocated(source, nil)
+		bar = startProgress(g.stderr, "rebuild", terminalWidth(g.stderr, 80), g.delay(time.Second),
+			fileSampler(total, func() int64 { return dirAllocated(target, nil) }))
+		ro.Logger = slog.New(slog.NewTextHandler(barWriter{bar, g.stderr}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	st, err := replica.Rebuild(ctx, local, target, ro)
+	bar.Stop()
 	if err != nil {
 		return err
 	}
@@ -144,4 +162,15 @@ func baseName(p string) string {
 		}
 	}
 	return p
+}
+
+// barWriter writes log lines above the progress bar.
+type barWriter struct {
+	bar *progressBar
+	w   io.Writer
+}
+
+func (b barWriter) Write(p []byte) (int, error) {
+	b.bar.Println(b.w, strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }

@@ -17,13 +17,27 @@ func TestReplicaCreateInfoCheck(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
 	g, out := testGlobals()
-	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1M", counter: true}, a))
-	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1048576", counter: false}, b))
+	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1M", counter: "on"}, a))
+	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1048576", counter: "off"}, b))
 	require.Contains(t, out.String(), "created "+a+": 1048576 bytes, revision counter on\n")
+	require.Contains(t, out.String(), "created "+b+": 1048576 bytes, revision counter off\n")
+
+	// One vocabulary with bench and check: on, off, per-write; the old
+	// boolean spelling still works; anything else is bad usage.
+	for _, tc := range []struct{ flag, want string }{{"per-write", "per-write"}, {"false", "off"}, {"true", "on"}} {
+		dir := filepath.Join(root, "v-"+tc.flag)
+		stdout, stderr, code, _ := runCLI(t, "replica", "create", "--size", "64K", "--revision-counter", tc.flag, dir)
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, "created "+dir+": 65536 bytes, revision counter "+tc.want+"\n", stdout)
+	}
+	_, stderr, code, _ := runCLI(t, "replica", "create", "--size", "64K", "--revision-counter", "sometimes", filepath.Join(root, "bad"))
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `"sometimes" is not on, off or per-write`)
+	require.NoDirExists(t, filepath.Join(root, "bad"))
 
 	// Several directories: one volume, checked together without complaint.
 	c, d := filepath.Join(root, "c"), filepath.Join(root, "d")
-	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "64K", counter: true}, c, d))
+	require.NoError(t, runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "64K", counter: "on"}, c, d))
 	out.Reset()
 	require.NoError(t, runReplicaCheck(t.Context(), g, replicaCheckOptions{counter: "auto"}, c, d))
 	require.Equal(t, 2, strings.Count(out.String(), "RW "), out.String())
@@ -76,10 +90,10 @@ func TestReplicaUsageErrors(t *testing.T) {
 	g, _ := testGlobals()
 	dir := filepath.Join(t.TempDir(), "r")
 	for _, size := range []string{"", "abc", "-1", "0"} {
-		err := runReplicaCreate(t.Context(), g, replicaCreateOptions{size: size, counter: true}, dir)
+		err := runReplicaCreate(t.Context(), g, replicaCreateOptions{size: size, counter: "on"}, dir)
 		require.Equal(t, 2, exitCode(t.Context(), err), "size %q", size)
 	}
-	err := runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1000", counter: true}, dir)
+	err := runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1000", counter: "on"}, dir)
 	require.Error(t, err)
 	require.Equal(t, 1, exitCode(t.Context(), err))
 	_, statErr := os.Stat(filepath.Join(dir, replica.VolumeMetaFile))

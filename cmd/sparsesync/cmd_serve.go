@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"sort"
-	"sync"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,7 @@ type serveOptions struct {
 	tlsCert   string
 	tlsKey    string
 	metrics   string
+	pprof     bool
 	verbose   bool
 	// ready, if set, is called with the listening addresses (tests).
 	ready func(addr, metricsAddr string)
@@ -42,11 +44,27 @@ func newServeCommand(g *globalOpts) *cobra.Command {
 Clients prove they hold the shared token (and the server proves it too);
 --no-auth exists only for loopback listeners. Remote names are resolved
 beneath --root: no "..", no absolute paths, no symlinks, regular files
-only. --tls-cert/--tls-key add TLS 1.3. --metrics ADDR serves Prometheus
-metrics on /metrics and profiles on /debug/pprof/.
+only. A push creates the missing directories of its target beneath
+--root (like rsync --mkpath).
+
+--tls-cert/--tls-key add TLS 1.3; serve prints the certificate's pin, the
+SHA-256 of its DER encoding in hex, for clients' --tls-pin (the same as
+"openssl x509 -in CERT -outform DER | sha256sum").
+
+--metrics ADDR serves Prometheus metrics on http://ADDR/metrics
+(sparsesync_syncs_total, sparsesync_bytes_total,
+sparsesync_sync_duration_seconds, and the standard process_* and go_*
+metrics); --pprof adds Go profiles on /debug/pprof/ there, for whoever can
+reach ADDR: keep it on loopback.
+
+Every pushed file and every file pulled to a client keeps a small sidecar
+NAME.tcpsync next to it: the record of the source version it holds, so the
+next sync of an unchanged source ends after a quick check, and of the
+checkpoint an interrupted sync resumes from. Removing it is harmless (the
+next sync compares every block).
 
 SIGINT or SIGTERM stops accepting, lets running syncs checkpoint (a later
-push resumes) and exits.
+push resumes) and exits with status 130.
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,7 +78,8 @@ push resumes) and exits.
 	f.BoolVar(&opts.noAuth, "no-auth", false, "accept clients without a token (loopback listeners only)")
 	f.StringVar(&opts.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key enables TLS 1.3")
 	f.StringVar(&opts.tlsKey, "tls-key", "", "TLS private key (PEM)")
-	f.StringVar(&opts.metrics, "metrics", "", "serve /metrics and /debug/pprof/ on this address")
+	f.StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics")
+	f.BoolVar(&opts.pprof, "pprof", false, "with --metrics, also serve Go profiles on /debug/pprof/ (keep ADDR private)")
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "log every session on stderr")
 	_ = cmd.MarkFlagRequired("root")
 	return cmd
@@ -70,24 +89,31 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	srv := &tcpsync.Server{Root: opts.root, NoAuth: opts.noAuth}
 	switch {
 	case opts.noAuth && opts.tokenFile != "":
-		return usageError{errors.New("--no-auth and --token-file are exclusive")}
+		return usageError{errors.New("serve: --no-auth and --token-file are exclusive")}
 	case !opts.noAuth && opts.tokenFile == "":
-		return usageError{errors.New("--token-file is required (or --no-auth on a loopback address)")}
+		return usageError{errors.New("serve: --token-file is required (or --no-auth on a loopback address)")}
+	case (opts.tlsCert == "") != (opts.tlsKey == ""):
+		return usageError{errors.New("serve: --tls-cert and --tls-key go together")}
+	case opts.pprof && opts.metrics == "":
+		return usageError{errors.New("serve: --pprof needs --metrics ADDR")}
 	case opts.tokenFile != "":
 		tok, err := tcpsync.LoadToken(opts.tokenFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("serve: %w", err)
 		}
 		srv.Token = tok
 	}
-	if (opts.tlsCert == "") != (opts.tlsKey == "") {
-		return usageError{errors.New("--tls-cert and --tls-key go together")}
+	if err := checkRoot(opts.root); err != nil {
+		return err
 	}
+	var pin string
 	if opts.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
 		if err != nil {
-			return fmt.Errorf("%s: %w", opts.tlsCert, err)
+			return fmt.Errorf("serve: %s: %w", opts.tlsCert, err)
 		}
+		sum := sha256.Sum256(cert.Certificate[0])
+		pin = hex.EncodeToString(sum[:])
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 	}
 	level := slog.LevelWarn
@@ -99,109 +125,80 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	srv.OnSession = m.record
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); opts.noAuth && (!ok || !a.IP.IsLoopback()) {
+		ln.Close()
+		return usageError{fmt.Errorf("serve: --no-auth is only allowed on a loopback address, not %s", opts.listen)}
 	}
 	var metricsAddr string
 	if opts.metrics != "" {
 		mln, err := net.Listen("tcp", opts.metrics)
 		if err != nil {
 			ln.Close()
-			return err
+			return fmt.Errorf("serve: --metrics: %w", err)
 		}
 		metricsAddr = mln.Addr().String()
-		hs := &http.Server{Handler: m.mux(), ReadHeaderTimeout: 10 * time.Second}
+		hs := &http.Server{Handler: m.mux(opts.pprof), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(mln) }()
 		defer hs.Close()
 	}
-	fmt.Fprintf(g.stderr, "sparsesync: serving %s on %s\n", opts.root, ln.Addr())
+	auth := "token authentication"
+	if opts.noAuth {
+		auth = "no authentication"
+	}
+	if pin != "" {
+		auth += ", TLS 1.3"
+	}
+	fmt.Fprintf(g.stderr, "sparsesync: serving %s on %s (%s)\n", opts.root, shownAddr(opts.listen, ln.Addr()), auth)
+	if pin != "" {
+		fmt.Fprintf(g.stderr, "sparsesync: TLS certificate pin (SHA-256 of its DER): %s\n", pin)
+	}
+	if metricsAddr != "" {
+		fmt.Fprintf(g.stderr, "sparsesync: metrics on http://%s/metrics\n", shownAddr(opts.metrics, mln(metricsAddr)))
+	}
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String(), metricsAddr)
 	}
 	return srv.Serve(ctx, ln)
 }
 
-// serveMetrics counts sessions for the Prometheus text format, by hand.
-type serveMetrics struct {
-	mu       sync.Mutex
-	syncs    map[[2]string]int64 // {op, result}
-	bytes    map[string]int64
-	durSum   map[string]float64
-	durCount map[string]int64
+// checkRoot refuses a --root that is not a directory, before serving.
+func checkRoot(root string) error {
+	fi, err := os.Stat(root)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("serve: --root %s: %w", root, err)
+	case !fi.IsDir():
+		return fmt.Errorf("serve: --root %s: not a directory", root)
+	}
+	return nil
 }
 
-func newServeMetrics() *serveMetrics {
-	return &serveMetrics{syncs: map[[2]string]int64{}, bytes: map[string]int64{}, durSum: map[string]float64{}, durCount: map[string]int64{}}
+// mln parses an address we listened on back into a net.Addr.
+func mln(addr string) net.Addr {
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil
+	}
+	return a
 }
 
-func (m *serveMetrics) record(ev tcpsync.SessionEvent) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	op := ev.Op
-	if op == "" {
-		op = "none"
+// shownAddr is the address as the user gave it, with the port actually
+// bound: "0.0.0.0:7373" stays 0.0.0.0 (Go reports it as [::]), and an
+// empty host is every address.
+func shownAddr(given string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(given)
+	a, ok := bound.(*net.TCPAddr)
+	if err != nil || !ok {
+		return fmt.Sprint(bound)
 	}
-	result := "ok"
-	if ev.Err != nil {
-		result = "error"
+	if host == "" {
+		host = "0.0.0.0"
 	}
-	m.syncs[[2]string{op, result}]++
-	m.bytes["copied"] += ev.Stats.CopiedBytes
-	m.bytes["unchanged"] += ev.Stats.UnchangedBytes
-	m.bytes["punched"] += ev.Stats.PunchedBytes
-	m.bytes["wire_sent"] += ev.Stats.WireBytesSent
-	m.bytes["wire_received"] += ev.Stats.WireBytesReceived
-	m.durSum[op] += ev.Elapsed.Seconds()
-	m.durCount[op]++
-}
-
-func (m *serveMetrics) write(w io.Writer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	fmt.Fprintln(w, "# HELP sparsesync_syncs_total Sessions finished, by operation and result.")
-	fmt.Fprintln(w, "# TYPE sparsesync_syncs_total counter")
-	keys := make([][2]string, 0, len(m.syncs))
-	for k := range m.syncs {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
-	var errs int64
-	for _, k := range keys {
-		fmt.Fprintf(w, "sparsesync_syncs_total{op=%q,result=%q} %d\n", k[0], k[1], m.syncs[k])
-		if k[1] == "error" {
-			errs += m.syncs[k]
-		}
-	}
-	fmt.Fprintln(w, "# HELP sparsesync_errors_total Sessions that failed.")
-	fmt.Fprintln(w, "# TYPE sparsesync_errors_total counter")
-	fmt.Fprintf(w, "sparsesync_errors_total %d\n", errs)
-	fmt.Fprintln(w, "# HELP sparsesync_bytes_total Bytes by kind: copied, unchanged, punched, wire_sent, wire_received.")
-	fmt.Fprintln(w, "# TYPE sparsesync_bytes_total counter")
-	for _, k := range []string{"copied", "unchanged", "punched", "wire_sent", "wire_received"} {
-		fmt.Fprintf(w, "sparsesync_bytes_total{kind=%q} %d\n", k, m.bytes[k])
-	}
-	fmt.Fprintln(w, "# HELP sparsesync_sync_duration_seconds Session wall time.")
-	fmt.Fprintln(w, "# TYPE sparsesync_sync_duration_seconds summary")
-	ops := make([]string, 0, len(m.durCount))
-	for op := range m.durCount {
-		ops = append(ops, op)
-	}
-	sort.Strings(ops)
-	for _, op := range ops {
-		fmt.Fprintf(w, "sparsesync_sync_duration_seconds_sum{op=%q} %g\n", op, m.durSum[op])
-		fmt.Fprintf(w, "sparsesync_sync_duration_seconds_count{op=%q} %d\n", op, m.durCount[op])
-	}
-}
-
-func (m *serveMetrics) mux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		m.write(w)
-	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	return net.JoinHostPort(host, strconv.Itoa(a.Port))
 }

@@ -3,16 +3,90 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
-// exitCode maps an error to the documented exit status.
+// run executes "sparsesync args..." and reports the way main does: the
+// error as one line on stderr (and, with --json, as one JSON object on
+// stdout), and returns the exit status.
+func run(ctx context.Context, g *globalOpts, args []string) int {
+	cmd, wrote, err := execute(ctx, g, args)
+	return report(ctx, g, cmd, wrote, err)
+}
+
+// execute runs the command line and returns the command it ran and
+// whether that wrote to stdout.
+func execute(ctx context.Context, g *globalOpts, args []string) (*cobra.Command, bool, error) {
+	out := &countingWriter{w: g.stdout}
+	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay})
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	return cmd, out.n > 0, err
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// report prints err (if any) as the user sees it and returns the exit
+// status. With --json the error is also one JSON object on stdout, unless
+// the command already printed its own object there (a result that
+// carries its errors, as plan cpu and replica check do).
+func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout bool, err error) int {
+	code := exitCode(ctx, err)
+	if code == 0 {
+		return 0
+	}
+	var line string
+	if code == 130 {
+		line = "sparsesync: " + commandName(cmd) + "interrupted"
+	} else {
+		line = errorLine(err)
+	}
+	g.stderrLine(line)
+	if cmd != nil && jsonRequested(cmd) && !wroteStdout {
+		_ = writeJSONLine(g.stdout, struct {
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}{strings.TrimPrefix(line, "sparsesync: "), code})
+	}
+	return code
+}
+
+// commandName is "push: " for `sparsesync push`, "" for the root.
+func commandName(cmd *cobra.Command) string {
+	if cmd == nil || !cmd.HasParent() {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), "sparsesync ") + ": "
+}
+
+// jsonRequested reports whether the command was given --json.
+func jsonRequested(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
+}
+
+// exitCode maps an error to the documented exit status: 130 once the
+// command was interrupted (SIGINT, SIGTERM), whatever it returned.
 func exitCode(ctx context.Context, err error) int {
 	switch {
-	case err == nil:
-		return 0
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return 130
+	case err == nil:
+		return 0
 	case errors.As(err, new(usageError)):
 		return 2
 	default:
@@ -20,11 +94,26 @@ func exitCode(ctx context.Context, err error) int {
 	}
 }
 
-// errorLine renders err as exactly one line for stderr.
+// libraryPrefixes are the "pkg: " prefixes the library packages put on
+// their errors; the CLI line names the command instead.
+var libraryPrefixes = []string{"tcpsync: ", "localsync: ", "replica: ", "sparse: ", "target: "}
+
+// errorLine renders err as exactly one line for stderr, with one
+// "sparsesync: " prefix and no package prefixes repeated after the first
+// element (the command's own).
 func errorLine(err error) string {
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	if !strings.HasPrefix(msg, "sparsesync") {
-		msg = "sparsesync: " + msg
+	msg := strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n", " "), "sparsesync: ")
+	head, rest, ok := strings.Cut(msg, ": ")
+	if ok {
+		for _, p := range libraryPrefixes {
+			rest = strings.ReplaceAll(rest, p, "")
+		}
+		msg = head + ": " + rest
 	}
-	return msg
+	return "sparsesync: " + msg
+}
+
+// stderrLine prints one line on stderr, clearing a progress bar first.
+func (g *globalOpts) stderrLine(s string) {
+	fmt.Fprintln(g.stderr, s)
 }

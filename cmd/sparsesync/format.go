@@ -29,10 +29,7 @@ func percent(part, whole int64) string {
 
 // writeJSONLine prints v as one compact JSON object and a newline.
 func writeJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "->" stays readable
+	return enc.Encode(v)
 }

@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,11 +11,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	g := &globalOpts{stdout: os.Stdout, stderr: os.Stderr}
-	err := newRootCommand(g).ExecuteContext(ctx)
-	code := exitCode(ctx, err) // before stop: stop cancels ctx
+	code := run(ctx, g, os.Args[1:])
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, errorLine(err))
-	}
 	os.Exit(code)
 }

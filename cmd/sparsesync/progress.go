@@ -25,7 +25,12 @@ type progressBar struct {
 	start             time.Time
 	stop              chan struct{}
 	wg                sync.WaitGroup
+	mu                sync.Mutex // orders drawing and Println on w
 	drawn             bool
+	// stopAtTotal clears the bar for good once done reaches total (a
+	// phase with a known end, followed by one without: bench's fill).
+	stopAtTotal bool
+	finished    bool
 }
 
 // progressEnabled decides from --progress auto|always|never whether to draw on w.
@@ -43,11 +48,18 @@ func progressEnabled(mode string, w io.Writer) (bool, error) {
 
 // startProgress starts drawing on w (width columns) after delay. sample may
 // be nil when the caller feeds the bar with Update.
-func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64)) *progressBar {
+func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64), opts ...func(*progressBar)) *progressBar {
 	p := &progressBar{w: w, label: label, width: width, delay: delay, sample: sample, start: time.Now(), stop: make(chan struct{})}
+	for _, o := range opts {
+		o(p)
+	}
 	p.wg.Go(p.loop)
 	return p
 }
+
+// clearAtTotal makes a bar clear itself for good once done reaches total:
+// a phase with a known end followed by one without (bench's fill).
+func clearAtTotal(p *progressBar) { p.stopAtTotal = true }
 
 // Update stores the counters; it is safe for concurrent use and cheap, and
 // never moves the done counter backwards.
@@ -64,6 +76,9 @@ func (p *progressBar) Update(done, total int64) {
 func (p *progressBar) loop() {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
+	if p.delay <= 0 {
+		p.draw() // no quiet time: show it at once
+	}
 	for {
 		select {
 		case <-p.stop:
@@ -82,8 +97,39 @@ func (p *progressBar) draw() {
 		p.Update(done, total)
 		p.wire.Store(wire)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished {
+		return
+	}
+	if p.stopAtTotal && p.total.Load() > 0 && p.done.Load() >= p.total.Load() {
+		p.clear()
+		p.finished = true
+		return
+	}
 	fmt.Fprint(p.w, "\r"+p.line(time.Since(p.start)))
 	p.drawn = true
+}
+
+// Println prints s as a line of its own: the bar is cleared first and
+// redrawn on the next tick. A nil bar prints to w directly.
+func (p *progressBar) Println(w io.Writer, s string) {
+	if p == nil {
+		fmt.Fprintln(w, s)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	fmt.Fprintln(p.w, s)
+}
+
+// clear erases the drawn bar; p.mu is held.
+func (p *progressBar) clear() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", max(p.width-1, 0))+"\r")
+		p.drawn = false
+	}
 }
 
 // line renders the bar for the elapsed time.
@@ -101,6 +147,9 @@ func (p *progressBar) line(elapsed time.Duration) string {
 		eta = "0s"
 	}
 	tail := fmt.Sprintf(" %3.0f%% %s/%s %s/s ETA %s", frac*100, humanBytes(done), humanBytes(total), humanBytes(int64(rate)), eta)
+	if total == 0 && done == 0 {
+		tail, frac = " starting", 0 // not connected yet, or nothing known to move
+	}
 	if wire := p.wire.Load(); wire > 0 {
 		tail += " wire " + humanBytes(wire)
 	}
@@ -124,7 +173,7 @@ func (p *progressBar) Stop() {
 	}
 	close(p.stop)
 	p.wg.Wait()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", max(p.width-1, 0))+"\r")
-	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
 }

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -13,6 +17,17 @@ import (
 type globalOpts struct {
 	stdout io.Writer
 	stderr io.Writer
+	// progressDelay, if set, replaces the commands' quiet time before a
+	// progress bar appears (tests: 0, to see the bar of a quick operation).
+	progressDelay *time.Duration
+}
+
+// delay is def unless the options override it.
+func (g *globalOpts) delay(def time.Duration) time.Duration {
+	if g.progressDelay != nil {
+		return *g.progressDelay
+	}
+	return def
 }
 
 // subcommands lists the constructors of every subcommand, one per cmd_<name>.go file.
@@ -28,14 +43,17 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newLocalCommand,
 	newDemoCommand,
 	newDisksCommand,
+	newVersionCommand,
 }
 
 const exitCodesHelp = `
 Exit status:
   0    success
   1    the operation failed (the error line names the file and the cause)
-  2    bad usage (unknown flag, wrong number of arguments)
-  130  interrupted (SIGINT or SIGTERM)
+  2    bad usage (unknown command or flag, missing subcommand, argument or
+       required flag, a value out of range)
+  130  interrupted (SIGINT or SIGTERM; "interrupted" on stderr)
+With --json an error is also one object {"error", "exit_code"} on stdout.
 `
 
 func newRootCommand(g *globalOpts) *cobra.Command {
@@ -49,14 +67,64 @@ func newRootCommand(g *globalOpts) *cobra.Command {
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.Version = versionString()
+	root.SetVersionTemplate("{{.Version}}\n")
 	for _, newCmd := range subcommands {
-		c := newCmd(g)
-		if c.Args != nil {
-			c.Args = wrapArgs(c.Args)
-		}
-		root.AddCommand(c)
+		root.AddCommand(newCmd(g))
 	}
+	enforceUsage(root)
 	return root
+}
+
+// enforceUsage makes every way of calling a command wrongly a usageError
+// (exit status 2), for c and all commands beneath it: wrong arguments, an
+// unknown subcommand, a missing subcommand, a required flag not given.
+// Cobra reports the last three as plain errors (or, for a group without a
+// subcommand, prints the help and succeeds).
+func enforceUsage(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			names := []string{}
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			return usageError{fmt.Errorf("missing command after %q (one of %s)", cmd.CommandPath(), strings.Join(names, ", "))}
+		}
+	}
+	check := c.Args
+	if check == nil {
+		check = cobra.ArbitraryArgs
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return requiredFlags(cmd)
+	}
+	for _, sub := range c.Commands() {
+		enforceUsage(sub)
+	}
+}
+
+// requiredFlags checks the flags marked required (cobra checks them too,
+// later, but without a type the exit status could come from).
+func requiredFlags(cmd *cobra.Command) error {
+	var missing []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if v, ok := f.Annotations[cobra.BashCompOneRequiredFlag]; ok && len(v) > 0 && v[0] == "true" && !f.Changed {
+			missing = append(missing, "--"+f.Name)
+		}
+	})
+	if len(missing) > 0 {
+		return usageError{fmt.Errorf("%s: required flag %s not given", strings.TrimPrefix(cmd.CommandPath(), "sparsesync "), strings.Join(missing, ", "))}
+	}
+	return nil
 }
 
 // usageError marks an error as the user's invocation being wrong (exit status 2).
@@ -64,15 +132,6 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
-
-func wrapArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return usageError{err}
-		}
-		return nil
-	}
-}
 
 // isTerminal reports whether w is a terminal that can draw (not TERM=dumb).
 func isTerminal(w io.Writer) bool {

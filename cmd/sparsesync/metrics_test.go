@@ -1,0 +1,112 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+)
+
+// scrapeMetrics fetches http://addr/metrics and parses it with the
+// Prometheus text parser.
+func scrapeMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// counterValue is the value of the counter name with exactly labels.
+func counterValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	f := fams[name]
+	require.NotNil(t, f, name)
+	require.Equal(t, dto.MetricType_COUNTER, f.GetType(), name)
+	for _, m := range f.GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if len(got) == len(labels) {
+			match := true
+			for k, v := range labels {
+				match = match && got[k] == v
+			}
+			if match {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("%s%v not found", name, labels)
+	return 0
+}
+
+// TestServeMetrics scrapes `serve --metrics` after a push and a failed
+// pull and checks every documented metric's name and type, the counts,
+// the standard process and Go collectors, and pprof only with --pprof.
+func TestServeMetrics(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	addr, metrics := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", noAuth: true, metrics: "127.0.0.1:0", pprof: true})
+	src := filepath.Join(dir, "src.img")
+	sparseFile(t, src, 1<<20, map[int64]string{0: "a", 512 << 10: "b"})
+	_, stderr, code, _ := runCLI(t, "push", "--no-auth", src, addr, "a.img")
+	require.Equal(t, 0, code, stderr)
+	_, _, code, _ = runCLI(t, "pull", "--no-auth", addr, "missing.img", filepath.Join(dir, "out.img"))
+	require.Equal(t, 1, code)
+
+	fams := scrapeMetrics(t, metrics)
+	for name, typ := range map[string]dto.MetricType{
+		"sparsesync_syncs_total":           dto.MetricType_COUNTER,
+		"sparsesync_bytes_total":           dto.MetricType_COUNTER,
+		"sparsesync_sync_duration_seconds": dto.MetricType_HISTOGRAM,
+		"process_cpu_seconds_total":        dto.MetricType_COUNTER,
+		"process_resident_memory_bytes":    dto.MetricType_GAUGE,
+		"go_goroutines":                    dto.MetricType_GAUGE,
+		"go_gc_duration_seconds":           dto.MetricType_SUMMARY,
+	} {
+		require.Contains(t, fams, name)
+		require.Equal(t, typ, fams[name].GetType(), name)
+	}
+	require.NotContains(t, fams, "sparsesync_errors_total", "failures are syncs_total{result=\"error\"}")
+	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "push", "result": "ok"}))
+	// The failed pull may be counted a moment after the client saw the error.
+	require.Eventually(t, func() bool {
+		f := scrapeMetrics(t, metrics)["sparsesync_syncs_total"]
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) == 2 && m.GetLabel()[0].GetValue() == "pull" && m.GetLabel()[1].GetValue() == "error" {
+				return m.GetCounter().GetValue() == 1
+			}
+		}
+		return false
+	}, 10e9, 10e6)
+	require.Equal(t, 2*4096.0, counterValue(t, fams, "sparsesync_bytes_total", map[string]string{"kind": "copied"}))
+	for _, kind := range byteKinds {
+		counterValue(t, fams, "sparsesync_bytes_total", map[string]string{"kind": kind})
+	}
+	var pushHist *dto.Histogram
+	for _, m := range fams["sparsesync_sync_duration_seconds"].GetMetric() {
+		if m.GetLabel()[0].GetValue() == "push" {
+			pushHist = m.GetHistogram()
+		}
+	}
+	require.NotNil(t, pushHist)
+	require.Equal(t, uint64(1), pushHist.GetSampleCount())
+	require.NotEmpty(t, pushHist.GetBucket())
+
+	resp, err := http.Get("http://" + metrics + "/debug/pprof/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "--pprof serves profiles")
+}

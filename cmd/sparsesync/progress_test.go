@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// openPTY opens a pseudo-terminal pair of 100 columns: the terminal side
+// (what a command writes to) and a reader of everything written to it.
+func openPTY(t *testing.T) (tty *os.File, output func() string) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	require.NoError(t, unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	tty, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 100}))
+	// Raw output: no \n -> \r\n translation, so the test sees the bytes written.
+	termios, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	require.NoError(t, err)
+	termios.Oflag &^= unix.OPOST
+	require.NoError(t, unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, termios))
+	var buf bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(&buf, master) // ends with EIO once the terminal side is closed
+	}()
+	t.Setenv("TERM", "xterm")
+	return tty, func() string {
+		tty.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("pty reader did not finish")
+		}
+		master.Close()
+		return buf.String()
+	}
+}
+
+// checkBarThenLine checks a terminal's output: the bar (label) was drawn,
+// then cleared (a carriage return, spaces, a carriage return) before the
+// result line, which stands alone and is followed by nothing of the bar.
+func checkBarThenLine(t *testing.T, out, label, result string) {
+	t.Helper()
+	first := strings.Index(out, "\r"+label+" ")
+	require.GreaterOrEqual(t, first, 0, "the bar appeared: %q", out)
+	clear := "\r" + strings.Repeat(" ", 99) + "\r"
+	last := strings.LastIndex(out, clear)
+	require.Greater(t, last, first, "the bar was cleared: %q", out)
+	if result == "" {
+		require.Equal(t, len(out), last+len(clear), "nothing after clearing: %q", out)
+		return
+	}
+	rest := out[last+len(clear):]
+	require.True(t, strings.HasPrefix(rest, result), "the result follows the cleared bar: %q", rest)
+	require.NotContains(t, rest, "\r", "nothing of the bar after the result: %q", rest)
+	require.True(t, strings.HasSuffix(rest, "\n"), "the result ends its line: %q", rest)
+}
+
+func noDelay() *time.Duration { d := time.Duration(0); return &d }
+
+// TestProgressOnTerminal runs local, replica export, rebuild and bench on
+// a pseudo-terminal (stdout and stderr both on it, as in a shell) and
+// checks the bar appears, is cleared, and the result line stands alone.
+func TestProgressOnTerminal(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	sparseFile(t, src, 8<<20, map[int64]string{0: "a", 4 << 20: "b"})
+	rep := filepath.Join(dir, "rep")
+	_, stderr, code, _ := runCLI(t, "replica", "create", "--size", "8M", rep)
+	require.Equal(t, 0, code, stderr)
+
+	run := func(args ...string) string {
+		tty, output := openPTY(t)
+		g := &globalOpts{stdout: tty, stderr: tty, progressDelay: noDelay()}
+		cmd, wrote, err := execute(t.Context(), g, args)
+		require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err), "%v: %v", args, err)
+		return output()
+	}
+	checkBarThenLine(t, run("local", src, filepath.Join(dir, "dst")), "local", src+" -> "+filepath.Join(dir, "dst")+": size 8.0 MiB")
+	checkBarThenLine(t, run("local", "--json", src, filepath.Join(dir, "dst2")), "local", `{"src":`)
+	checkBarThenLine(t, run("replica", "export", rep, filepath.Join(dir, "vol.img")), "export", "exported "+rep)
+	checkBarThenLine(t, run("replica", "rebuild", rep, filepath.Join(dir, "rep2")), "rebuild", "rebuilt "+filepath.Join(dir, "rep2"))
+	out := run("replica", "bench", "--size", "16M", "--seconds", "0.2", filepath.Join(dir, "bench"))
+	checkBarThenLine(t, out, "bench fill", "random 4 KiB writes")
+
+	// --progress never, and auto on a non-terminal: nothing on stderr.
+	tty, output := openPTY(t)
+	g := &globalOpts{stdout: &bytes.Buffer{}, stderr: tty, progressDelay: noDelay()}
+	cmd, wrote, err := execute(t.Context(), g, []string{"local", "--progress", "never", src, filepath.Join(dir, "dst3")})
+	require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err))
+	require.Empty(t, output())
+	var outBuf, errBuf bytes.Buffer
+	g = &globalOpts{stdout: &outBuf, stderr: &errBuf, progressDelay: noDelay()}
+	cmd, wrote, err = execute(t.Context(), g, []string{"replica", "export", rep, filepath.Join(dir, "vol2.img")})
+	require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err))
+	require.Empty(t, errBuf.String())
+	require.NotContains(t, outBuf.String(), "\r")
+}
+
+// TestProgressNeverOnStdout: --progress always with stdout a pipe and
+// stderr a buffer: the bar goes to stderr only.
+func TestProgressNeverOnStdout(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	sparseFile(t, src, 8<<20, map[int64]string{0: "a"})
+	var outBuf, errBuf bytes.Buffer
+	g := &globalOpts{stdout: &outBuf, stderr: &errBuf, progressDelay: noDelay()}
+	cmd, wrote, err := execute(t.Context(), g, []string{"local", "--progress", "always", src, filepath.Join(dir, "dst")})
+	require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err))
+	require.Contains(t, errBuf.String(), "\rlocal ")
+	require.NotContains(t, outBuf.String(), "\r")
+	require.Equal(t, 1, strings.Count(outBuf.String(), "\n"))
+}

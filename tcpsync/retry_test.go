@@ -1,0 +1,54 @@
+package tcpsync
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRetryableAllowList: only transient transport failures are retried.
+func TestRetryableAllowList(t *testing.T) {
+	opErr := func(op string, err error) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)}
+	}
+	wrapped := func(err error) error { return fmt.Errorf("tcpsync: reading frame header: %w", err) }
+	for _, tc := range []struct {
+		name    string
+		err     error
+		reached bool
+		want    bool
+	}{
+		{"reset after the greeting", wrapped(opErr("read", syscall.ECONNRESET)), false, true},
+		{"EOF after the greeting", wrapped(io.ErrUnexpectedEOF), false, true},
+		{"broken pipe", wrapped(opErr("write", syscall.EPIPE)), false, true},
+		{"read timeout", wrapped(opErr("read", os.ErrDeadlineExceeded)), false, true},
+		{"busy server", remoteError(codeBusy, "too many"), false, true},
+		{"server shutting down", remoteError(codeShutdown, "bye"), false, true},
+		{"refused first dial", &dialError{opErr("dial", syscall.ECONNREFUSED)}, false, false},
+		{"refused dial after a dropped session", &dialError{opErr("dial", syscall.ECONNREFUSED)}, true, true},
+		{"dial timeout", &dialError{opErr("dial", os.ErrDeadlineExceeded)}, false, true},
+		{"unknown host", &dialError{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}}, false, false},
+		{"unknown host, later", &dialError{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}}, true, false},
+		{"TLS verification", &tlsError{x509.UnknownAuthorityError{}}, false, false},
+		{"TLS hang-up", &tlsError{io.EOF}, true, false},
+		{"hang-up before any greeting", &hangupError{wrapped(io.ErrUnexpectedEOF)}, false, false},
+		{"hang-up before the greeting, after a session", &hangupError{wrapped(io.ErrUnexpectedEOF)}, true, true},
+		{"local ENOTDIR", &fs.PathError{Op: "open", Path: "f/x", Err: syscall.ENOTDIR}, false, false},
+		{"local EACCES", &fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, false, false},
+		{"unauthorized", ErrUnauthorized, true, false},
+		{"remote not found", remoteError(codeNotFound, "x"), true, false},
+		{"verify", ErrVerify, true, false},
+		{"canceled", context.Canceled, true, false},
+		{"unknown error", fmt.Errorf("something else"), true, false},
+	} {
+		require.Equal(t, tc.want, retryable(tc.err, tc.reached), tc.name)
+	}
+}
