@@ -79,8 +79,12 @@ func frameLimit(t frameType) int {
 	return maxFrame
 }
 
-// counter counts bytes read or written on a connection.
-type counter struct{ n atomic.Int64 }
+// counter counts bytes read or written on a connection; a completed write
+// is progress for the session's watchdog.
+type counter struct {
+	n  atomic.Int64
+	wd atomic.Pointer[watchdog]
+}
 
 // framer reads and writes frames on one connection. Reads happen on one
 // goroutine and writes on one (possibly other) goroutine.
@@ -96,6 +100,8 @@ type framer struct {
 	budget int
 	// idle, when positive, is armed as the read deadline before each frame.
 	idle time.Duration
+	// wd, when set, ends the session when it makes no progress.
+	wd *watchdog
 }
 
 type countingConn struct {
@@ -112,6 +118,9 @@ func (c countingConn) Read(b []byte) (int, error) {
 func (c countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.out.n.Add(int64(n))
+	if err == nil && n > 0 {
+		c.out.wd.Load().progress(int64(n))
+	}
 	return n, err
 }
 
@@ -121,6 +130,15 @@ func newFramer(c net.Conn) *framer {
 	return &framer{c: c, r: bufio.NewReaderSize(cc, 256<<10), w: bufio.NewWriterSize(cc, 256<<10), in: in, out: out,
 		rbuf: make([]byte, 0, maxPreAuth)}
 }
+
+// watch makes w the session's watchdog (completed writes feed it).
+func (f *framer) watch(w *watchdog) {
+	f.wd = w
+	f.out.wd.Store(w)
+}
+
+// progress tells the watchdog that the session moved n bytes.
+func (f *framer) progress(n int64) { f.wd.progress(n) }
 
 // readFrame reads one frame. The body is valid until the next readFrame.
 // Sizes are checked against the type's limit (and the pre-auth budget)

@@ -30,6 +30,9 @@ type receiver struct {
 	first  int // first chunk of this session (resume)
 	next   int // next SEGEND expected
 	water  int // chunks below are settled
+	// sent is the end of the last first-pass DATA or ZERO range: they
+	// come in increasing order, so each one is new progress.
+	sent   int64
 	sc     sidecar
 	lastCP struct {
 		off int64
@@ -301,6 +304,12 @@ func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chu
 	if st.pending == nil && inCmp {
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s at %d for a block not yet compared", ErrProtocol, t, o)
 	}
+	if st.pending == nil {
+		if o < r.sent {
+			return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) before the previous one", ErrProtocol, t, o, o+l)
+		}
+		r.sent = o + l
+	}
 	if st.pending != nil {
 		if !inCmp || c.cmp[i].Off > o || c.cmp[i].End() < o+l {
 			return 0, 0, nil, nil, fmt.Errorf("%w: fix-up %s at %d outside the differing blocks", ErrProtocol, t, o)
@@ -352,6 +361,7 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 		}
 	}
 	r.st.CopiedBytes += l
+	r.f.progress(l)
 	if r.p.progress != nil {
 		r.p.progress.Done.Add(l)
 	}
@@ -378,6 +388,7 @@ func (r *receiver) onZero(body []byte) error {
 		r.st.PunchedBytes += l
 	}
 	r.st.ZeroBytes += l
+	r.f.progress(l)
 	if r.p.progress != nil {
 		r.p.progress.Done.Add(l)
 	}
@@ -481,6 +492,7 @@ func (r *receiver) settle(k int) error {
 		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, c.start, c.end)
 	}
 	st.settled = true
+	r.f.progress(cmpBytes(&r.plan.chunks[k]))
 	for r.water < len(r.states) && r.states[r.water].settled {
 		r.water++
 	}

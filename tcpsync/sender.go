@@ -61,6 +61,8 @@ type sender struct {
 	encoder encoder // the producer's
 	fixEnc  encoder // the fixer's
 	sample  []byte  // scratch for CompressAuto's compressibility probe
+	// doneSent is set once DONE is queued: only then may DONEACK come.
+	doneSent atomic.Bool
 }
 
 type doneAck struct {
@@ -186,6 +188,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 				return context.Cause(gctx)
 			}
 		}
+		s.doneSent.Store(true)
 		o := s.q.frame(fDone)
 		o.u64(uint64(s.plan.size))
 		o.u64(total.a)
@@ -266,6 +269,7 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 				return err
 			}
 			s.unchanged(k)
+			s.f.progress(int64(s.plan.chunks[k].ncmp) * s.p.bs)
 			<-s.slots
 		case fHashes:
 			d := dec{b: body, t: t}
@@ -286,6 +290,11 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 				return fmt.Errorf("%w: more HASHES than chunks in flight", ErrProtocol)
 			}
 		case fDoneAck:
+			// A DONEACK before our DONE would leave the producer waiting
+			// for answers nobody reads: the session ends here instead.
+			if !s.doneSent.Load() {
+				return fmt.Errorf("%w: DONEACK before DONE", ErrProtocol)
+			}
 			a, err := parseDoneAck(body)
 			if err != nil {
 				return err

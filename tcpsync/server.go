@@ -209,16 +209,19 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	defer c.Close()
 	ev := SessionEvent{Remote: c.RemoteAddr().String()}
 	var f *framer
-	ev.Stats, ev.Err = s.session(ctx, c, &ev, &f, authed)
+	ev.Stats, ev.Err = s.session(ctx, cancel, c, &ev, &f, authed)
 	if f != nil {
+		f.wd.stop()
 		ev.Stats.WireBytesReceived = f.in.n.Load()
 		ev.Stats.WireBytesSent = f.out.n.Load()
 		if ev.Err != nil {
-			err := ev.Err
-			if ctx.Err() != nil {
-				err = fmt.Errorf("%w: %w", ErrShutdown, err)
+			switch {
+			case f.wd.stalled():
+				ev.Err = fmt.Errorf("%w: %w", ErrStalled, ev.Err)
+			case ctx.Err() != nil:
+				ev.Err = fmt.Errorf("%w: %w", ErrShutdown, ev.Err)
 			}
-			f.sendError(err)
+			f.sendError(ev.Err)
 		}
 	}
 	ev.Elapsed = time.Since(start)
@@ -233,7 +236,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	}
 }
 
-func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp **framer, authed func()) (Stats, error) {
+func (s *Server) session(ctx context.Context, cancel func(), c net.Conn, ev *SessionEvent, fp **framer, authed func()) (Stats, error) {
 	if s.TLSConfig != nil {
 		cfg := s.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
@@ -252,17 +255,20 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 	}
 	authed()
 	f.budget = 0
-	_ = c.SetDeadline(time.Time{})
-	f.idle = s.IdleTimeout
 	if !s.startSession() {
 		return Stats{}, fmt.Errorf("%w: too many sessions", ErrBusy)
 	}
 	defer s.endSession()
 
+	// OPEN is due within the handshake deadline (still armed from accept):
+	// an authenticated peer cannot hold a connection by saying nothing.
 	_, body, err := f.expect(fOpen)
 	if err != nil {
 		return Stats{}, err
 	}
+	_ = c.SetDeadline(time.Time{})
+	f.idle = s.IdleTimeout
+	f.watch(startWatchdog(s.IdleTimeout, cancel))
 	d := dec{b: body, t: fOpen}
 	op, flags, bs := d.u8(), d.u32(), d.u32()
 	name := string(d.bytes(2 * maxPath)) // longer names get ValidateName's error

@@ -178,6 +178,7 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 			return sparse.Map{}, fmt.Errorf("%w: extent map larger than %d bytes", ErrFrameTooLarge, maxMapBytes)
 		}
 		b = append(b, body...)
+		f.progress(int64(len(body)))
 		if flags&flagLast != 0 {
 			break
 		}
