@@ -268,6 +268,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		_ = conn.SetDeadline(time.Time{})
 		f.idle = c.IdleTimeout
 		f.watch(startWatchdog(c.IdleTimeout, cancel))
+		f.mem = &sessionMem{limit: defaultSessionMemory}
 		st, err = fn(ctx, c, f, seed)
 		f.wd.stop()
 		if err != nil && f.wd.stalled() && ctx.Err() != nil {

@@ -102,6 +102,8 @@ type framer struct {
 	idle time.Duration
 	// wd, when set, ends the session when it makes no progress.
 	wd *watchdog
+	// mem, when set, is the session's memory budget.
+	mem *sessionMem
 }
 
 type countingConn struct {

@@ -26,10 +26,15 @@ type receiver struct {
 	plan   *plan
 	dstMap sparse.Map
 	st     Stats
-	states []rstate
-	first  int // first chunk of this session (resume)
-	next   int // next SEGEND expected
-	water  int // chunks below are settled
+	// Chunk states exist only for the chunk being received (cur, number
+	// next) and the chunks awaiting a fix-up (pend, at most window): a
+	// claimed size costs nothing until its data arrives.
+	cur   *rstate
+	pend  map[int]*rstate
+	total digest // of the settled chunks
+	first int    // first chunk of this session (resume)
+	next  int    // next SEGEND expected
+	water int    // chunks below are settled
 	// sent is the end of the last first-pass DATA or ZERO range: they
 	// come in increasing order, so each one is new progress.
 	sent   int64
@@ -45,6 +50,8 @@ type receiver struct {
 
 // rstate is a chunk's progress on the receiving side.
 type rstate struct {
+	k        int
+	c        chunk
 	recv     digest // blocks received in this chunk
 	sender   digest // the sender's digest, from SEGEND
 	pending  *ownHashes
@@ -164,7 +171,7 @@ func (r *receiver) run(ctx context.Context) error {
 		}
 		r.st.PunchedBytes += e.Len
 	}
-	r.states = make([]rstate, len(r.plan.chunks))
+	r.pend = map[int]*rstate{}
 	r.next, r.water = r.first, r.first
 	err = r.stream(ctx)
 	if err != nil && !r.t.atomic() {
@@ -221,11 +228,9 @@ func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
 	defer close(out)
 	h := blockhash.New(r.p.seed)
 	buf := make([]byte, maxDataPayload)
-	for k := r.first; k < len(r.plan.chunks); k++ {
-		c := &r.plan.chunks[k]
-		if c.ncmp == 0 {
-			continue
-		}
+	for k := r.plan.nextCmpChunk(r.first); k < r.plan.nchunks; k = r.plan.nextCmpChunk(k + 1) {
+		cv := r.plan.chunk(k)
+		c := &cv
 		o := &ownHashes{k: k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
 		m, err := sparse.FromExtents(r.plan.size, c.cmp)
 		if err == nil {
@@ -295,10 +300,18 @@ func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chu
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) not block-aligned", ErrProtocol, t, o, o+l)
 	}
 	k := r.plan.chunkAt(o)
-	if k < r.first || k < 0 || o+l > r.plan.chunks[k].end || r.states[k].settled {
+	var st *rstate
+	switch {
+	case k < r.first || k < 0:
+	case k == r.next && k < r.plan.nchunks:
+		st = r.current()
+	default:
+		st = r.pend[k]
+	}
+	if st == nil || o+l > st.c.end {
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) outside the chunks being sent", ErrProtocol, t, o, o+l)
 	}
-	c, st := &r.plan.chunks[k], &r.states[k]
+	c := &st.c
 	i := sort.Search(len(c.cmp), func(i int) bool { return c.cmp[i].End() > o })
 	inCmp := i < len(c.cmp) && c.cmp[i].Off < o+l
 	if st.pending == nil && inCmp {
@@ -402,17 +415,19 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int(k) != r.next || int(k) >= len(r.plan.chunks) {
+	if int(k) != r.next || int(k) >= r.plan.nchunks {
 		return fmt.Errorf("%w: SEGEND for chunk %d, expected %d", ErrProtocol, k, r.next)
 	}
+	st := r.current()
+	r.cur = nil
 	r.next++
-	c, st := &r.plan.chunks[k], &r.states[k]
+	c := &st.c
 	st.sender = sd
 	if (c.ncmp > 0) != (hasCmp != 0) {
 		return fmt.Errorf("%w: SEGEND %d disagrees on compare blocks", ErrProtocol, k)
 	}
 	if c.ncmp == 0 {
-		return r.settle(int(k))
+		return r.settle(st)
 	}
 	var o *ownHashes
 	select {
@@ -438,8 +453,12 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 		if err := q.put(ctx, a); err != nil {
 			return err
 		}
-		return r.settle(int(k))
+		return r.settle(st)
 	}
+	if len(r.pend) >= window {
+		return fmt.Errorf("%w: more than %d chunks awaiting a fix-up", ErrProtocol, window)
+	}
+	r.pend[int(k)] = st
 	st.pending = o
 	st.replaced = make([]bool, c.ncmp)
 	a := q.frame(fHashes)
@@ -463,10 +482,12 @@ func (r *receiver) onFixEnd(body []byte) error {
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int(k) >= len(r.states) || r.states[k].pending == nil {
+	st := r.pend[int(k)]
+	if st == nil || st.pending == nil {
 		return fmt.Errorf("%w: FIXEND for chunk %d, which awaits no fix-up", ErrProtocol, k)
 	}
-	st, c := &r.states[k], &r.plan.chunks[k]
+	delete(r.pend, int(k))
+	c := &st.c
 	idx := 0
 	for _, e := range c.cmp {
 		for p := e.Off; p < e.End(); p += r.p.bs {
@@ -481,20 +502,28 @@ func (r *receiver) onFixEnd(body []byte) error {
 		}
 	}
 	st.pending, st.replaced = nil, nil
-	return r.settle(int(k))
+	return r.settle(st)
+}
+
+// current returns the state of chunk next, the one being received.
+func (r *receiver) current() *rstate {
+	if r.cur == nil || r.cur.k != r.next {
+		r.cur = &rstate{k: r.next, c: r.plan.chunk(r.next)}
+	}
+	return r.cur
 }
 
 // settle verifies a chunk's digest and advances the durable watermark.
-func (r *receiver) settle(k int) error {
-	st := &r.states[k]
+func (r *receiver) settle(st *rstate) error {
 	if st.recv != st.sender {
-		c := &r.plan.chunks[k]
-		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, c.start, c.end)
+		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, st.c.start, st.c.end)
 	}
 	st.settled = true
-	r.f.progress(cmpBytes(&r.plan.chunks[k]))
-	for r.water < len(r.states) && r.states[r.water].settled {
-		r.water++
+	r.total.add(st.recv)
+	r.f.progress(cmpBytes(&st.c))
+	r.water = r.next
+	for k := range r.pend {
+		r.water = min(r.water, k)
 	}
 	r.checkpoint(false)
 	return nil
@@ -506,7 +535,7 @@ func (r *receiver) checkpoint(force bool) {
 	if r.t.atomic() || r.water <= r.first {
 		return
 	}
-	off := r.plan.chunks[r.water-1].end
+	off := r.plan.chunk(r.water - 1).end
 	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
 	if r.p.cpBytes > 0 {
 		cpBytes = r.p.cpBytes
@@ -533,14 +562,10 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int64(size) != r.plan.size || r.water != len(r.states) || r.next != len(r.states) {
-		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, len(r.states))
+	if int64(size) != r.plan.size || r.water != r.plan.nchunks || r.next != r.plan.nchunks {
+		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, r.plan.nchunks)
 	}
-	var mine digest
-	for k := r.first; k < len(r.states); k++ {
-		mine.add(r.states[k].recv)
-	}
-	if mine != sd {
+	if r.total != sd {
 		return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
 	}
 	if err := r.t.commit(); err != nil {

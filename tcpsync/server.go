@@ -50,8 +50,14 @@ type Server struct {
 	CheckpointInterval time.Duration
 	// OnSession, if set, is called after every session (for metrics).
 	OnSession func(SessionEvent)
+	// MaxMemory is the server-wide memory budget of sessions (1 GiB) and
+	// MaxSessionMemory one session's (about 150 MiB: its 12 MiB of
+	// buffers and a peer's map of the largest allowed extent count). A
+	// session that does not fit is refused as busy.
+	MaxMemory, MaxSessionMemory int64
 
 	root     *os.Root
+	mem      memPool
 	mu       sync.Mutex
 	conns    int
 	perHost  map[string]int
@@ -103,6 +109,13 @@ func (s *Server) setDefaults() {
 	if s.FailDelay <= 0 {
 		s.FailDelay = time.Second
 	}
+	if s.MaxMemory <= 0 {
+		s.MaxMemory = defaultServerMemory
+	}
+	if s.MaxSessionMemory <= 0 {
+		s.MaxSessionMemory = defaultSessionMemory
+	}
+	s.mem.limit = s.MaxMemory
 }
 
 // Serve accepts connections on ln until ctx ends, then stops accepting,
@@ -269,6 +282,11 @@ func (s *Server) session(ctx context.Context, cancel func(), c net.Conn, ev *Ses
 	_ = c.SetDeadline(time.Time{})
 	f.idle = s.IdleTimeout
 	f.watch(startWatchdog(s.IdleTimeout, cancel))
+	f.mem = &sessionMem{pool: &s.mem, limit: s.MaxSessionMemory}
+	defer f.mem.release()
+	if err := f.mem.reserve(sessionFixed, "the session's buffers"); err != nil {
+		return Stats{}, err
+	}
 	d := dec{b: body, t: fOpen}
 	op, flags, bs := d.u8(), d.u32(), d.u32()
 	name := string(d.bytes(2 * maxPath)) // longer names get ValidateName's error
