@@ -154,6 +154,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 		if !noAuth {
 			return 0, fmt.Errorf("%w: the server does not authenticate itself (it runs with --no-auth) but we have a token", ErrUnauthorized)
 		}
+		f.authenticate(nil, t, true)
 		return sessionSeed(nil, t), nil
 	}
 	if noAuth {
@@ -169,6 +170,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if !hmac.Equal(sp, proof(token, "server", t)) {
 		return 0, fmt.Errorf("%w: the server could not prove it holds the token", ErrUnauthorized)
 	}
+	f.authenticate(token, t, true)
 	return sessionSeed(token, t), nil
 }
 
@@ -193,6 +195,7 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	}
 	t := transcript(f, ch, sh)
 	if noAuth {
+		f.authenticate(nil, t, false)
 		return sessionSeed(nil, t), nil
 	}
 	_, cp, err := f.expect(fAuth)
@@ -214,5 +217,6 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	if err := f.send(fAuth, 0, proof(token, "server", t)); err != nil {
 		return 0, err
 	}
+	f.authenticate(token, t, false)
 	return sessionSeed(token, t), nil
 }

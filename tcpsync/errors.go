@@ -70,6 +70,8 @@ const (
 	codeShutdown
 	codeVersion
 	codeSourceChanged
+	codeIntegrity
+	codeStalled
 )
 
 var codeSentinels = []struct {
@@ -88,6 +90,8 @@ var codeSentinels = []struct {
 	{codeShutdown, ErrShutdown},
 	{codeVersion, ErrVersion},
 	{codeSourceChanged, ErrSourceChanged},
+	{codeIntegrity, ErrIntegrity},
+	{codeStalled, ErrStalled},
 }
 
 // errorCode maps an error to its wire code (one of a pair with remoteError).

@@ -2,6 +2,7 @@ package tcpsync
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -104,6 +105,9 @@ type framer struct {
 	wd *watchdog
 	// mem, when set, is the session's memory budget.
 	mem *sessionMem
+	// smac and rmac, once the handshake is done, tag and check every frame.
+	smac, rmac *macer
+	htag       [headerTagLen]byte
 }
 
 type countingConn struct {
@@ -152,6 +156,16 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 		return 0, 0, nil, fmt.Errorf("tcpsync: reading frame header: %w", unexpected(err))
 	}
+	tagLen := 0
+	if f.rmac != nil {
+		if _, err := io.ReadFull(f.r, f.htag[:]); err != nil {
+			return 0, 0, nil, fmt.Errorf("tcpsync: reading frame header: %w", unexpected(err))
+		}
+		if !hmac.Equal(f.htag[:], f.rmac.headerTag(f.hdr[:])) {
+			return 0, 0, nil, integrityErr("header", f.rmac.seq)
+		}
+		tagLen = bodyTagLen
+	}
 	t, flags, n, err := parseHeader(f.hdr[:])
 	if err != nil {
 		return 0, 0, nil, err
@@ -162,14 +176,20 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 		}
 		f.budget -= headerLen + n
 	}
-	if cap(f.rbuf) < n {
-		f.rbuf = make([]byte, 0, max(n, min(2*cap(f.rbuf), maxDataFrame)))
+	if cap(f.rbuf) < n+tagLen {
+		f.rbuf = make([]byte, 0, max(n+tagLen, min(2*cap(f.rbuf), maxDataFrame+bodyTagLen)))
 	}
-	body := f.rbuf[:n]
+	body := f.rbuf[:n+tagLen]
 	if _, err := io.ReadFull(f.r, body); err != nil {
 		return 0, 0, nil, fmt.Errorf("tcpsync: reading %s body: %w", t, unexpected(err))
 	}
-	return t, flags, body, nil
+	if f.rmac != nil {
+		seq := f.rmac.seq
+		if !hmac.Equal(body[n:], f.rmac.bodyTag(f.hdr[:], body[:n])) {
+			return 0, 0, nil, integrityErr(t.String(), seq)
+		}
+	}
+	return t, flags, body[:n], nil
 }
 
 func unexpected(err error) error {
@@ -209,8 +229,18 @@ func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
 	if _, err := f.w.Write(f.whdr[:]); err != nil {
 		return fmt.Errorf("tcpsync: writing %s: %w", t, err)
 	}
+	if f.smac != nil {
+		if _, err := f.w.Write(f.smac.headerTag(f.whdr[:])); err != nil {
+			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+		}
+	}
 	for _, p := range parts {
 		if _, err := f.w.Write(p); err != nil {
+			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+		}
+	}
+	if f.smac != nil {
+		if _, err := f.w.Write(f.smac.bodyTag(f.whdr[:], parts...)); err != nil {
 			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
 		}
 	}

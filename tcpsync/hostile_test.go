@@ -1,6 +1,7 @@
 package tcpsync
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -206,13 +207,15 @@ func TestDripStalls(t *testing.T) {
 	_, err = readMap(f, 0)
 	require.NoError(t, err)
 	go func() {
+		// Frames are built by the session's framer (tags, sequence) into
+		// a buffer, then dripped.
 		var frame bytesConn
-		df := newFramer(&frame)
+		f.w = bufio.NewWriterSize(&frame, 64)
 		for off := uint64(0); off < size; off += 4096 {
 			frame.b = frame.b[:0]
 			b := binary.LittleEndian.AppendUint64(nil, off)
 			b = binary.LittleEndian.AppendUint64(b, 4096)
-			if df.send(fZero, 0, b) != nil {
+			if f.send(fZero, 0, b) != nil {
 				return
 			}
 			for _, x := range frame.b {

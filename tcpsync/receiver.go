@@ -46,6 +46,7 @@ type receiver struct {
 	dec     decoder
 	scratch []byte
 	blk     *blockhash.Hasher
+	dk      *digestKey // the apply goroutine's
 }
 
 // rstate is a chunk's progress on the receiving side.
@@ -69,7 +70,7 @@ type ownHashes struct {
 
 // receiveTarget runs the receiver's side of one sync.
 func receiveTarget(ctx context.Context, f *framer, t *target, p syncParams) (st Stats, err error) {
-	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed)}
+	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed), dk: newDigestKey(p.seed)}
 	defer r.dec.close()
 	err = r.run(ctx)
 	return r.st, err
@@ -227,6 +228,7 @@ func (r *receiver) stream(ctx context.Context) error {
 func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
 	defer close(out)
 	h := blockhash.New(r.p.seed)
+	dk := newDigestKey(r.p.seed)
 	buf := make([]byte, maxDataPayload)
 	for k := r.plan.nextCmpChunk(r.first); k < r.plan.nchunks; k = r.plan.nextCmpChunk(k + 1) {
 		cv := r.plan.chunk(k)
@@ -238,7 +240,7 @@ func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
 				o.seeded = append(o.seeded, sum)
 				var d digest
 				if !sparse.IsZero(b) {
-					d.addBlock(off, b)
+					d.addBlock(dk, off, b)
 				}
 				o.mix = append(o.mix, d)
 				return nil
@@ -370,7 +372,7 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 	for p := int64(0); p < l; p += r.p.bs {
 		b := raw[p:min(p+r.p.bs, l)]
 		if !sparse.IsZero(b) {
-			st.recv.addBlock(o+p, b)
+			st.recv.addBlock(r.dk, o+p, b)
 		}
 	}
 	r.st.CopiedBytes += l

@@ -344,6 +344,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 	var total digest
 	hasher := blockhash.New(s.p.seed)
 	sumHasher := blockhash.New(s.p.seed)
+	dk := newDigestKey(s.p.seed)
 	bs := s.p.bs
 	var hb []byte
 	compress := s.p.compress
@@ -405,7 +406,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 					at := off + p
 					zero := sparse.IsZero(blk)
 					if !zero {
-						cdig.addBlock(at, blk)
+						cdig.addBlock(dk, at, blk)
 					}
 					for ci < len(c.cmp) && c.cmp[ci].End() <= at {
 						ci++
