@@ -1,10 +1,10 @@
 package tcpsync
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -39,9 +39,13 @@ type Server struct {
 	// IdleTimeout ends an authenticated session that sends nothing (2 min).
 	IdleTimeout time.Duration
 	// MaxConns caps connections in total (128), MaxConnsPerHost per peer
-	// address (64), MaxPreAuthPerHost unauthenticated connections per peer
-	// address (16) and MaxSessions authenticated sessions (64).
+	// address (64). Until its OPEN is accepted a connection is pending:
+	// MaxPreAuth in all (64; when full the oldest pending connection is
+	// closed for a new one) and MaxPreAuthPerHost per address (16; more are
+	// refused). Sessions: MaxSessions in all (64), MaxSessionsPerHost per
+	// address (32). See accept.go.
 	MaxConns, MaxConnsPerHost, MaxPreAuthPerHost, MaxSessions int
+	MaxPreAuth, MaxSessionsPerHost                             int
 	// FailDelay is the pause before refusing a wrong token (1 s).
 	FailDelay time.Duration
 	// CheckpointBytes and CheckpointInterval set how often a receiving
@@ -56,14 +60,18 @@ type Server struct {
 	// session that does not fit is refused as busy.
 	MaxMemory, MaxSessionMemory int64
 
-	root     *os.Root
-	mem      memPool
-	mu       sync.Mutex
-	conns    int
-	perHost  map[string]int
-	preAuth  map[string]int
-	sessions int
-	wg       sync.WaitGroup
+	root         *os.Root
+	mem          memPool
+	busy         []byte // the pre-encoded refusal
+	stats        connStats
+	mu           sync.Mutex
+	conns        int
+	perHost      map[string]int
+	preAuth      map[string]int // pending connections per host
+	pending      list.List      // of *tracked, oldest first
+	sessions     int
+	hostSessions map[string]int
+	wg           sync.WaitGroup
 }
 
 // SessionEvent describes a finished session.
@@ -106,6 +114,12 @@ func (s *Server) setDefaults() {
 	if s.MaxSessions <= 0 {
 		s.MaxSessions = 64
 	}
+	if s.MaxPreAuth <= 0 {
+		s.MaxPreAuth = 64
+	}
+	if s.MaxSessionsPerHost <= 0 {
+		s.MaxSessionsPerHost = 32
+	}
 	if s.FailDelay <= 0 {
 		s.FailDelay = time.Second
 	}
@@ -136,10 +150,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	defer root.Close()
 	s.root = root
-	s.perHost = map[string]int{}
-	s.preAuth = map[string]int{}
+	s.perHost, s.preAuth, s.hostSessions = map[string]int{}, map[string]int{}, map[string]int{}
+	s.busy = refusal()
+	s.stats.last.Store(time.Now().UnixNano())
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	defer s.summary(true)
+	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -147,27 +164,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.wg.Wait()
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if temporaryAccept(err) {
+				s.acceptBackoff(ctx, err, &delay)
 				continue
 			}
 			s.wg.Wait()
 			return fmt.Errorf("tcpsync: accept: %w", err)
 		}
+		delay = 0
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
-		host := hostOf(c.RemoteAddr())
-		if !s.admit(host) {
-			s.Logger.Warn("connection refused: too many connections", "remote", c.RemoteAddr().String())
-			f := newFramer(c)
-			f.sendError(fmt.Errorf("%w: too many connections", ErrBusy))
-			c.Close()
+		tc := s.admit(c, hostOf(c.RemoteAddr()))
+		if tc == nil {
+			s.refuse(c)
 			continue
 		}
 		s.wg.Go(func() {
-			authDone := false
-			defer s.release(host)
-			defer s.authenticated(host, &authDone)
-			s.serveConn(ctx, c, func() { s.authenticated(host, &authDone) })
+			defer s.release(tc)
+			s.serveConn(ctx, tc)
 		})
 	}
 }
@@ -179,41 +192,8 @@ func hostOf(a net.Addr) string {
 	return a.String()
 }
 
-func (s *Server) admit(host string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns >= s.MaxConns || s.perHost[host] >= s.MaxConnsPerHost || s.preAuth[host] >= s.MaxPreAuthPerHost {
-		return false
-	}
-	s.conns++
-	s.perHost[host]++
-	s.preAuth[host]++
-	return true
-}
-
-// authenticated moves a connection out of the pre-auth count (once).
-func (s *Server) authenticated(host string, done *bool) {
-	if *done {
-		return
-	}
-	*done = true
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.preAuth[host]--; s.preAuth[host] <= 0 {
-		delete(s.preAuth, host)
-	}
-}
-
-func (s *Server) release(host string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.conns--
-	if s.perHost[host]--; s.perHost[host] <= 0 {
-		delete(s.perHost, host)
-	}
-}
-
-func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
+func (s *Server) serveConn(ctx context.Context, tc *tracked) {
+	c := tc.c
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -222,7 +202,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	defer c.Close()
 	ev := SessionEvent{Remote: c.RemoteAddr().String()}
 	var f *framer
-	ev.Stats, ev.Err = s.session(ctx, cancel, c, &ev, &f, authed)
+	ev.Stats, ev.Err = s.session(ctx, cancel, tc, &ev, &f)
 	if f != nil {
 		f.wd.stop()
 		ev.Stats.WireBytesReceived = f.in.n.Load()
@@ -238,7 +218,13 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 		}
 	}
 	ev.Elapsed = time.Since(start)
-	if ev.Err != nil {
+	if !tc.opened {
+		// Failures before a session (unauthenticated, or authenticated but
+		// no OPEN in time) are counted, not logged one by one: a flood must
+		// not become a log flood.
+		s.stats.failed.Add(1)
+		s.summary(false)
+	} else if ev.Err != nil {
 		s.Logger.Warn("session failed", "remote", ev.Remote, "op", ev.Op, "path", ev.Path, "err", sanitize(ev.Err.Error()))
 	} else {
 		s.Logger.Info("session done", "remote", ev.Remote, "op", ev.Op, "path", ev.Path,
@@ -249,7 +235,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	}
 }
 
-func (s *Server) session(ctx context.Context, cancel func(), c net.Conn, ev *SessionEvent, fp **framer, authed func()) (Stats, error) {
+func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *SessionEvent, fp **framer) (Stats, error) {
+	c := tc.c
 	if s.TLSConfig != nil {
 		cfg := s.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
@@ -266,12 +253,8 @@ func (s *Server) session(ctx context.Context, cancel func(), c net.Conn, ev *Ses
 	if err != nil {
 		return Stats{}, err
 	}
-	authed()
+	tc.authed = true
 	f.budget = 0
-	if !s.startSession() {
-		return Stats{}, fmt.Errorf("%w: too many sessions", ErrBusy)
-	}
-	defer s.endSession()
 
 	// OPEN is due within the handshake deadline (still armed from accept):
 	// an authenticated peer cannot hold a connection by saying nothing.
@@ -279,6 +262,10 @@ func (s *Server) session(ctx context.Context, cancel func(), c net.Conn, ev *Ses
 	if err != nil {
 		return Stats{}, err
 	}
+	if err := s.promote(tc); err != nil {
+		return Stats{}, err
+	}
+	tc.opened = true
 	_ = c.SetDeadline(time.Time{})
 	f.idle = s.IdleTimeout
 	f.watch(startWatchdog(s.IdleTimeout, cancel))
@@ -326,22 +313,6 @@ func (s *Server) session(ctx context.Context, cancel func(), c net.Conn, ev *Ses
 		return sendSource(ctx, f, src, p)
 	}
 	return Stats{}, fmt.Errorf("%w: unknown operation %d", ErrProtocol, op)
-}
-
-func (s *Server) startSession() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sessions >= s.MaxSessions {
-		return false
-	}
-	s.sessions++
-	return true
-}
-
-func (s *Server) endSession() {
-	s.mu.Lock()
-	s.sessions--
-	s.mu.Unlock()
 }
 
 // ValidateName checks a remote name before it is resolved: a clean relative
