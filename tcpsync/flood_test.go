@@ -2,6 +2,14 @@ package tcpsync
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
 	"fmt"
 	"log/slog"
 	"net"
@@ -166,4 +174,35 @@ func TestAcceptErrorsRetried(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Empty(t, fl.errs)
 	_ = fmt.Sprint
+}
+
+// TestTLSRefusalNotPlaintext: a TLS server refusing a connection over its
+// caps closes it without writing plaintext into a TLS port.
+func TestTLSRefusalNotPlaintext(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	addr, _ := startServer(t, t.TempDir(), func(s *Server) {
+		s.TLSConfig = cfg
+		s.MaxPreAuthPerHost = 1
+		s.HandshakeTimeout = 10 * time.Second
+	})
+	first, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer first.Close()
+	// The second connection from the same address is over the cap.
+	var got []byte
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		got, err = io.ReadAll(c)
+		return err == nil // closed by the server (not our deadline)
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Empty(t, got, "plaintext on a TLS port: %q", got)
 }
