@@ -45,7 +45,7 @@ type Server struct {
 	// refused). Sessions: MaxSessions in all (64), MaxSessionsPerHost per
 	// address (32). See accept.go.
 	MaxConns, MaxConnsPerHost, MaxPreAuthPerHost, MaxSessions int
-	MaxPreAuth, MaxSessionsPerHost                             int
+	MaxPreAuth, MaxSessionsPerHost                            int
 	// FailDelay is the pause before refusing a wrong token (1 s).
 	FailDelay time.Duration
 	// CheckpointBytes and CheckpointInterval set how often a receiving
