@@ -2,7 +2,6 @@ package tcpsync
 
 import (
 	"bytes"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 type tamperProxy struct {
 	ln   net.Listener
 	edit func(pos int64, b []byte)
+	down func(pos int64, b []byte) // the server's bytes, if set
 }
 
 func newTamperProxy(t *testing.T, target string, edit func(pos int64, b []byte)) string {
@@ -49,26 +49,33 @@ func (p *tamperProxy) forward(c net.Conn, target string) {
 	defer s.Close()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = io.Copy(c, s)
+		copyEdit(c, s, p.down)
 		c.Close()
 	})
+	copyEdit(s, c, p.edit)
+	s.Close()
+	wg.Wait()
+}
+
+// copyEdit copies src to dst, letting edit change the bytes on the way.
+func copyEdit(dst, src net.Conn, edit func(pos int64, b []byte)) {
 	buf := make([]byte, 32<<10)
 	var pos int64
 	for {
-		n, err := c.Read(buf)
+		n, err := src.Read(buf)
 		if n > 0 {
-			p.edit(pos, buf[:n])
+			if edit != nil {
+				edit(pos, buf[:n])
+			}
 			pos += int64(n)
-			if _, werr := s.Write(buf[:n]); werr != nil {
-				break
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
 			}
 		}
 		if err != nil {
-			break
+			return
 		}
 	}
-	s.Close()
-	wg.Wait()
 }
 
 // handshakeBytes is what a client sends before frames are authenticated:
@@ -179,4 +186,37 @@ func TestTamperAnyByte(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTamperPullData: one byte of the server's DATA changes on the way to
+// a pulling client, which must fail with ErrIntegrity itself (typed, its
+// own check) and leave its target marked incomplete.
+func TestTamperPullData(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	addr, _ := startServer(t, root, nil)
+	require.NoError(t, writeImage(filepath.Join(root, "img"), 8<<20, 1, 1, 7))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	at := int64(3 << 20)
+	p := &tamperProxy{ln: ln, edit: func(int64, []byte) {}, down: func(pos int64, b []byte) {
+		if at >= pos && at < pos+int64(len(b)) {
+			b[at-pos] ^= 1
+		}
+	}}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c, addr)
+		}
+	}()
+	dst := filepath.Join(local, "copy")
+	o := clientOpts()
+	o.Compress = CompressNone
+	_, err = Pull(t.Context(), ln.Addr().String(), "img", dst, o)
+	require.ErrorIs(t, err, ErrIntegrity)
+	require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
 }
