@@ -44,12 +44,13 @@ const (
 
 // tracked is one accepted connection.
 type tracked struct {
-	c      net.Conn
-	host   string
-	state  connState
-	elem   *list.Element // in Server.pending while pending
-	authed bool          // the peer proved the token (session goroutine only)
-	opened bool          // its OPEN was accepted: a session (idem)
+	c        net.Conn
+	host     string
+	state    connState
+	elem     *list.Element // in Server.pending while pending
+	authed   bool          // the peer proved the token (session goroutine only)
+	opened   bool          // its OPEN was accepted: a session (idem)
+	released bool          // counted out (s.mu)
 }
 
 // connStats counts what the summary line reports.
@@ -128,10 +129,15 @@ func (s *Server) promote(tc *tracked) error {
 	return nil
 }
 
-// release forgets a connection whose goroutine is done.
+// release forgets a connection whose goroutine is done (or that only
+// lingers); a second call does nothing.
 func (s *Server) release(tc *tracked) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if tc.released {
+		return
+	}
+	tc.released = true
 	switch tc.state {
 	case statePending:
 		s.pending.Remove(tc.elem)

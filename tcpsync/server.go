@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -185,6 +186,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
+// linger lets the peer read our ERROR before the close: closing with its
+// unread bytes in our buffer would reset the connection and lose the
+// frame. It half-closes and drains for at most a second and 4 MiB.
+func linger(c net.Conn) {
+	if hc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = hc.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c, 4<<20)
+}
+
 func hostOf(a net.Addr) string {
 	if t, ok := a.(*net.TCPAddr); ok {
 		return t.IP.String()
@@ -215,6 +227,11 @@ func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 				ev.Err = fmt.Errorf("%w: %w", ErrShutdown, ev.Err)
 			}
 			f.sendError(ev.Err)
+			if tc.opened {
+				// Out of every budget while it lingers (a second at most).
+				s.release(tc)
+				linger(c)
+			}
 		}
 	}
 	ev.Elapsed = time.Since(start)
