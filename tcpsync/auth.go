@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	protoVersion = 1
+	protoVersion = 2 // 2: frames after the handshake carry tags (mac.go)
 	helloLen     = 4 + 1 + 4 + 32
 	// MinTokenLen is the least number of bytes a token must have.
 	MinTokenLen = 32
