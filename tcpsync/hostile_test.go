@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -238,3 +239,57 @@ type bytesConn struct {
 }
 
 func (c *bytesConn) Write(b []byte) (int, error) { c.b = append(c.b, b...); return len(b), nil }
+
+// TestPullFacingDrip: a hostile server drips valid ZERO frames a byte at
+// a time to a pulling client; the client's own watchdog ends the pull
+// with ErrStalled.
+func TestPullFacingDrip(t *testing.T) {
+	const size = 64 << 20
+	m, err := sparse.NewMap(size, sparse.Extent{Off: 0, Len: size})
+	require.NoError(t, err)
+	addr := hostileServer(t, func(f *framer, c net.Conn) {
+		if _, _, err := f.expect(fOpen); err != nil {
+			return
+		}
+		_ = f.send(fOpened, 0)
+		_ = f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, ""))
+		_ = sendMap(f, m)
+		_ = f.flush()
+		_, body, err := f.expect(fDstInfo)
+		if err != nil || len(body) < 8 {
+			return
+		}
+		if _, err := readMap(f, int64(binary.LittleEndian.Uint64(body))); err != nil {
+			return
+		}
+		var frame bytesConn
+		f.w = bufio.NewWriterSize(&frame, 64)
+		for off := uint64(0); off < size; off += 4096 {
+			frame.b = frame.b[:0]
+			b := binary.LittleEndian.AppendUint64(nil, off)
+			b = binary.LittleEndian.AppendUint64(b, 4096)
+			if f.send(fZero, 0, b) != nil {
+				return
+			}
+			for _, x := range frame.b {
+				if _, err := c.Write([]byte{x}); err != nil {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	o := clientOpts()
+	o.IdleTimeout = time.Second
+	done := make(chan error, 1)
+	go func() {
+		_, err := Pull(t.Context(), addr, "img", filepath.Join(t.TempDir(), "copy"), o)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrStalled)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the pull is still dripping after 60 s")
+	}
+}
