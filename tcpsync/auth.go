@@ -12,24 +12,31 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
 const (
-	protoVersion = 1
+	protoVersion = 2 // 2: frames after the handshake carry tags (mac.go)
 	helloLen     = 4 + 1 + 4 + 32
 	// MinTokenLen is the least number of bytes a token must have.
 	MinTokenLen = 32
+	// minTokenDistinct is the least number of distinct byte values of a
+	// token (32 random bytes have about 30).
+	minTokenDistinct = 12
 	// featNoAuth, set by a server, says it authenticates nobody (loopback only).
 	featNoAuth = 1 << 0
 )
 
 var magic = [4]byte{'T', 'S', 'Y', 'N'}
 
-// LoadToken reads a pre-shared token from path. The file must not be
-// readable or writable by group or others, and must hold at least
-// MinTokenLen bytes (surrounding white space is ignored; a hex-encoded
-// token is decoded). Use NewToken to make one.
+// LoadToken reads a pre-shared token from path. The file must be a regular
+// file not readable or writable by group or others, owned by us or root,
+// and hold either a hex-encoded token (what NewToken makes) or printable
+// ASCII without white space inside; surrounding white space is ignored.
+// The token must have at least MinTokenLen bytes and at least
+// minTokenDistinct distinct byte values, which turns away an empty-ish or
+// repeated pattern ("aaaa…", "0000…") and a file that is not a token.
 func LoadToken(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -46,6 +53,9 @@ func LoadToken(path string) ([]byte, error) {
 	if p := st.Mode().Perm(); p&0o077 != 0 {
 		return nil, fmt.Errorf("%w: %s has mode %04o, must not be accessible by group or others (chmod 600)", ErrTokenFile, path, p)
 	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("%w: %s is owned by uid %d, not by us or root", ErrTokenFile, path, sys.Uid)
+	}
 	b := make([]byte, 4097)
 	n, _ := f.Read(b)
 	if n > 4096 {
@@ -54,9 +64,26 @@ func LoadToken(path string) ([]byte, error) {
 	tok := bytes.TrimSpace(b[:n])
 	if d, err := hex.DecodeString(string(tok)); err == nil {
 		tok = d
+	} else {
+		for _, c := range tok {
+			if c <= ' ' || c >= 0x7f {
+				return nil, fmt.Errorf("%w: %s holds a byte %#02x: want hex or printable ASCII without spaces", ErrTokenFile, path, c)
+			}
+		}
 	}
 	if len(tok) < MinTokenLen {
 		return nil, fmt.Errorf("%w: %s holds %d bytes, need at least %d random bytes", ErrTokenFile, path, len(tok), MinTokenLen)
+	}
+	var seen [256]bool
+	distinct := 0
+	for _, c := range tok {
+		if !seen[c] {
+			seen[c] = true
+			distinct++
+		}
+	}
+	if distinct < minTokenDistinct {
+		return nil, fmt.Errorf("%w: %s has only %d distinct byte values, need %d: not a random token (make one with tcpsync.NewToken, e.g. 32 random bytes hex-encoded)", ErrTokenFile, path, distinct, minTokenDistinct)
 	}
 	return tok, nil
 }
@@ -154,6 +181,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 		if !noAuth {
 			return 0, fmt.Errorf("%w: the server does not authenticate itself (it runs with --no-auth) but we have a token", ErrUnauthorized)
 		}
+		f.authenticate(nil, t, true)
 		return sessionSeed(nil, t), nil
 	}
 	if noAuth {
@@ -169,6 +197,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if !hmac.Equal(sp, proof(token, "server", t)) {
 		return 0, fmt.Errorf("%w: the server could not prove it holds the token", ErrUnauthorized)
 	}
+	f.authenticate(token, t, true)
 	return sessionSeed(token, t), nil
 }
 
@@ -193,6 +222,7 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	}
 	t := transcript(f, ch, sh)
 	if noAuth {
+		f.authenticate(nil, t, false)
 		return sessionSeed(nil, t), nil
 	}
 	_, cp, err := f.expect(fAuth)
@@ -214,5 +244,6 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	if err := f.send(fAuth, 0, proof(token, "server", t)); err != nil {
 		return 0, err
 	}
+	f.authenticate(token, t, false)
 	return sessionSeed(token, t), nil
 }

@@ -283,7 +283,13 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	if err == nil {
 		_ = conn.SetDeadline(time.Time{})
 		f.idle = c.IdleTimeout
+		f.watch(startWatchdog(c.IdleTimeout, cancel))
+		f.mem = &sessionMem{limit: defaultSessionMemory}
 		st, err = fn(ctx, c, f, seed)
+		f.wd.stop()
+		if err != nil && f.wd.stalled() && ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ErrStalled, err)
+		}
 	}
 	st.WireBytesSent, st.WireBytesReceived = f.out.n.Load(), f.in.n.Load()
 	if c.Progress != nil {

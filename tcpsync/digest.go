@@ -7,16 +7,36 @@ import (
 )
 
 // digest is the end-to-end check of one chunk (and, summed, of the file):
-// over every non-zero block of the result, mix(offset, length, unseeded
-// xxhash64 of the bytes), accumulated two ways. Both sides compute it from
+// over every non-zero block of the result, mix(offset, length, xxhash64 of
+// the bytes keyed with the session's digest seed), accumulated two ways.
+// The key (digestSeed, from the token and both nonces) is secret to anyone
+// without the token, so a writer of the data cannot craft blocks whose
+// digests collide. Both sides compute it from
 // the pass they already make (the sender's read, the receiver's compare
 // read and the bytes it receives), so verification costs no extra I/O; the
 // order of accumulation does not matter. Zero blocks and holes contribute
 // nothing, so only logical content counts.
 type digest struct{ a, b uint64 }
 
-func (d *digest) addBlock(off int64, data []byte) {
-	d.addHash(off, len(data), xxhash.Sum64(data))
+// digestKey hashes blocks for the digest; one per goroutine.
+type digestKey struct {
+	h    *xxhash.Digest
+	seed uint64
+}
+
+func newDigestKey(sessionSeed uint64) *digestKey {
+	s := digestSeed(sessionSeed)
+	return &digestKey{h: xxhash.NewWithSeed(s), seed: s}
+}
+
+func (k *digestKey) sum(b []byte) uint64 {
+	k.h.ResetWithSeed(k.seed)
+	_, _ = k.h.Write(b)
+	return k.h.Sum64()
+}
+
+func (d *digest) addBlock(k *digestKey, off int64, data []byte) {
+	d.addHash(off, len(data), k.sum(data))
 }
 
 func (d *digest) addHash(off int64, n int, h uint64) {

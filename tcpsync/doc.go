@@ -18,6 +18,9 @@
 //	server → client  HELLO
 //	client → server  AUTH  HMAC-SHA256(token, "client" ‖ SHA-256(hellos ‖ TLS exporter))
 //	server → client  AUTH  the same with "server": mutual authentication
+//	then every frame in both directions carries HMAC-SHA256 tags (mac.go):
+//	header ‖ 8-byte header tag ‖ body ‖ 16-byte tag, keyed per direction
+//	from the token and the transcript, over a sequence number
 //	client → server  OPEN  push|pull, flags, block size, relative path
 //	server → client  OPENED or ERROR
 //	sender → receiver SRCINFO (size, block size, identity) + EXTENTS (sparse encoding)
@@ -37,8 +40,8 @@
 //
 // Block hashes are xxhash64 seeded per session from the authentication
 // transcript, so a writer of the data cannot craft collisions that hide a
-// change. The digest is an order-free sum over (offset, length, unseeded
-// xxhash64) of every non-zero block of the result; both sides compute it
+// change. The digest is an order-free sum over (offset, length, xxhash64
+// keyed per session) of every non-zero block of the result; both sides compute it
 // from the reads they already do, per chunk and for the file, and the
 // receiver refuses to settle a chunk whose digest differs.
 //
@@ -63,7 +66,12 @@
 // the last component opened with openat(O_NOFOLLOW) (os.Root alone would
 // follow a symlink inside the root), and the file must be regular; ranges are
 // overflow-checked against the size; the peer never chooses memory, threads
-// or timeouts. Connections are capped in total and per host, handshakes
-// have a deadline from accept, sessions an idle timeout. Errors go back to
-// the peer as a code and a sanitized message.
+// or timeouts. A peer's claims cost nothing: plans are computed per chunk,
+// map extent counts are checked before buffering, and sessions draw from
+// memory budgets (limits.go). Connections are pending until OPEN, with
+// their own caps per address and in all (the oldest pending connection of
+// the busiest address makes room), separate from session caps (accept.go);
+// handshake and OPEN have a deadline from accept, and a session that moves
+// less than 64 KiB per idle timeout ends (stall.go). Errors go back to the
+// peer as a code and a sanitized message.
 package tcpsync

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // Errors of the handshake.
@@ -76,6 +77,8 @@ const (
 	codeShutdown
 	codeVersion
 	codeSourceChanged
+	codeIntegrity
+	codeStalled
 )
 
 var codeSentinels = []struct {
@@ -94,6 +97,8 @@ var codeSentinels = []struct {
 	{codeShutdown, ErrShutdown},
 	{codeVersion, ErrVersion},
 	{codeSourceChanged, ErrSourceChanged},
+	{codeIntegrity, ErrIntegrity},
+	{codeStalled, ErrStalled},
 }
 
 // errorCode maps an error to its wire code (one of a pair with remoteError).
@@ -133,19 +138,28 @@ func remoteError(code uint16, msg string) error {
 	return &RemoteError{Code: code, Msg: sanitize(msg)}
 }
 
-// sanitize escapes control characters and bounds the length of text that
-// came from (or goes to) the peer, so it cannot forge log lines.
+// sanitize escapes what could forge a log line or repaint a terminal in
+// text that came from (or goes to) the peer, and bounds its length: C0
+// and C1 controls, DEL, invalid UTF-8, and the bidirectional overrides,
+// embeddings, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E,
+// U+200F, U+061C) that reorder what a terminal shows.
 func sanitize(s string) string {
 	if len(s) > maxErrorText {
 		s = s[:maxErrorText]
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
+		case r >= 0x80 && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+			r == 0x200e, r == 0x200f, r == 0x061c:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
 		}
-		b.WriteRune(r)
 	}
 	return b.String()
 }

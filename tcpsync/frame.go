@@ -2,6 +2,7 @@ package tcpsync
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -79,8 +80,12 @@ func frameLimit(t frameType) int {
 	return maxFrame
 }
 
-// counter counts bytes read or written on a connection.
-type counter struct{ n atomic.Int64 }
+// counter counts bytes read or written on a connection; a completed write
+// is progress for the session's watchdog.
+type counter struct {
+	n  atomic.Int64
+	wd atomic.Pointer[watchdog]
+}
 
 // framer reads and writes frames on one connection. Reads happen on one
 // goroutine and writes on one (possibly other) goroutine.
@@ -96,6 +101,13 @@ type framer struct {
 	budget int
 	// idle, when positive, is armed as the read deadline before each frame.
 	idle time.Duration
+	// wd, when set, ends the session when it makes no progress.
+	wd *watchdog
+	// mem, when set, is the session's memory budget.
+	mem *sessionMem
+	// smac and rmac, once the handshake is done, tag and check every frame.
+	smac, rmac *macer
+	htag       [headerTagLen]byte
 }
 
 type countingConn struct {
@@ -112,6 +124,9 @@ func (c countingConn) Read(b []byte) (int, error) {
 func (c countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.out.n.Add(int64(n))
+	if err == nil && n > 0 {
+		c.out.wd.Load().progress(int64(n))
+	}
 	return n, err
 }
 
@@ -121,6 +136,15 @@ func newFramer(c net.Conn) *framer {
 	return &framer{c: c, r: bufio.NewReaderSize(cc, 256<<10), w: bufio.NewWriterSize(cc, 256<<10), in: in, out: out,
 		rbuf: make([]byte, 0, maxPreAuth)}
 }
+
+// watch makes w the session's watchdog (completed writes feed it).
+func (f *framer) watch(w *watchdog) {
+	f.wd = w
+	f.out.wd.Store(w)
+}
+
+// progress tells the watchdog that the session moved n bytes.
+func (f *framer) progress(n int64) { f.wd.progress(n) }
 
 // readFrame reads one frame. The body is valid until the next readFrame.
 // Sizes are checked against the type's limit (and the pre-auth budget)
@@ -132,6 +156,16 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 		return 0, 0, nil, fmt.Errorf("tcpsync: reading frame header: %w", unexpected(err))
 	}
+	tagLen := 0
+	if f.rmac != nil {
+		if _, err := io.ReadFull(f.r, f.htag[:]); err != nil {
+			return 0, 0, nil, fmt.Errorf("tcpsync: reading frame header: %w", unexpected(err))
+		}
+		if !hmac.Equal(f.htag[:], f.rmac.headerTag(f.hdr[:])) {
+			return 0, 0, nil, integrityErr("header", f.rmac.seq)
+		}
+		tagLen = bodyTagLen
+	}
 	t, flags, n, err := parseHeader(f.hdr[:])
 	if err != nil {
 		return 0, 0, nil, err
@@ -142,14 +176,20 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 		}
 		f.budget -= headerLen + n
 	}
-	if cap(f.rbuf) < n {
-		f.rbuf = make([]byte, 0, max(n, min(2*cap(f.rbuf), maxDataFrame)))
+	if cap(f.rbuf) < n+tagLen {
+		f.rbuf = make([]byte, 0, max(n+tagLen, min(2*cap(f.rbuf), maxDataFrame+bodyTagLen)))
 	}
-	body := f.rbuf[:n]
+	body := f.rbuf[:n+tagLen]
 	if _, err := io.ReadFull(f.r, body); err != nil {
 		return 0, 0, nil, fmt.Errorf("tcpsync: reading %s body: %w", t, unexpected(err))
 	}
-	return t, flags, body, nil
+	if f.rmac != nil {
+		seq := f.rmac.seq
+		if !hmac.Equal(body[n:], f.rmac.bodyTag(f.hdr[:], body[:n])) {
+			return 0, 0, nil, integrityErr(t.String(), seq)
+		}
+	}
+	return t, flags, body[:n], nil
 }
 
 func unexpected(err error) error {
@@ -189,8 +229,18 @@ func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
 	if _, err := f.w.Write(f.whdr[:]); err != nil {
 		return fmt.Errorf("tcpsync: writing %s: %w", t, err)
 	}
+	if f.smac != nil {
+		if _, err := f.w.Write(f.smac.headerTag(f.whdr[:])); err != nil {
+			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+		}
+	}
 	for _, p := range parts {
 		if _, err := f.w.Write(p); err != nil {
+			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+		}
+	}
+	if f.smac != nil {
+		if _, err := f.w.Write(f.smac.bodyTag(f.whdr[:], parts...)); err != nil {
 			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
 		}
 	}

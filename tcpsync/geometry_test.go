@@ -67,18 +67,19 @@ func TestShortLastBlockCompared(t *testing.T) {
 func TestDigestBindsOffsets(t *testing.T) {
 	a := bytes.Repeat([]byte{'a'}, 4096)
 	b := bytes.Repeat([]byte{'b'}, 4096)
+	k := newDigestKey(42)
 	var d1, d2, d3 digest
-	d1.addBlock(0, a)
-	d1.addBlock(4096, b)
-	d2.addBlock(0, b)
-	d2.addBlock(4096, a)
-	d3.addBlock(4096, b)
-	d3.addBlock(0, a)
+	d1.addBlock(k, 0, a)
+	d1.addBlock(k, 4096, b)
+	d2.addBlock(k, 0, b)
+	d2.addBlock(k, 4096, a)
+	d3.addBlock(k, 4096, b)
+	d3.addBlock(k, 0, a)
 	require.NotEqual(t, d1, d2, "swapped blocks give the same digest")
 	require.Equal(t, d1, d3, "the digest is order-free")
 	var short, long digest
-	short.addBlock(0, a[:100])
-	long.addBlock(0, append(a[:100:100], 0))
+	short.addBlock(k, 0, a[:100])
+	long.addBlock(k, 0, append(a[:100:100], 0))
 	require.NotEqual(t, short, long, "a block and its prefix give the same digest")
 }
 

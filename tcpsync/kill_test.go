@@ -145,10 +145,11 @@ func TestVerificationCatchesChangingSource(t *testing.T) {
 	require.Equal(t, stateIncomplete, readSidecar(t, filepath.Join(root, "img")).State)
 }
 
-// TestIdleSessionDropped: an authenticated client that goes quiet is cut
-// after the idle timeout.
+// TestIdleSessionDropped: an authenticated client that goes quiet before
+// OPEN is cut at the handshake deadline (OPEN is part of the handshake's
+// time budget since issue 12).
 func TestIdleSessionDropped(t *testing.T) {
-	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.IdleTimeout = 300 * time.Millisecond })
+	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.IdleTimeout = 300 * time.Millisecond; s.HandshakeTimeout = 300 * time.Millisecond })
 	f, c := rawSession(t, addr, testToken)
 	start := time.Now()
 	_, _, err := f.expect(fOpen)

@@ -17,20 +17,30 @@ type chunk struct {
 }
 
 // plan is what both sides derive from the two maps; they must agree exactly.
+//
+// Its memory is bounded by the extents of the two maps (which the peer has
+// sent and paid for), never by the size a peer claims: chunks are computed
+// when asked for (chunk, chunkAt), from the data blocks' extents and a
+// prefix count of their blocks. A claimed size of 2^50 with one extent
+// costs a few hundred bytes, not one struct per chunk.
 type plan struct {
 	size   int64
 	bs     int64
 	blocks sparse.Map // source blocks holding any data
 	punch  sparse.Map // destination data over source holes (exact, not per block)
 	src    sparse.Map // the source's data as its map says, for writing only that
-	chunks []chunk
+	cmp    []sparse.Extent
+	// cum[i] is the number of data blocks before blocks.Extents()[i].
+	cum     []int64
+	nblocks int64
+	nchunks int
 	// dataBytes counts the source's data blocks; cmpBytes those compared.
 	dataBytes, cmpBytes int64
 }
 
-// newPlan partitions the source's data blocks into chunks and sorts them into
-// "compare" (the destination has data in the block and the block has the
-// same length on both sides) and "send". Pure: no I/O, no ctx.
+// newPlan sorts the source's data blocks into "compare" (the destination
+// has data in the block and the block has the same length on both sides)
+// and "send", and numbers them for chunking. Pure: no I/O, no ctx.
 func newPlan(src, dst sparse.Map, bs int64) (*plan, error) {
 	size := src.Size()
 	p := &plan{size: size, bs: bs, blocks: src.RoundOut(bs), src: src}
@@ -59,52 +69,85 @@ func newPlan(src, dst sparse.Map, bs int64) (*plan, error) {
 	cmp := p.blocks.Intersect(dstBlocks)
 	p.dataBytes = p.blocks.Bytes()
 	p.cmpBytes = cmp.Bytes()
-	cmpExt := cmp.Extents()
-	var cur chunk
-	n := 0
-	flush := func() {
-		if len(cur.ext) == 0 {
-			return
-		}
-		cur.start = cur.ext[0].Off
-		cur.end = cur.ext[len(cur.ext)-1].End()
-		// Compare extents inside the chunk's span.
-		i := sort.Search(len(cmpExt), func(i int) bool { return cmpExt[i].End() > cur.start })
-		for ; i < len(cmpExt) && cmpExt[i].Off < cur.end; i++ {
-			e := cmpExt[i]
-			off, end := max(e.Off, cur.start), min(e.End(), cur.end)
-			cur.cmp = append(cur.cmp, sparse.Extent{Off: off, Len: end - off})
-			cur.ncmp += int(blocksIn(end-off, bs))
-		}
-		p.chunks = append(p.chunks, cur)
-		cur = chunk{}
-		n = 0
+	p.cmp = cmp.Extents()
+	ext := p.blocks.Extents()
+	p.cum = make([]int64, len(ext))
+	for i, e := range ext {
+		p.cum[i] = p.nblocks
+		p.nblocks += blocksIn(e.Len, bs)
 	}
-	for _, e := range p.blocks.Extents() {
-		for off := e.Off; off < e.End(); {
-			take := min(e.End()-off, int64(chunkBlocks-n)*bs)
-			cur.ext = append(cur.ext, sparse.Extent{Off: off, Len: take})
-			n += int(blocksIn(take, bs))
-			off += take
-			if n >= chunkBlocks {
-				flush()
-			}
-		}
-	}
-	flush()
+	p.nchunks = int((p.nblocks + chunkBlocks - 1) / chunkBlocks)
 	return p, nil
 }
 
 // blocksIn counts blocks of size bs in n bytes (the last may be short).
 func blocksIn(n, bs int64) int64 { return (n + bs - 1) / bs }
 
+// blockOff returns the offset of data block number b (0 <= b < nblocks).
+func (p *plan) blockOff(b int64) (int, int64) {
+	i := sort.Search(len(p.cum), func(i int) bool { return p.cum[i] > b }) - 1
+	return i, p.blocks.Extents()[i].Off + (b-p.cum[i])*p.bs
+}
+
+// chunk computes chunk k (0 <= k < nchunks).
+func (p *plan) chunk(k int) chunk {
+	var c chunk
+	first := int64(k) * chunkBlocks
+	left := min(int64(chunkBlocks), p.nblocks-first)
+	ext := p.blocks.Extents()
+	i, off := p.blockOff(first)
+	for ; left > 0 && i < len(ext); i++ {
+		e := ext[i]
+		if off < e.Off {
+			off = e.Off
+		}
+		take := min(e.End()-off, left*p.bs)
+		c.ext = append(c.ext, sparse.Extent{Off: off, Len: take})
+		left -= blocksIn(take, p.bs)
+	}
+	c.start = c.ext[0].Off
+	c.end = c.ext[len(c.ext)-1].End()
+	// Compare extents inside the chunk's span.
+	j := sort.Search(len(p.cmp), func(j int) bool { return p.cmp[j].End() > c.start })
+	for ; j < len(p.cmp) && p.cmp[j].Off < c.end; j++ {
+		e := p.cmp[j]
+		lo, hi := max(e.Off, c.start), min(e.End(), c.end)
+		c.cmp = append(c.cmp, sparse.Extent{Off: lo, Len: hi - lo})
+		c.ncmp += int(blocksIn(hi-lo, p.bs))
+	}
+	return c
+}
+
 // chunkAt returns the index of the chunk whose span holds off, or -1.
 func (p *plan) chunkAt(off int64) int {
-	i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].end > off })
-	if i < len(p.chunks) && p.chunks[i].start <= off {
-		return i
+	ext := p.blocks.Extents()
+	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > off })
+	if i == len(ext) || off < 0 {
+		return -1
 	}
-	return -1
+	b := p.cum[i] // the next data block (off is in a hole before it)
+	if ext[i].Off <= off {
+		b += (off - ext[i].Off) / p.bs
+	}
+	k := int(b / chunkBlocks)
+	if b%chunkBlocks == 0 && ext[i].Off > off {
+		return -1 // in the hole before a chunk's first block
+	}
+	return k
+}
+
+// nextCmpChunk returns the first chunk from k on that holds compare
+// blocks, or nchunks.
+func (p *plan) nextCmpChunk(k int) int {
+	if k >= p.nchunks {
+		return p.nchunks
+	}
+	_, start := p.blockOff(int64(k) * chunkBlocks)
+	j := sort.Search(len(p.cmp), func(j int) bool { return p.cmp[j].End() > start })
+	if j == len(p.cmp) {
+		return p.nchunks
+	}
+	return max(k, p.chunkAt(max(p.cmp[j].Off, start)))
 }
 
 // firstChunkAfter returns the index of the first chunk that starts at or
@@ -113,9 +156,8 @@ func (p *plan) firstChunkAfter(off int64) (int, error) {
 	if off == 0 {
 		return 0, nil
 	}
-	i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].end >= off })
-	if i < len(p.chunks) && p.chunks[i].end == off {
-		return i + 1, nil
+	if k := p.chunkAt(off - 1); k >= 0 && p.chunk(k).end == off {
+		return k + 1, nil
 	}
 	return 0, fmt.Errorf("%w: resume offset %d is not a chunk boundary", ErrProtocol, off)
 }

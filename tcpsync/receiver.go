@@ -26,10 +26,18 @@ type receiver struct {
 	plan   *plan
 	dstMap sparse.Map
 	st     Stats
-	states []rstate
-	first  int // first chunk of this session (resume)
-	next   int // next SEGEND expected
-	water  int // chunks below are settled
+	// Chunk states exist only for the chunk being received (cur, number
+	// next) and the chunks awaiting a fix-up (pend, at most window): a
+	// claimed size costs nothing until its data arrives.
+	cur   *rstate
+	pend  map[int]*rstate
+	total digest // of the settled chunks
+	first int    // first chunk of this session (resume)
+	next  int    // next SEGEND expected
+	water int    // chunks below are settled
+	// sent is the end of the last first-pass DATA or ZERO range: they
+	// come in increasing order, so each one is new progress.
+	sent   int64
 	sc     sidecar
 	lastCP struct {
 		off int64
@@ -38,10 +46,13 @@ type receiver struct {
 	dec     decoder
 	scratch []byte
 	blk     *blockhash.Hasher
+	dk      *digestKey // the apply goroutine's
 }
 
 // rstate is a chunk's progress on the receiving side.
 type rstate struct {
+	k        int
+	c        chunk
 	recv     digest // blocks received in this chunk
 	sender   digest // the sender's digest, from SEGEND
 	pending  *ownHashes
@@ -59,7 +70,7 @@ type ownHashes struct {
 
 // receiveTarget runs the receiver's side of one sync.
 func receiveTarget(ctx context.Context, f *framer, t *target, p syncParams) (st Stats, err error) {
-	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed)}
+	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed), dk: newDigestKey(p.seed)}
 	defer r.dec.close()
 	err = r.run(ctx)
 	return r.st, err
@@ -161,7 +172,7 @@ func (r *receiver) run(ctx context.Context) error {
 		}
 		r.st.PunchedBytes += e.Len
 	}
-	r.states = make([]rstate, len(r.plan.chunks))
+	r.pend = map[int]*rstate{}
 	r.next, r.water = r.first, r.first
 	err = r.stream(ctx)
 	if err != nil && !r.t.atomic() {
@@ -217,12 +228,11 @@ func (r *receiver) stream(ctx context.Context) error {
 func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
 	defer close(out)
 	h := blockhash.New(r.p.seed)
+	dk := newDigestKey(r.p.seed)
 	buf := make([]byte, maxDataPayload)
-	for k := r.first; k < len(r.plan.chunks); k++ {
-		c := &r.plan.chunks[k]
-		if c.ncmp == 0 {
-			continue
-		}
+	for k := r.plan.nextCmpChunk(r.first); k < r.plan.nchunks; k = r.plan.nextCmpChunk(k + 1) {
+		cv := r.plan.chunk(k)
+		c := &cv
 		o := &ownHashes{k: k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
 		m, err := sparse.FromExtents(r.plan.size, c.cmp)
 		if err == nil {
@@ -230,7 +240,7 @@ func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
 				o.seeded = append(o.seeded, sum)
 				var d digest
 				if !sparse.IsZero(b) {
-					d.addBlock(off, b)
+					d.addBlock(dk, off, b)
 				}
 				o.mix = append(o.mix, d)
 				return nil
@@ -292,14 +302,28 @@ func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chu
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) not block-aligned", ErrProtocol, t, o, o+l)
 	}
 	k := r.plan.chunkAt(o)
-	if k < r.first || k < 0 || o+l > r.plan.chunks[k].end || r.states[k].settled {
+	var st *rstate
+	switch {
+	case k < r.first || k < 0:
+	case k == r.next && k < r.plan.nchunks:
+		st = r.current()
+	default:
+		st = r.pend[k]
+	}
+	if st == nil || o+l > st.c.end {
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) outside the chunks being sent", ErrProtocol, t, o, o+l)
 	}
-	c, st := &r.plan.chunks[k], &r.states[k]
+	c := &st.c
 	i := sort.Search(len(c.cmp), func(i int) bool { return c.cmp[i].End() > o })
 	inCmp := i < len(c.cmp) && c.cmp[i].Off < o+l
 	if st.pending == nil && inCmp {
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s at %d for a block not yet compared", ErrProtocol, t, o)
+	}
+	if st.pending == nil {
+		if o < r.sent {
+			return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) before the previous one", ErrProtocol, t, o, o+l)
+		}
+		r.sent = o + l
 	}
 	if st.pending != nil {
 		if !inCmp || c.cmp[i].Off > o || c.cmp[i].End() < o+l {
@@ -348,10 +372,11 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 	for p := int64(0); p < l; p += r.p.bs {
 		b := raw[p:min(p+r.p.bs, l)]
 		if !sparse.IsZero(b) {
-			st.recv.addBlock(o+p, b)
+			st.recv.addBlock(r.dk, o+p, b)
 		}
 	}
 	r.st.CopiedBytes += l
+	r.f.progress(l)
 	if r.p.progress != nil {
 		r.p.progress.Done.Add(l)
 	}
@@ -394,6 +419,7 @@ func (r *receiver) onZero(body []byte) error {
 		r.st.PunchedBytes += l
 	}
 	r.st.ZeroBytes += l
+	r.f.progress(l)
 	if r.p.progress != nil {
 		r.p.progress.Done.Add(l)
 	}
@@ -407,17 +433,19 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int(k) != r.next || int(k) >= len(r.plan.chunks) {
+	if int(k) != r.next || int(k) >= r.plan.nchunks {
 		return fmt.Errorf("%w: SEGEND for chunk %d, expected %d", ErrProtocol, k, r.next)
 	}
+	st := r.current()
+	r.cur = nil
 	r.next++
-	c, st := &r.plan.chunks[k], &r.states[k]
+	c := &st.c
 	st.sender = sd
 	if (c.ncmp > 0) != (hasCmp != 0) {
 		return fmt.Errorf("%w: SEGEND %d disagrees on compare blocks", ErrProtocol, k)
 	}
 	if c.ncmp == 0 {
-		return r.settle(int(k))
+		return r.settle(st)
 	}
 	var o *ownHashes
 	select {
@@ -443,8 +471,12 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 		if err := q.put(ctx, a); err != nil {
 			return err
 		}
-		return r.settle(int(k))
+		return r.settle(st)
 	}
+	if len(r.pend) >= window {
+		return fmt.Errorf("%w: more than %d chunks awaiting a fix-up", ErrProtocol, window)
+	}
+	r.pend[int(k)] = st
 	st.pending = o
 	st.replaced = make([]bool, c.ncmp)
 	a := q.frame(fHashes)
@@ -468,10 +500,12 @@ func (r *receiver) onFixEnd(body []byte) error {
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int(k) >= len(r.states) || r.states[k].pending == nil {
+	st := r.pend[int(k)]
+	if st == nil || st.pending == nil {
 		return fmt.Errorf("%w: FIXEND for chunk %d, which awaits no fix-up", ErrProtocol, k)
 	}
-	st, c := &r.states[k], &r.plan.chunks[k]
+	delete(r.pend, int(k))
+	c := &st.c
 	idx := 0
 	for _, e := range c.cmp {
 		for p := e.Off; p < e.End(); p += r.p.bs {
@@ -486,19 +520,28 @@ func (r *receiver) onFixEnd(body []byte) error {
 		}
 	}
 	st.pending, st.replaced = nil, nil
-	return r.settle(int(k))
+	return r.settle(st)
+}
+
+// current returns the state of chunk next, the one being received.
+func (r *receiver) current() *rstate {
+	if r.cur == nil || r.cur.k != r.next {
+		r.cur = &rstate{k: r.next, c: r.plan.chunk(r.next)}
+	}
+	return r.cur
 }
 
 // settle verifies a chunk's digest and advances the durable watermark.
-func (r *receiver) settle(k int) error {
-	st := &r.states[k]
+func (r *receiver) settle(st *rstate) error {
 	if st.recv != st.sender {
-		c := &r.plan.chunks[k]
-		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, c.start, c.end)
+		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, st.c.start, st.c.end)
 	}
 	st.settled = true
-	for r.water < len(r.states) && r.states[r.water].settled {
-		r.water++
+	r.total.add(st.recv)
+	r.f.progress(cmpBytes(&st.c))
+	r.water = r.next
+	for k := range r.pend {
+		r.water = min(r.water, k)
 	}
 	r.checkpoint(false)
 	return nil
@@ -510,7 +553,7 @@ func (r *receiver) checkpoint(force bool) {
 	if r.t.atomic() || r.water <= r.first {
 		return
 	}
-	off := r.plan.chunks[r.water-1].end
+	off := r.plan.chunk(r.water - 1).end
 	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
 	if r.p.cpBytes > 0 {
 		cpBytes = r.p.cpBytes
@@ -537,14 +580,10 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int64(size) != r.plan.size || r.water != len(r.states) || r.next != len(r.states) {
-		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, len(r.states))
+	if int64(size) != r.plan.size || r.water != r.plan.nchunks || r.next != r.plan.nchunks {
+		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, r.plan.nchunks)
 	}
-	var mine digest
-	for k := r.first; k < len(r.states); k++ {
-		mine.add(r.states[k].recv)
-	}
-	if mine != sd {
+	if r.total != sd {
 		return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
 	}
 	if err := r.t.commit(); err != nil {

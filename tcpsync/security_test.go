@@ -176,7 +176,8 @@ func TestBadFramesEndOnlyThatSession(t *testing.T) {
 			h := make([]byte, 8)
 			h[0] = byte(fExtents)
 			binary.LittleEndian.PutUint32(h[4:], 1<<30)
-			_, err := f.c.Write(h)
+			// A valid header tag: the limit, not the MAC, refuses it.
+			_, err := f.c.Write(append(h, f.smac.headerTag(h)...))
 			return err
 		}},
 		{"garbage open", func(f *framer) error { return f.send(fOpen, 0, []byte{1, 2, 3}) }},

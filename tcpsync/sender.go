@@ -53,7 +53,7 @@ type sender struct {
 	pool *bufPool
 	// Pending chunks: their seeded hashes until the receiver answers.
 	mu      sync.Mutex
-	hashes  map[uint32][]uint64
+	hashes  map[uint32]inflight
 	slots   chan struct{}
 	st      Stats
 	copied  atomic.Int64
@@ -61,6 +61,14 @@ type sender struct {
 	encoder encoder // the producer's
 	fixEnc  encoder // the fixer's
 	sample  []byte  // scratch for CompressAuto's compressibility probe
+	// doneSent is set once DONE is queued: only then may DONEACK come.
+	doneSent atomic.Bool
+}
+
+// inflight is a chunk awaiting the receiver's answer.
+type inflight struct {
+	c      chunk
+	hashes []uint64
 }
 
 type doneAck struct {
@@ -69,7 +77,7 @@ type doneAck struct {
 
 // sendSource runs the sender's side of one sync.
 func sendSource(ctx context.Context, f *framer, src Source, p syncParams) (Stats, error) {
-	s := &sender{f: f, src: src, p: p, hashes: map[uint32][]uint64{}}
+	s := &sender{f: f, src: src, p: p, hashes: map[uint32]inflight{}}
 	return s.run(ctx)
 }
 
@@ -186,6 +194,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 				return context.Cause(gctx)
 			}
 		}
+		s.doneSent.Store(true)
 		o := s.q.frame(fDone)
 		o.u64(uint64(s.plan.size))
 		o.u64(total.a)
@@ -262,10 +271,12 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			if err := d.end(); err != nil {
 				return err
 			}
-			if _, err := s.takeHashes(k); err != nil {
+			in, err := s.takeHashes(k)
+			if err != nil {
 				return err
 			}
-			s.unchanged(k)
+			s.unchanged(&in.c)
+			s.f.progress(int64(in.c.ncmp) * s.p.bs)
 			<-s.slots
 		case fHashes:
 			d := dec{b: body, t: t}
@@ -286,6 +297,11 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 				return fmt.Errorf("%w: more HASHES than chunks in flight", ErrProtocol)
 			}
 		case fDoneAck:
+			// A DONEACK before our DONE would leave the producer waiting
+			// for answers nobody reads: the session ends here instead.
+			if !s.doneSent.Load() {
+				return fmt.Errorf("%w: DONEACK before DONE", ErrProtocol)
+			}
 			a, err := parseDoneAck(body)
 			if err != nil {
 				return err
@@ -300,9 +316,8 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 	}
 }
 
-func (s *sender) unchanged(k uint32) {
+func (s *sender) unchanged(c *chunk) {
 	if s.p.progress != nil {
-		c := s.plan.chunks[k]
 		var n int64
 		for _, e := range c.cmp {
 			n += e.Len
@@ -311,13 +326,13 @@ func (s *sender) unchanged(k uint32) {
 	}
 }
 
-// takeHashes removes and returns the hashes of a chunk in flight.
-func (s *sender) takeHashes(k uint32) ([]uint64, error) {
+// takeHashes removes and returns a chunk in flight.
+func (s *sender) takeHashes(k uint32) (inflight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.hashes[k]
 	if !ok {
-		return nil, fmt.Errorf("%w: answer for chunk %d, which is not in flight", ErrProtocol, k)
+		return inflight{}, fmt.Errorf("%w: answer for chunk %d, which is not in flight", ErrProtocol, k)
 	}
 	delete(s.hashes, k)
 	return h, nil
@@ -329,14 +344,16 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 	var total digest
 	hasher := blockhash.New(s.p.seed)
 	sumHasher := blockhash.New(s.p.seed)
+	dk := newDigestKey(s.p.seed)
 	bs := s.p.bs
 	var hb []byte
 	compress := s.p.compress
 	var autoOn bool
 	autoMark, autoBlocked := time.Now(), s.q.blocked.Load()
 	var sinceCheck int64
-	for k := first; k < len(s.plan.chunks); k++ {
-		c := &s.plan.chunks[k]
+	for k := first; k < s.plan.nchunks; k++ {
+		cv := s.plan.chunk(k)
+		c := &cv
 		var cdig digest
 		var mine []uint64
 		if c.ncmp > 0 {
@@ -389,7 +406,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 					at := off + p
 					zero := sparse.IsZero(blk)
 					if !zero {
-						cdig.addBlock(at, blk)
+						cdig.addBlock(dk, at, blk)
 					}
 					for ci < len(c.cmp) && c.cmp[ci].End() <= at {
 						ci++
@@ -440,7 +457,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 				return total, context.Cause(ctx)
 			}
 			s.mu.Lock()
-			s.hashes[uint32(k)] = mine
+			s.hashes[uint32(k)] = inflight{c: cv, hashes: mine}
 			s.mu.Unlock()
 		}
 		o := s.q.frame(fSegEnd)
@@ -587,14 +604,15 @@ func (s *sender) fixer(ctx context.Context, fixes <-chan fixJob) error {
 		if !ok {
 			return nil
 		}
-		mine, err := s.takeHashes(job.k)
+		in, err := s.takeHashes(job.k)
 		if err != nil {
 			return err
 		}
+		mine := in.hashes
 		if len(job.theirs) != len(mine) {
 			return fmt.Errorf("%w: HASHES for chunk %d has %d hashes, want %d", ErrProtocol, job.k, len(job.theirs), len(mine))
 		}
-		c := &s.plan.chunks[job.k]
+		c := &in.c
 		bs := s.p.bs
 		i := 0
 		var runOff, runLen int64

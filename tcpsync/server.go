@@ -1,11 +1,12 @@
 package tcpsync
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -39,9 +40,13 @@ type Server struct {
 	// IdleTimeout ends an authenticated session that sends nothing (2 min).
 	IdleTimeout time.Duration
 	// MaxConns caps connections in total (128), MaxConnsPerHost per peer
-	// address (64), MaxPreAuthPerHost unauthenticated connections per peer
-	// address (16) and MaxSessions authenticated sessions (64).
+	// address (64). Until its OPEN is accepted a connection is pending:
+	// MaxPreAuth in all (64; when full the oldest pending connection is
+	// closed for a new one) and MaxPreAuthPerHost per address (16; more are
+	// refused). Sessions: MaxSessions in all (64), MaxSessionsPerHost per
+	// address (32). See accept.go.
 	MaxConns, MaxConnsPerHost, MaxPreAuthPerHost, MaxSessions int
+	MaxPreAuth, MaxSessionsPerHost                            int
 	// FailDelay is the pause before refusing a wrong token (1 s).
 	FailDelay time.Duration
 	// CheckpointBytes and CheckpointInterval set how often a receiving
@@ -50,14 +55,24 @@ type Server struct {
 	CheckpointInterval time.Duration
 	// OnSession, if set, is called after every session (for metrics).
 	OnSession func(SessionEvent)
+	// MaxMemory is the server-wide memory budget of sessions (1 GiB) and
+	// MaxSessionMemory one session's (about 150 MiB: its 12 MiB of
+	// buffers and a peer's map of the largest allowed extent count). A
+	// session that does not fit is refused as busy.
+	MaxMemory, MaxSessionMemory int64
 
-	root     *os.Root
-	mu       sync.Mutex
-	conns    int
-	perHost  map[string]int
-	preAuth  map[string]int
-	sessions int
-	wg       sync.WaitGroup
+	root         *os.Root
+	mem          memPool
+	busy         []byte // the pre-encoded refusal
+	stats        connStats
+	mu           sync.Mutex
+	conns        int
+	perHost      map[string]int
+	preAuth      map[string]int // pending connections per host
+	pending      list.List      // of *tracked, oldest first
+	sessions     int
+	hostSessions map[string]int
+	wg           sync.WaitGroup
 }
 
 // SessionEvent describes a finished session.
@@ -100,9 +115,22 @@ func (s *Server) setDefaults() {
 	if s.MaxSessions <= 0 {
 		s.MaxSessions = 64
 	}
+	if s.MaxPreAuth <= 0 {
+		s.MaxPreAuth = 64
+	}
+	if s.MaxSessionsPerHost <= 0 {
+		s.MaxSessionsPerHost = 32
+	}
 	if s.FailDelay <= 0 {
 		s.FailDelay = time.Second
 	}
+	if s.MaxMemory <= 0 {
+		s.MaxMemory = defaultServerMemory
+	}
+	if s.MaxSessionMemory <= 0 {
+		s.MaxSessionMemory = defaultSessionMemory
+	}
+	s.mem.limit = s.MaxMemory
 }
 
 // Serve accepts connections on ln until ctx ends, then stops accepting,
@@ -123,10 +151,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	defer root.Close()
 	s.root = root
-	s.perHost = map[string]int{}
-	s.preAuth = map[string]int{}
+	s.perHost, s.preAuth, s.hostSessions = map[string]int{}, map[string]int{}, map[string]int{}
+	s.busy = refusal()
+	s.stats.last.Store(time.Now().UnixNano())
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	defer s.summary(true)
+	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -134,29 +165,36 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.wg.Wait()
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if temporaryAccept(err) {
+				s.acceptBackoff(ctx, err, &delay)
 				continue
 			}
 			s.wg.Wait()
 			return fmt.Errorf("tcpsync: accept: %w", err)
 		}
+		delay = 0
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
-		host := hostOf(c.RemoteAddr())
-		if !s.admit(host) {
-			s.Logger.Warn("connection refused: too many connections", "remote", c.RemoteAddr().String())
-			f := newFramer(c)
-			f.sendError(fmt.Errorf("%w: too many connections", ErrBusy))
-			c.Close()
+		tc := s.admit(c, hostOf(c.RemoteAddr()))
+		if tc == nil {
+			s.refuse(c)
 			continue
 		}
 		s.wg.Go(func() {
-			authDone := false
-			defer s.release(host)
-			defer s.authenticated(host, &authDone)
-			s.serveConn(ctx, c, func() { s.authenticated(host, &authDone) })
+			defer s.release(tc)
+			s.serveConn(ctx, tc)
 		})
 	}
+}
+
+// linger lets the peer read our ERROR before the close: closing with its
+// unread bytes in our buffer would reset the connection and lose the
+// frame. It half-closes and drains for at most a second and 4 MiB.
+func linger(c net.Conn) {
+	if hc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = hc.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c, 4<<20)
 }
 
 func hostOf(a net.Addr) string {
@@ -166,41 +204,8 @@ func hostOf(a net.Addr) string {
 	return a.String()
 }
 
-func (s *Server) admit(host string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns >= s.MaxConns || s.perHost[host] >= s.MaxConnsPerHost || s.preAuth[host] >= s.MaxPreAuthPerHost {
-		return false
-	}
-	s.conns++
-	s.perHost[host]++
-	s.preAuth[host]++
-	return true
-}
-
-// authenticated moves a connection out of the pre-auth count (once).
-func (s *Server) authenticated(host string, done *bool) {
-	if *done {
-		return
-	}
-	*done = true
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.preAuth[host]--; s.preAuth[host] <= 0 {
-		delete(s.preAuth, host)
-	}
-}
-
-func (s *Server) release(host string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.conns--
-	if s.perHost[host]--; s.perHost[host] <= 0 {
-		delete(s.perHost, host)
-	}
-}
-
-func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
+func (s *Server) serveConn(ctx context.Context, tc *tracked) {
+	c := tc.c
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -209,20 +214,34 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	defer c.Close()
 	ev := SessionEvent{Remote: c.RemoteAddr().String()}
 	var f *framer
-	ev.Stats, ev.Err = s.session(ctx, c, &ev, &f, authed)
+	ev.Stats, ev.Err = s.session(ctx, cancel, tc, &ev, &f)
 	if f != nil {
+		f.wd.stop()
 		ev.Stats.WireBytesReceived = f.in.n.Load()
 		ev.Stats.WireBytesSent = f.out.n.Load()
 		if ev.Err != nil {
-			err := ev.Err
-			if ctx.Err() != nil {
-				err = fmt.Errorf("%w: %w", ErrShutdown, err)
+			switch {
+			case f.wd.stalled():
+				ev.Err = fmt.Errorf("%w: %w", ErrStalled, ev.Err)
+			case ctx.Err() != nil:
+				ev.Err = fmt.Errorf("%w: %w", ErrShutdown, ev.Err)
 			}
-			f.sendError(err)
+			f.sendError(ev.Err)
+			if tc.opened {
+				// Out of every budget while it lingers (a second at most).
+				s.release(tc)
+				linger(c)
+			}
 		}
 	}
 	ev.Elapsed = time.Since(start)
-	if ev.Err != nil {
+	if !tc.opened {
+		// Failures before a session (unauthenticated, or authenticated but
+		// no OPEN in time) are counted, not logged one by one: a flood must
+		// not become a log flood.
+		s.stats.failed.Add(1)
+		s.summary(false)
+	} else if ev.Err != nil {
 		s.Logger.Warn("session failed", "remote", ev.Remote, "op", ev.Op, "path", ev.Path, "err", sanitize(ev.Err.Error()))
 	} else {
 		s.Logger.Info("session done", "remote", ev.Remote, "op", ev.Op, "path", ev.Path,
@@ -233,7 +252,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, authed func()) {
 	}
 }
 
-func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp **framer, authed func()) (Stats, error) {
+func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *SessionEvent, fp **framer) (Stats, error) {
+	c := tc.c
 	if s.TLSConfig != nil {
 		cfg := s.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
@@ -250,17 +270,25 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 	if err != nil {
 		return Stats{}, err
 	}
-	authed()
+	tc.authed = true
 	f.budget = 0
-	_ = c.SetDeadline(time.Time{})
-	f.idle = s.IdleTimeout
-	if !s.startSession() {
-		return Stats{}, fmt.Errorf("%w: too many sessions", ErrBusy)
-	}
-	defer s.endSession()
 
+	// OPEN is due within the handshake deadline (still armed from accept):
+	// an authenticated peer cannot hold a connection by saying nothing.
 	_, body, err := f.expect(fOpen)
 	if err != nil {
+		return Stats{}, err
+	}
+	if err := s.promote(tc); err != nil {
+		return Stats{}, err
+	}
+	tc.opened = true
+	_ = c.SetDeadline(time.Time{})
+	f.idle = s.IdleTimeout
+	f.watch(startWatchdog(s.IdleTimeout, cancel))
+	f.mem = &sessionMem{pool: &s.mem, limit: s.MaxSessionMemory}
+	defer f.mem.release()
+	if err := f.mem.reserve(sessionFixed, "the session's buffers"); err != nil {
 		return Stats{}, err
 	}
 	d := dec{b: body, t: fOpen}
@@ -302,22 +330,6 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 		return sendSource(ctx, f, src, p)
 	}
 	return Stats{}, fmt.Errorf("%w: unknown operation %d", ErrProtocol, op)
-}
-
-func (s *Server) startSession() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sessions >= s.MaxSessions {
-		return false
-	}
-	s.sessions++
-	return true
-}
-
-func (s *Server) endSession() {
-	s.mu.Lock()
-	s.sessions--
-	s.mu.Unlock()
 }
 
 // ValidateName checks a remote name before it is resolved: a clean relative

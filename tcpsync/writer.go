@@ -166,20 +166,40 @@ func sendMap(f *framer, m sparse.Map) error {
 	}
 }
 
-// readMap reads EXTENTS frames into a map of the announced size, bounded
-// by maxMapBytes and maxExtents.
+// readMap reads EXTENTS frames into a map of the announced size. The
+// first frame's header (version, size, extent count) is checked before
+// anything is buffered: the count against maxExtents and the session's
+// memory budget (reserved here, released with the session), the bytes
+// that follow against what that count can take. Every frame but the last
+// must be full, so a map costs its peer at least 64 KiB per frame.
 func readMap(f *framer, size int64) (sparse.Map, error) {
 	var b []byte
+	var count, want int64
 	for {
 		flags, body, err := f.expect(fExtents)
 		if err != nil {
 			return sparse.Map{}, err
 		}
-		if len(b)+len(body) > maxMapBytes {
-			return sparse.Map{}, fmt.Errorf("%w: extent map larger than %d bytes", ErrFrameTooLarge, maxMapBytes)
+		last := flags&flagLast != 0
+		if !last && len(body) != maxFrame {
+			return sparse.Map{}, fmt.Errorf("%w: EXTENTS frame of %d bytes before the last", ErrProtocol, len(body))
+		}
+		if b == nil {
+			var hdr int
+			if count, hdr, err = mapHeader(body, size); err != nil {
+				return sparse.Map{}, err
+			}
+			if err := f.mem.reserve(count*extentCost+int64(hdr), fmt.Sprintf("an extent map of %d extents", count)); err != nil {
+				return sparse.Map{}, err
+			}
+			want = int64(hdr) + 20*count // at most 2 varints of 10 bytes each
+		}
+		if int64(len(b)+len(body)) > want {
+			return sparse.Map{}, fmt.Errorf("%w: extent map of %d extents longer than %d bytes", ErrProtocol, count, want)
 		}
 		b = append(b, body...)
-		if flags&flagLast != 0 {
+		f.progress(int64(len(body)))
+		if last {
 			break
 		}
 	}
@@ -190,8 +210,34 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 	if m.Size() != size {
 		return sparse.Map{}, fmt.Errorf("%w: extent map of size %d for a file of %d", ErrProtocol, m.Size(), size)
 	}
-	if m.Len() > maxExtents {
-		return sparse.Map{}, fmt.Errorf("%w: %d extents (limit %d)", ErrProtocol, m.Len(), maxExtents)
-	}
 	return m, nil
+}
+
+// mapHeader reads the version, size and extent count at the start of an
+// encoded map (sparse's encoding) and checks them before any allocation.
+func mapHeader(b []byte, size int64) (count int64, n int, err error) {
+	bad := func(why string) (int64, int, error) {
+		return 0, 0, fmt.Errorf("%w: extent map: %s", ErrProtocol, why)
+	}
+	if len(b) < 3 || b[0] != 1 {
+		return bad("bad header")
+	}
+	n = 1
+	sz, k := binary.Uvarint(b[n:])
+	if k <= 0 {
+		return bad("bad size")
+	}
+	n += k
+	if sz != uint64(size) {
+		return bad(fmt.Sprintf("size %d for a file of %d", sz, size))
+	}
+	c, k := binary.Uvarint(b[n:])
+	if k <= 0 {
+		return bad("bad extent count")
+	}
+	n += k
+	if c > maxExtents {
+		return bad(fmt.Sprintf("%d extents (limit %d)", c, maxExtents))
+	}
+	return int64(c), n, nil
 }

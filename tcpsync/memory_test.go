@@ -1,0 +1,221 @@
+package tcpsync
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// heapWatch samples the heap's object bytes (runtime/metrics) until
+// stopped and returns the peak growth over the baseline taken at start.
+func heapWatch(t *testing.T) (stop func() uint64) {
+	t.Helper()
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	base := s[0].Value.Uint64()
+	var peak uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			metrics.Read(s)
+			peak = max(peak, s[0].Value.Uint64())
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+		}
+	})
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		if peak < base {
+			return 0
+		}
+		return peak - base
+	}
+}
+
+// encodedMap returns the binary form of a map of count one-byte extents
+// one byte apart (2 bytes each), built by hand (sparse's encoding).
+func encodedMap(size uint64, count int) []byte {
+	b := []byte{1}
+	b = binary.AppendUvarint(b, size)
+	b = binary.AppendUvarint(b, uint64(count))
+	for range count {
+		b = append(b, 1, 1)
+	}
+	return b
+}
+
+// claimPush opens a push of name, sends SRCINFO claiming size and the
+// encoded map in full EXTENTS frames, and returns the server's first answer
+// (nil for DSTINFO) once it has one. The caller closes c when all sessions
+// have answered, so every session is alive at the same time.
+func claimPush(t *testing.T, c net.Conn, name string, size uint64, m []byte) error {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	f := newFramer(c)
+	if _, err := clientHandshake(t.Context(), f, testToken, false); err != nil {
+		return err
+	}
+	if err := f.send(fOpen, 0, openBody(opPush, 0, 4096, name)); err != nil {
+		return err
+	}
+	if _, _, err := f.expect(fOpened); err != nil {
+		return err
+	}
+	if err := f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, "")); err != nil {
+		return err
+	}
+	// Write the map from another goroutine: the server may answer (and
+	// stop reading) before it is all sent.
+	go func() {
+		for len(m) > 0 {
+			n := min(len(m), maxFrame)
+			var fl uint8
+			if n == len(m) {
+				fl = flagLast
+			}
+			if f.writeFrame(fExtents, fl, m[:n]) != nil {
+				return
+			}
+			m = m[n:]
+		}
+		_ = f.flush()
+	}()
+	_, _, err := f.expect(fDstInfo)
+	return err
+}
+
+// claimAll runs n claimPush at once and returns their answers once all
+// have one, with the server's peak heap growth meanwhile.
+func claimAll(t *testing.T, addr string, n int, size uint64, m []byte) ([]error, uint64) {
+	stop := heapWatch(t)
+	errs := make([]error, n)
+	conns := make([]net.Conn, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		require.NoError(t, err)
+		conns[i] = c
+		wg.Go(func() { errs[i] = claimPush(t, c, fmt.Sprintf("t%d", i), size, m) })
+	}
+	wg.Wait()
+	grew := stop()
+	for _, c := range conns {
+		c.Close()
+	}
+	return errs, grew
+}
+
+// TestClaimedSizeCostsNothing is hole 2: 16 sessions at once claim a size
+// of 2^50 with a 17-byte map of one extent [0, 2^50). The plan no longer
+// grows with the claim: the heap grows by less than 64 MiB in all (it grew
+// by 268 MB per session at 2^44, and the server died at 2^48).
+func TestClaimedSizeCostsNothing(t *testing.T) {
+	addr, srv := startServer(t, t.TempDir(), nil)
+	const size = 1 << 50
+	m := []byte{1}
+	m = binary.AppendUvarint(m, size)
+	m = binary.AppendUvarint(m, 1)
+	m = binary.AppendUvarint(m, 0)
+	m = binary.AppendUvarint(m, size)
+	errs, grew := claimAll(t, addr, 16, size, m)
+	t.Logf("heap growth %d MiB; answers: %v", grew>>20, errs[0])
+	require.Less(t, grew, uint64(64<<20))
+	require.Eventually(t, func() bool { return srv.activeSessions() == 0 }, 20*time.Second, 10*time.Millisecond)
+	runtime.GC()
+}
+
+// TestHugeMapRefusedBeforeDecoding is hole 3: 16 sessions at once send a
+// 20 MiB map announcing 10.5 M extents. The count is checked in the first
+// frame, before anything is buffered or decoded: each costs one frame.
+func TestHugeMapRefusedBeforeDecoding(t *testing.T) {
+	addr, _ := startServer(t, t.TempDir(), nil)
+	const count = 10_500_000
+	m := encodedMap(2*count, count)
+	require.Greater(t, len(m), 20<<20)
+	errs, grew := claimAll(t, addr, 16, 2*count, m)
+	t.Logf("heap growth %d MiB", grew>>20)
+	for _, err := range errs {
+		require.ErrorIs(t, err, ErrProtocol)
+	}
+	require.Less(t, grew, uint64(64<<20))
+}
+
+// TestMapsWithinServerBudget: 16 sessions at once send the largest map
+// allowed (maxExtents); with a server budget of 384 MiB only those that fit
+// proceed, the others are refused as busy, and the heap stays bounded by
+// the budget (twice it, for garbage the collector has not yet reclaimed).
+func TestMapsWithinServerBudget(t *testing.T) {
+	const budget = 384 << 20
+	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.MaxMemory = budget })
+	m := encodedMap(2*maxExtents, maxExtents)
+	errs, grew := claimAll(t, addr, 16, 2*maxExtents, m)
+	var ok, busy int
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errorsIs(err, ErrBusy):
+			busy++
+		default:
+			t.Errorf("unexpected answer: %v", err)
+		}
+	}
+	t.Logf("heap growth %d MiB, %d sessions proceeded, %d busy", grew>>20, ok, busy)
+	require.Positive(t, ok)
+	require.Positive(t, busy)
+	require.Less(t, grew, uint64(2*budget))
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// TestPullFacingClaimedSize: a hostile server answers 16 pulls at once
+// with SRCINFO claiming 2^50 bytes and a one-extent map; the pulling
+// client's memory stays bounded (the target cannot take that size on most
+// filesystems and the pull fails, but not by running out of memory).
+func TestPullFacingClaimedSize(t *testing.T) {
+	const size = 1 << 50
+	m, err := sparse.NewMap(size, sparse.Extent{Off: 0, Len: size})
+	require.NoError(t, err)
+	addr := hostileServer(t, func(f *framer, c net.Conn) {
+		if _, _, err := f.expect(fOpen); err != nil {
+			return
+		}
+		_ = f.send(fOpened, 0)
+		_ = f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, ""))
+		_ = sendMap(f, m)
+		_ = f.flush()
+		_, _, _ = f.expect(fDstInfo)
+		time.Sleep(time.Second)
+	})
+	local := t.TempDir()
+	stop := heapWatch(t)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			_, err := Pull(t.Context(), addr, "img", filepath.Join(local, fmt.Sprint(i)), clientOpts())
+			require.Error(t, err)
+		})
+	}
+	wg.Wait()
+	grew := stop()
+	t.Logf("heap growth %d MiB", grew>>20)
+	require.Less(t, grew, uint64(64<<20))
+}

@@ -1,0 +1,62 @@
+package tcpsync
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPeerErrorTextSanitized: an ERROR frame from a hostile peer carrying
+// C0 and C1 controls (ESC, CSI U+009B), bidi overrides and isolates and
+// invalid UTF-8 reaches the caller as inert text.
+func TestPeerErrorTextSanitized(t *testing.T) {
+	hostile := "ok\x1b[2J\u009b31m\u202eevil\u2066x\u2069\u200f\xff\ndone"
+	body := binary.LittleEndian.AppendUint16(nil, codeBusy)
+	err := decodeError(append(body, hostile...))
+	msg := err.Error()
+	for _, r := range msg {
+		require.False(t, r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f), "control %U in %q", r, msg)
+		require.False(t, (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c,
+			"bidi control %U in %q", r, msg)
+	}
+	require.NotContains(t, msg, "\ufffd")
+	require.True(t, strings.HasPrefix(msg, "remote: ok\\x1b[2J\\u009b31m\\u202eevil"), msg)
+	require.ErrorIs(t, err, ErrBusy)
+}
+
+// TestTokenFileContent: the token file is checked for more than its
+// length: content charset, variety, owner and mode.
+func TestTokenFileContent(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tok")
+	for _, c := range []struct {
+		content string
+		ok      bool
+	}{
+		{NewToken() + "\n", true},
+		{string(testToken), true},
+		{strings.Repeat("a", 64), false},          // hex "aa…": one distinct byte
+		{strings.Repeat("0", 64), false},          // hex zeros
+		{strings.Repeat("abcd", 16) + "!", false}, // printable, 4 distinct bytes
+		{"tok en with spaces and enough length 0123456789", false},
+		{"\x00\x01binary" + strings.Repeat("\xfe", 40), false},
+	} {
+		require.NoError(t, os.WriteFile(p, []byte(c.content), 0o600))
+		_, err := LoadToken(p)
+		if c.ok {
+			require.NoError(t, err, "%q", c.content)
+		} else {
+			require.ErrorIs(t, err, ErrTokenFile, "%q", c.content)
+		}
+	}
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.WriteFile(p, []byte(NewToken()), 0o600))
+		require.NoError(t, os.Chown(p, 12345, 12345))
+		_, err := LoadToken(p)
+		require.ErrorIs(t, err, ErrTokenFile, "owned by another user")
+	}
+}

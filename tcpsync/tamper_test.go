@@ -1,0 +1,222 @@
+package tcpsync
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tamperProxy forwards one connection at a time to target and lets edit
+// change the client's bytes on the way (pos is the offset of b[0] in the
+// client → server stream). It holds no token.
+type tamperProxy struct {
+	ln   net.Listener
+	edit func(pos int64, b []byte)
+	down func(pos int64, b []byte) // the server's bytes, if set
+}
+
+func newTamperProxy(t *testing.T, target string, edit func(pos int64, b []byte)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	p := &tamperProxy{ln: ln, edit: edit}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c, target)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func (p *tamperProxy) forward(c net.Conn, target string) {
+	defer c.Close()
+	s, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		copyEdit(c, s, p.down)
+		c.Close()
+	})
+	copyEdit(s, c, p.edit)
+	s.Close()
+	wg.Wait()
+}
+
+// copyEdit copies src to dst, letting edit change the bytes on the way.
+func copyEdit(dst, src net.Conn, edit func(pos int64, b []byte)) {
+	buf := make([]byte, 32<<10)
+	var pos int64
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if edit != nil {
+				edit(pos, buf[:n])
+			}
+			pos += int64(n)
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// handshakeBytes is what a client sends before frames are authenticated:
+// HELLO (8 + 41) and AUTH (8 + 32).
+const handshakeBytes = 8 + helloLen + 8 + 32
+
+// tamperCase pushes src to name through a proxy running edit, with the
+// target holding old before, and checks the integrity error and the
+// target's state after.
+func tamperCase(t *testing.T, atomic bool, edit func(pos int64, b []byte)) {
+	t.Helper()
+	root, local := t.TempDir(), t.TempDir()
+	var ends <-chan SessionEvent
+	addr, _ := startServer(t, root, func(s *Server) { ends = sessionEnds(s) })
+	src := filepath.Join(local, "src")
+	require.NoError(t, writeImage(src, 8<<20, 1, 1, 7))
+	old := filepath.Join(root, "mine.img")
+	require.NoError(t, writeImage(old, 8<<20, 1, 1, 8))
+	oldBytes, err := os.ReadFile(old)
+	require.NoError(t, err)
+	victim := filepath.Join(root, "vict.img")
+	require.NoError(t, os.WriteFile(victim, []byte("the victim's bytes"), 0o644))
+
+	o := clientOpts()
+	o.Atomic = atomic
+	o.Compress = CompressNone
+	st, err := PushFile(t.Context(), newTamperProxy(t, addr, edit), src, "mine.img", o)
+	require.Error(t, err, "a tampered push must fail (stats %+v)", st)
+	require.False(t, st.Verified)
+	ev := waitSessions(t, ends, 1, time.Minute)[0]
+	require.ErrorIs(t, ev.Err, ErrIntegrity, "server session")
+	require.ErrorIs(t, err, ErrIntegrity, "client, told by the server's ERROR")
+
+	v, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, "the victim's bytes", string(v), "the victim is untouched")
+	if atomic {
+		now, err := os.ReadFile(old)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(oldBytes, now), "an atomic target is left as it was")
+	} else if _, err := os.Stat(old + sidecarSuffix); err == nil {
+		require.Equal(t, stateIncomplete, readSidecar(t, old).State, "an in-place target is marked incomplete")
+	} else {
+		// Tampered before the receiver marked it: not a byte written.
+		now, err := os.ReadFile(old)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(oldBytes, now))
+	}
+}
+
+// TestTamperOpenName is hole 4(a): a proxy without the token rewrites
+// OPEN's name (mine.img → vict.img, same length). It used to overwrite the
+// victim while the client reported mine.img verified.
+func TestTamperOpenName(t *testing.T) {
+	var once sync.Once
+	tamperCase(t, false, func(pos int64, b []byte) {
+		if i := bytes.Index(b, []byte("mine.img")); i >= 0 && pos+int64(i) >= handshakeBytes {
+			once.Do(func() { copy(b[i:], "vict") })
+		}
+	})
+}
+
+// TestTamperData is hole 4(b): one byte of file data changes on the way
+// (the proxy could also have fixed an unkeyed digest; the tags cover it).
+func TestTamperData(t *testing.T) {
+	for _, atomic := range []bool{false, true} {
+		at := int64(3 << 20) // inside the DATA of an 8 MiB all-data push
+		tamperCase(t, atomic, func(pos int64, b []byte) {
+			if at >= pos && at < pos+int64(len(b)) {
+				b[at-pos] ^= 0x20
+			}
+		})
+	}
+}
+
+// TestTamperAnyByte is hole 4(c): one byte flipped at a random position
+// anywhere after the handshake, headers, tags and bodies alike.
+// SPARSESYNC_SOAK=N runs N trials per mode instead of 4.
+func TestTamperAnyByte(t *testing.T) {
+	trials := 4
+	if s := os.Getenv("SPARSESYNC_SOAK"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		trials = n
+	}
+	// Measure the client's stream once, untouched.
+	root, local := t.TempDir(), t.TempDir()
+	addr, _ := startServer(t, root, nil)
+	src := filepath.Join(local, "src")
+	require.NoError(t, writeImage(src, 8<<20, 1, 1, 7))
+	require.NoError(t, writeImage(filepath.Join(root, "mine.img"), 8<<20, 1, 1, 8))
+	var total int64
+	o := clientOpts()
+	o.Compress = CompressNone
+	_, err := PushFile(t.Context(), newTamperProxy(t, addr, func(pos int64, b []byte) { total = pos + int64(len(b)) }), src, "mine.img", o)
+	require.NoError(t, err)
+	t.Logf("client stream: %d bytes", total)
+
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 12))
+	for i := range 2 * trials {
+		at := handshakeBytes + r.Int64N(total-handshakeBytes)
+		bit := byte(1) << r.IntN(8)
+		atomic := i%2 == 1
+		t.Logf("trial %d: bit %#x at byte %d, atomic %v", i, bit, at, atomic)
+		tamperCase(t, atomic, func(pos int64, b []byte) {
+			if at >= pos && at < pos+int64(len(b)) {
+				b[at-pos] ^= bit
+			}
+		})
+	}
+}
+
+// TestTamperPullData: one byte of the server's DATA changes on the way to
+// a pulling client, which must fail with ErrIntegrity itself (typed, its
+// own check) and leave its target marked incomplete.
+func TestTamperPullData(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	addr, _ := startServer(t, root, nil)
+	require.NoError(t, writeImage(filepath.Join(root, "img"), 8<<20, 1, 1, 7))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	at := int64(3 << 20)
+	p := &tamperProxy{ln: ln, edit: func(int64, []byte) {}, down: func(pos int64, b []byte) {
+		if at >= pos && at < pos+int64(len(b)) {
+			b[at-pos] ^= 1
+		}
+	}}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c, addr)
+		}
+	}()
+	dst := filepath.Join(local, "copy")
+	o := clientOpts()
+	o.Compress = CompressNone
+	_, err = Pull(t.Context(), ln.Addr().String(), "img", dst, o)
+	require.ErrorIs(t, err, ErrIntegrity)
+	require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
+}
