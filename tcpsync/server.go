@@ -271,7 +271,7 @@ func (s *Server) session(ctx context.Context, c net.Conn, ev *SessionEvent, fp *
 	}
 	ev.Path = sanitize(name)
 	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone,
-		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval}
+		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval, readBack: flags&openReadBack != 0}
 	switch op {
 	case opPush:
 		ev.Op = "push"

@@ -1,0 +1,218 @@
+package tcpsync
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// ReadBack selects the storage check a receiver makes before it reports a
+// sync verified.
+//
+// Without it, the end-to-end digest proves the transfer: it is computed
+// from the bytes the receiver received or read for its compare, chunk by
+// chunk. With it, after the final fdatasync the receiver reads the whole
+// target back, bypassing the page cache (O_DIRECT, or a buffered read after
+// POSIX_FADV_DONTNEED drops the file's clean pages), and checks every chunk
+// against the source's digest: the stored bytes, over the whole file,
+// whatever the resume history (the sender also digests the chunks a resume
+// skipped). A mismatch ends the sync with ErrVerify, leaves an in-place
+// target marked incomplete with its checkpoint lowered below the first bad
+// chunk (an atomic target is not replaced), and the client's full-compare
+// retry repairs it.
+type ReadBack uint8
+
+const (
+	// ReadBackAuto reads back atomic syncs only (the default).
+	ReadBackAuto ReadBack = iota
+	// ReadBackOn reads back every sync (replica rebuilds).
+	ReadBackOn
+	// ReadBackOff never reads back.
+	ReadBackOff
+)
+
+// openReadBack asks the peer for a read-back sync (OPEN flag): the sender
+// then digests the whole file, the receiver reads the target back.
+const openReadBack = 1 << 7
+
+// on reports whether a sync with atomic set reads back.
+func (r ReadBack) on(atomic bool) bool {
+	return r == ReadBackOn || (r == ReadBackAuto && atomic)
+}
+
+// testHooks let tests act on the target at fixed points of a receiver's
+// session (nil outside tests).
+type testHooks struct {
+	// beforeCheckpoint runs after a checkpoint's fdatasync, before the
+	// target is stamped and the checkpoint recorded up to done.
+	beforeCheckpoint func(f *os.File, done int64)
+	// beforeReadBack runs after the final fdatasync, before the read-back.
+	beforeReadBack func(f *os.File)
+}
+
+func digestSub(a, b digest) digest { return digest{a.a - b.a, a.b - b.b} }
+
+// prefixDigest reads the source's chunks below first (those a resume
+// skips) and returns their digest, computed as produce does, so a
+// read-back sync's DONE covers the whole file.
+func (s *sender) prefixDigest(ctx context.Context, first int) (digest, error) {
+	var total digest
+	buf := make([]byte, maxDataPayload)
+	bs := s.p.bs
+	for k := range first {
+		for _, pc := range pieces(s.plan.chunks[k].ext) {
+			if err := ctx.Err(); err != nil {
+				return total, context.Cause(ctx)
+			}
+			b := buf[:pc.end-pc.start]
+			if err := readFull(s.src, b, pc.start); err != nil {
+				return total, err
+			}
+			for _, se := range pc.ext {
+				lo, hi := se.Off-pc.start, se.End()-pc.start
+				for p := lo; p < hi; p += bs {
+					if blk := b[p:min(p+bs, hi)]; !sparse.IsZero(blk) {
+						total.addBlock(pc.start+p, blk)
+					}
+				}
+			}
+		}
+	}
+	return total, nil
+}
+
+// readBackSize is the size of one read-back read.
+const readBackSize = 4 << 20
+
+// readBack checks the stored target against the source after the final
+// fdatasync (see ReadBack). whole is the sender's digest of the whole file.
+// On a mismatch the checkpoint is lowered below the first bad chunk.
+func (r *receiver) readBack(ctx context.Context, whole digest) error {
+	f := r.t.w.OS()
+	if r.t.atomic() {
+		// fsync, as the commit will (the size is metadata).
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("tcpsync: %s: %w", r.t.display, err)
+		}
+	} else if err := r.t.sync(); err != nil {
+		return err
+	}
+	if r.p.hooks != nil && r.p.hooks.beforeReadBack != nil {
+		r.p.hooks.beforeReadBack(f)
+	}
+	got, err := readBackDigests(ctx, f, r.plan)
+	if err != nil {
+		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+	}
+	bad := -1
+	var prefixGot digest
+	for k := range r.first {
+		prefixGot.add(got[k])
+	}
+	prefixWant := whole
+	for k := r.first; k < len(r.states); k++ {
+		prefixWant = digestSub(prefixWant, r.states[k].sender)
+	}
+	if prefixGot != prefixWant {
+		bad = 0
+	} else {
+		for k := r.first; k < len(r.states); k++ {
+			if got[k] != r.states[k].sender {
+				bad = k
+				break
+			}
+		}
+	}
+	if bad < 0 {
+		if err := r.checkOutsideData(ctx, f); err != nil {
+			return err
+		}
+		r.st.ReadBack = true
+		return nil
+	}
+	// Never leave a checkpoint over a chunk whose check failed.
+	start, end := r.plan.chunks[bad].start, r.plan.chunks[bad].end
+	if bad < r.first {
+		start, end = 0, r.plan.chunks[r.first-1].end
+	}
+	r.water = bad
+	r.first = min(r.first, bad)
+	if !r.t.atomic() {
+		r.sc.Done = 0
+		if bad > 0 {
+			r.sc.Done = r.plan.chunks[bad-1].end
+		}
+		if r.t.stamp(&r.sc) == nil {
+			_ = r.t.saveSidecar(&r.sc)
+		}
+	}
+	return fmt.Errorf("%w: %s: stored bytes in [%d,%d) differ from the source's (read back after fdatasync)",
+		ErrVerify, r.t.display, start, end)
+}
+
+// checkOutsideData checks that the target holds no non-zero byte outside
+// the source's data blocks (where the receiver punched holes).
+func (r *receiver) checkOutsideData(ctx context.Context, f *os.File) error {
+	w, err := sparse.NewWalker(f)
+	if err != nil {
+		return err
+	}
+	m, err := w.Map(ctx)
+	if err != nil {
+		return err
+	}
+	extra := m.Difference(r.plan.blocks)
+	if extra.Len() == 0 {
+		return nil
+	}
+	buf := make([]byte, 1<<20)
+	for _, e := range extra.Extents() {
+		for off := e.Off; off < e.End(); {
+			n := min(e.End()-off, int64(len(buf)))
+			if err := readFull(f, buf[:n], off); err != nil {
+				return err
+			}
+			if !sparse.IsZero(buf[:n]) {
+				return fmt.Errorf("%w: %s: data at %d where the source has a hole (read back)", ErrVerify, r.t.display, off)
+			}
+			off += n
+		}
+	}
+	return nil
+}
+
+// readBackDigests computes every chunk's digest from the file as stored,
+// bypassing the page cache where the system allows (uncachedReader).
+func readBackDigests(ctx context.Context, f *os.File, p *plan) ([]digest, error) {
+	rd, err := newUncachedReader(f)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.close()
+	out := make([]digest, len(p.chunks))
+	bs := p.bs
+	for k := range p.chunks {
+		c := &p.chunks[k]
+		for _, e := range c.ext {
+			for off := e.Off; off < e.End(); {
+				if err := ctx.Err(); err != nil {
+					return nil, context.Cause(ctx)
+				}
+				n := min(e.End()-off, readBackSize)
+				b, err := rd.read(off, n)
+				if err != nil {
+					return nil, err
+				}
+				for q := int64(0); q < n; q += bs {
+					if blk := b[q:min(q+bs, n)]; !sparse.IsZero(blk) {
+						out[k].addBlock(off+q, blk)
+					}
+				}
+				off += n
+			}
+		}
+	}
+	return out, nil
+}
