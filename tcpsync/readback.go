@@ -48,8 +48,16 @@ type testHooks struct {
 	// beforeCheckpoint runs after a checkpoint's fdatasync, before the
 	// target is stamped and the checkpoint recorded up to done.
 	beforeCheckpoint func(f *os.File, done int64)
-	// beforeReadBack runs after the final fdatasync, before the read-back.
-	beforeReadBack func(f *os.File)
+	// beforeFinalCheck runs before the final check: after the final
+	// fdatasync and before the read-back, or before the digest comparison
+	// when there is no read-back.
+	beforeFinalCheck func(f *os.File)
+}
+
+func (h *testHooks) finalCheck(f *os.File) {
+	if h != nil && h.beforeFinalCheck != nil {
+		h.beforeFinalCheck(f)
+	}
 }
 
 func digestSub(a, b digest) digest { return digest{a.a - b.a, a.b - b.b} }
@@ -99,9 +107,7 @@ func (r *receiver) readBack(ctx context.Context, whole digest) error {
 	} else if err := r.t.sync(); err != nil {
 		return err
 	}
-	if r.p.hooks != nil && r.p.hooks.beforeReadBack != nil {
-		r.p.hooks.beforeReadBack(f)
-	}
+	r.p.hooks.finalCheck(f)
 	got, err := readBackDigests(ctx, f, r.plan)
 	if err != nil {
 		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)

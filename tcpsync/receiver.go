@@ -164,7 +164,9 @@ func (r *receiver) run(ctx context.Context) error {
 			return fmt.Errorf("tcpsync: truncating %s: %w", r.t.display, err)
 		}
 	}
-	for _, e := range r.plan.punch.Extents() {
+	// Whole blocks: a punch ending at the old end of a shorter target
+	// would otherwise leave its partial block allocated.
+	for _, e := range r.plan.punch.RoundOut(r.p.bs).Intersect(r.plan.blocks.Holes()).Extents() {
 		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}
@@ -554,8 +556,11 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 		if err := r.readBack(ctx, sd); err != nil {
 			return err
 		}
-	} else if mine != sd {
-		return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
+	} else {
+		r.p.hooks.finalCheck(r.t.w.OS())
+		if mine != sd {
+			return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
+		}
 	}
 	if err := r.t.commit(); err != nil {
 		return err

@@ -407,6 +407,10 @@ func (s *Server) openForRead(name string) (*FileSource, *os.File, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%w: %q", ErrNotRegular, sanitize(name))
 	}
+	if err := singleLink(f, sanitize(name)); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
 	src, err := NewFileSource(f)
 	if err != nil {
 		f.Close()
