@@ -6,15 +6,18 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -450,4 +453,33 @@ func TestReadBackAfterResume(t *testing.T) {
 	require.Equal(t, done, st.ResumedFrom)
 	require.True(t, st.ReadBack && st.Verified)
 	requireSame(t, src, dst)
+}
+
+// TestFullFilesystemReportsWriteError: a sync into a full filesystem (an
+// 8 MiB tmpfs) fails, after its retries, with the write's ENOSPC error,
+// not with the sidecar error of a retry that could not even mark the
+// target (push: the client may see the cut before the server's ERROR and
+// retry; pull: the local ENOSPC is retried).
+func TestFullFilesystemReportsWriteError(t *testing.T) {
+	loopfs.NeedRoot(t)
+	full, local := filepath.Join(t.TempDir(), "full"), t.TempDir()
+	require.NoError(t, os.Mkdir(full, 0o755))
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", full).CombinedOutput()
+	require.NoError(t, err, string(out))
+	t.Cleanup(func() { _ = exec.Command("umount", full).Run() })
+	addrFull, _ := startServer(t, full, nil)
+	addrLocal, _ := startServer(t, local, nil)
+	src := filepath.Join(local, "src")
+	require.NoError(t, writeImage(src, 64<<20, 0.6, 8, 10))
+	o := clientOpts()
+	o.Retries = 3
+	_, err = PushFile(t.Context(), addrFull, src, "img", o)
+	require.ErrorIs(t, err, ErrRemote)
+	require.Contains(t, err.Error(), "writing img at")
+	require.Contains(t, err.Error(), "no space left on device")
+	require.NoError(t, os.Remove(filepath.Join(full, "img")))
+	_, err = Pull(t.Context(), addrLocal, "src", filepath.Join(full, "pulled"), o)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.Contains(t, err.Error(), "writing ")
+	require.NotContains(t, err.Error(), "sidecar")
 }

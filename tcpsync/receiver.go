@@ -134,7 +134,10 @@ func (r *receiver) run(ctx context.Context) error {
 		if err := r.t.stamp(&r.sc); err != nil {
 			return fmt.Errorf("tcpsync: %s: %w", r.t.display, err)
 		}
-		if err := r.t.saveSidecar(&r.sc); err != nil {
+		if err := r.t.saveSidecar(&r.sc); err != nil && (old == nil || old.State != stateIncomplete) {
+			// Only fatal when the target is not already marked
+			// incomplete: a retry on a full filesystem cannot write its
+			// sidecar either, and must report the write that fails.
 			return err
 		}
 	}
