@@ -107,7 +107,9 @@ func TestTempNamesUnpredictable(t *testing.T) {
 	o.Atomic = true
 	o.hooks = &testHooks{beforeFinalCheck: func(f *os.File) {
 		des, err := os.ReadDir(local)
-		require.NoError(t, err)
+		if err != nil {
+			t.Errorf("hook: %v", err) // on the receiver's goroutine: no FailNow
+		}
 		for _, de := range des {
 			if pat.MatchString(de.Name()) {
 				seen = append(seen, de.Name())
@@ -211,12 +213,16 @@ func TestSourceChangedDuringPush(t *testing.T) {
 		require.NoError(t, err)
 		var once sync.Once
 		fs.afterRead = func(int64) {
-			once.Do(func() {
-				w, err := os.OpenFile(src, os.O_WRONLY, 0)
-				require.NoError(t, err)
-				_, err = w.WriteAt(bytes.Repeat([]byte{0xa5}, 4096), last.End()-4096)
-				require.NoError(t, err)
-				require.NoError(t, w.Close())
+			once.Do(func() { // on the sender's goroutine: no FailNow
+				var err error
+				w, err2 := os.OpenFile(src, os.O_WRONLY, 0)
+				if err2 == nil {
+					_, err = w.WriteAt(bytes.Repeat([]byte{0xa5}, 4096), last.End()-4096)
+					err2 = w.Close()
+				}
+				if err != nil || err2 != nil {
+					t.Errorf("changing the source: %v %v", err, err2)
+				}
 			})
 		}
 		o := clientOpts()
@@ -293,16 +299,20 @@ func TestResumeRefusesChangedTarget(t *testing.T) {
 	require.True(t, st.QuickCheck)
 }
 
-// corrupt flips 16 bytes of f at off.
+// corrupt flips 16 bytes of f at off. It runs on a receiver's goroutine,
+// so it reports with Errorf, never FailNow.
 func corrupt(t *testing.T, f *os.File, off int64) {
 	b := make([]byte, 16)
-	_, err := f.ReadAt(b, off)
-	require.NoError(t, err)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Errorf("corrupt: %v", err)
+		return
+	}
 	for i := range b {
 		b[i] ^= 0x5a
 	}
-	_, err = f.WriteAt(b, off)
-	require.NoError(t, err)
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Errorf("corrupt: %v", err)
+	}
 }
 
 // TestReadBackCatchesStorageCorruption: the target is corrupted on disk
