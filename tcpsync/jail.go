@@ -64,6 +64,7 @@ func (t *target) createExcl(name func(string) string, perm fs.FileMode) (*os.Fil
 		// check that the name still is this file (a cleaner may have
 		// removed it between the create and the lock).
 		if flock(f) != nil || !t.sameFile(tmp, f) {
+			t.removeIfSame(tmp, f)
 			f.Close()
 			if i < 16 {
 				continue
