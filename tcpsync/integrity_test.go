@@ -493,3 +493,42 @@ func TestFullFilesystemReportsWriteError(t *testing.T) {
 	require.Contains(t, err.Error(), "writing ")
 	require.NotContains(t, err.Error(), "sidecar")
 }
+
+// TestReadBackOnPush: the read-back is asked for by the pushing client (by
+// default when atomic) and made by the server; a resumed in-place push with
+// ReadBackOn checks the whole file on its first attempt (the client
+// digests the chunks the resume skips).
+func TestReadBackOnPush(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	opt, ends := sessionEnds()
+	addr, _ := startServer(t, root, opt)
+	src := filepath.Join(local, "src")
+	require.NoError(t, writeImage(src, 128<<20, 0.6, 8, 12))
+	for _, c := range []struct {
+		atomic bool
+		mode   ReadBack
+		want   bool
+	}{{true, ReadBackAuto, true}, {false, ReadBackAuto, false}, {true, ReadBackOff, false}} {
+		o := clientOpts()
+		o.Atomic, o.ReadBack, o.FullCompare = c.atomic, c.mode, true
+		st, err := PushFile(t.Context(), addr, src, "img", o)
+		require.NoError(t, err)
+		ev := waitSession(t, ends)
+		require.Equal(t, c.want, st.ReadBack, "%+v", c)
+		require.Equal(t, c.want, ev.Stats.ReadBack, "server side, %+v", c)
+	}
+	require.NoError(t, os.Remove(filepath.Join(root, "img")))
+	m, _, err := sparse.ReadMap(t.Context(), src)
+	require.NoError(t, err)
+	o := clientOpts()
+	o.Compress, o.ReadBack = CompressNone, ReadBackOn
+	_, err = PushFile(t.Context(), newCutProxy(t, addr, m.Bytes()*2/3).addr(), src, "img", o)
+	require.Error(t, err)
+	waitSession(t, ends)
+	st, err := PushFile(t.Context(), addr, src, "img", o)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Attempts)
+	require.Positive(t, st.ResumedFrom)
+	require.True(t, waitSession(t, ends).Stats.ReadBack)
+	requireSame(t, src, filepath.Join(root, "img"))
+}
