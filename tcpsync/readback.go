@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -189,36 +190,69 @@ func (r *receiver) checkOutsideData(ctx context.Context, f *os.File) error {
 	return nil
 }
 
+// readBackWorkers is how many reads the read-back keeps in flight (each
+// with its own O_DIRECT descriptor and 4 MiB buffer).
+const readBackWorkers = 2
+
+// readJob is one read of the read-back: up to readBackSize bytes of chunk
+// k's data blocks.
+type readJob struct {
+	k      int
+	off, n int64
+}
+
 // readBackDigests computes every chunk's digest from the file as stored,
-// bypassing the page cache where the system allows (uncachedReader).
+// bypassing the page cache where the system allows (uncachedReader), with
+// readBackWorkers reads in flight.
 func readBackDigests(ctx context.Context, f *os.File, p *plan) ([]digest, error) {
-	rd, err := newUncachedReader(f)
-	if err != nil {
-		return nil, err
-	}
-	defer rd.close()
-	out := make([]digest, len(p.chunks))
-	bs := p.bs
+	var jobs []readJob
 	for k := range p.chunks {
-		c := &p.chunks[k]
-		for _, e := range c.ext {
-			for off := e.Off; off < e.End(); {
-				if err := ctx.Err(); err != nil {
-					return nil, context.Cause(ctx)
-				}
-				n := min(e.End()-off, readBackSize)
-				b, err := rd.read(off, n)
-				if err != nil {
-					return nil, err
-				}
-				for q := int64(0); q < n; q += bs {
-					if blk := b[q:min(q+bs, n)]; !sparse.IsZero(blk) {
-						out[k].addBlock(off+q, blk)
-					}
-				}
-				off += n
+		for _, e := range p.chunks[k].ext {
+			for off := e.Off; off < e.End(); off += readBackSize {
+				jobs = append(jobs, readJob{k, off, min(e.End()-off, readBackSize)})
 			}
 		}
 	}
-	return out, nil
+	parts := make([][]digest, readBackWorkers)
+	var next atomic.Int64
+	g, gctx := newGroup(ctx)
+	for w := range parts {
+		parts[w] = make([]digest, len(p.chunks))
+		g.Go(func() error {
+			rd, err := newUncachedReader(f)
+			if err != nil {
+				return err
+			}
+			defer rd.close()
+			out := parts[w]
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(jobs)) {
+					return nil
+				}
+				if err := gctx.Err(); err != nil {
+					return context.Cause(gctx)
+				}
+				j := jobs[i]
+				b, err := rd.read(j.off, j.n)
+				if err != nil {
+					return err
+				}
+				for q := int64(0); q < j.n; q += p.bs {
+					if blk := b[q:min(q+p.bs, j.n)]; !sparse.IsZero(blk) {
+						out[j.k].addBlock(j.off+q, blk)
+					}
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, part := range parts[1:] {
+		for k := range part {
+			parts[0][k].add(part[k])
+		}
+	}
+	return parts[0], nil
 }
