@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -342,7 +343,12 @@ func TestNoSpace(t *testing.T) {
 
 // TestSourceChanged writes to the source while it is copied, 20 times:
 // every copy ends, with ErrSourceChanged, and in atomic mode the old
-// destination stays.
+// destination stays. The write is made from the copy's first Progress call,
+// so it lands after the copy took the source's identity and before it
+// compares it, whatever the scheduling (a writer goroutine racing the copy
+// could miss it under load); and only once the filesystem clock has passed
+// the source's last change, so the write moves its ctime on any kernel
+// (multigrain timestamps, Linux 6.13+, guarantee it by themselves).
 func TestSourceChanged(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.Tmpfs, gib)
 	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
@@ -351,34 +357,21 @@ func TestSourceChanged(t *testing.T) {
 	for i := range 20 {
 		f, err := os.OpenFile(src, os.O_RDWR, 0)
 		require.NoError(t, err)
-		stop := make(chan struct{})
-		var started sync.WaitGroup
-		started.Add(1)
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(i), 9))
-			b := make([]byte, 4096)
-			for n := 0; ; n++ {
-				if n == 1 {
-					started.Done()
-				}
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				layout.Pattern(b, int64(n))
-				if _, err := f.WriteAt(b, r.Int64N(64*mib-4096)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-		started.Wait()
-		_, err = Copy(t.Context(), src, dst, Options{Atomic: i%2 == 0, NoSync: true})
-		close(stop)
-		wg.Wait()
+		waitClockPast(t, f)
+		r := rand.New(rand.NewPCG(uint64(i), 9))
+		b := make([]byte, 4096)
+		layout.Pattern(b, int64(i)+1)
+		var once sync.Once
+		var wrote atomic.Bool
+		_, err = Copy(t.Context(), src, dst, Options{Atomic: i%2 == 0, NoSync: true, Progress: func(done, total int64) {
+			once.Do(func() {
+				_, werr := f.WriteAt(b, r.Int64N(64*mib-4096))
+				require.NoError(t, werr)
+				wrote.Store(true)
+			})
+		}})
 		require.NoError(t, f.Close())
+		require.True(t, wrote.Load(), "trial %d: no progress reported", i)
 		require.ErrorIs(t, err, ErrSourceChanged, "trial %d", i)
 		if i%2 == 0 {
 			b, err := os.ReadFile(dst)
@@ -390,6 +383,23 @@ func TestSourceChanged(t *testing.T) {
 	}
 	tmps, _ := filepath.Glob(filepath.Join(dir, ".*"))
 	require.Empty(t, tmps)
+}
+
+// waitClockPast waits until the filesystem clock (CLOCK_REALTIME_COARSE,
+// which stamps ctime) is past f's ctime, so the next write changes it.
+func waitClockPast(t *testing.T, f *os.File) {
+	t.Helper()
+	info, err := sparse.Stat(f)
+	require.NoError(t, err)
+	for range 3000 {
+		var ts unix.Timespec
+		require.NoError(t, unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts))
+		if info.ChangeTime.Before(time.Unix(ts.Unix())) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the filesystem clock did not pass the source's ctime")
 }
 
 // losetup attaches a loop device to a new file of size bytes.

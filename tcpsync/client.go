@@ -30,8 +30,14 @@ type Options struct {
 	// Atomic writes a temporary file and renames it over the target at
 	// the end (no resume).
 	Atomic bool
-	// FullCompare skips the quick check and compares every block.
+	// FullCompare skips the quick check and any resume, and compares
+	// every block.
 	FullCompare bool
+	// ReadBack selects the storage check (ReadBack): by default the
+	// receiver reads the target back after the final fdatasync and checks
+	// it whole for atomic syncs; ReadBackOn does it always (replica
+	// rebuilds), ReadBackOff never.
+	ReadBack ReadBack
 	// BlockSize is the compare granularity: a power of two in 4 KiB-1 MiB.
 	BlockSize int
 	// Retries is how many times a failed transfer is retried (5; -1: none).
@@ -50,6 +56,8 @@ type Options struct {
 	OnRetry func(attempt, max int, delay time.Duration, err error)
 	// Progress, if set, is updated while data moves.
 	Progress *Progress
+
+	hooks *testHooks // tests only: acts on a pulled target
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -189,12 +197,15 @@ func openFlags(c *Options) uint32 {
 	if c.FullCompare {
 		fl |= openFullCompare
 	}
+	if c.ReadBack.on(c.Atomic) {
+		fl |= openReadBack
+	}
 	return fl
 }
 
 func (c *Options) params(seed uint64) syncParams {
 	return syncParams{seed: seed, bs: int64(c.BlockSize), compress: c.Compress, fullCompare: c.FullCompare,
-		logger: c.Logger, progress: c.Progress}
+		logger: c.Logger, progress: c.Progress, readBack: c.ReadBack.on(c.Atomic), hooks: c.hooks}
 }
 
 type attemptFunc func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error)

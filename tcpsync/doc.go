@@ -50,21 +50,36 @@
 // The receiver keeps a sidecar "<target>.tcpsync" that says "incomplete"
 // from before the first write until verification, and records the offset
 // below which every chunk is verified and durable (fdatasync every 256 MiB
-// or 5 s, and when a session fails or the server shuts down). A retry with
-// the same source identity skips those chunks. After a verified sync the
-// sidecar says "complete" with the source identity and the target's inode
-// and ctime: the next sync of the same source version ends after one round
-// trip (the quick check). With Atomic the receiver writes a temporary file
-// (seeded from the target with copy_file_range), fsyncs it, renames it over
+// or 5 s, and when a session fails or the server shuts down), with the
+// target's identity (device, inode, size, ctime) after that fdatasync. A
+// retry with the same source identity skips those chunks if the target is
+// still what the checkpoint recorded; otherwise (or with FullCompare) every
+// chunk is compared. After a verified sync the sidecar says "complete" with
+// the source identity and the target's identity: the next sync of the same
+// source version ends after one round trip (the quick check). With Atomic
+// the receiver writes a temporary file (created O_EXCL under a random name,
+// seeded from the target with copy_file_range), fsyncs it, renames it over
 // the target and fsyncs the directory. Writes, holes, sizing, syncs and the
 // temporary file go through internal/target, as localsync's do.
+//
+// # Storage verification and a changing source
+//
+// With ReadBack (the default for Atomic), the receiver reads the whole
+// target back after the final fdatasync, bypassing the page cache, and
+// checks the whole file against the sender's digest, which then covers the
+// chunks a resume skipped too; a mismatch moves the checkpoint back to the
+// start and fails with ErrVerify. A FileSource's identity is
+// taken when a sync starts (once the filesystem clock is past its last
+// change) and compared after the last read: a source written meanwhile
+// fails the sync with ErrSourceChanged.
 //
 // # Security
 //
 // Every byte from the network is hostile: remote names are validated
 // (ValidateName), resolved beneath an os.Root with no symlink on the path,
 // the last component opened with openat(O_NOFOLLOW) (os.Root alone would
-// follow a symlink inside the root), and the file must be regular; ranges are
+// follow a symlink inside the root), and the file must be regular with a
+// single link (a hard link may name a file outside the root); ranges are
 // overflow-checked against the size; the peer never chooses memory, threads
 // or timeouts. A peer's claims cost nothing: plans are computed per chunk,
 // map extent counts are checked before buffering, and sessions draw from

@@ -166,18 +166,19 @@ func TestCutConnection(t *testing.T) {
 // the checkpoint the receiver made when the session broke.
 func TestCutWithoutRetryMarksIncomplete(t *testing.T) {
 	root, local := t.TempDir(), t.TempDir()
-	addr, _ := startServer(t, root, nil)
+	opt, ends := sessionEndsOpt()
+	addr, _ := startServer(t, root, opt)
 	src := filepath.Join(local, "src")
 	require.NoError(t, writeImage(src, 128<<20, 0.6, 2, 12))
 	p := newCutProxy(t, addr, 50<<20)
 	_, err := PushFile(t.Context(), p.addr(), src, "img", clientOpts())
 	require.Error(t, err)
-	// The server notices the cut asynchronously; wait for its checkpoint.
-	var sc sidecar
-	require.Eventually(t, func() bool {
-		sc = readSidecar(t, filepath.Join(root, "img"))
-		return sc.Done > 0
-	}, 10*time.Second, 10*time.Millisecond)
+	// The server notices the cut asynchronously: wait for the session's
+	// end (its last checkpoint is written and its lock released), not
+	// for the sidecar, or the next push may find the target busy.
+	require.Error(t, waitSession(t, ends).Err)
+	sc := readSidecar(t, filepath.Join(root, "img"))
+	require.Positive(t, sc.Done)
 	require.Equal(t, stateIncomplete, sc.State)
 	st, err := PushFile(t.Context(), addr, src, "img", clientOpts())
 	require.NoError(t, err)

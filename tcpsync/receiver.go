@@ -100,15 +100,21 @@ func (r *receiver) run(ctx context.Context) error {
 		return err
 	}
 	r.st.Size = int64(size)
-	old := r.t.loadSidecar()
+	old, err := r.t.loadSidecar()
+	if err != nil {
+		return err
+	}
 	// Quick check: a verified sync of this very source version, untouched since.
 	if !fullCompare && ident != "" && old != nil && old.State == stateComplete && old.Identity == ident &&
 		old.Size == int64(size) && r.t.unchangedSince(old) {
 		return r.quick(srcMap)
 	}
+	// Resume: the same source version, into a target untouched since the
+	// checkpoint (anything else, or a full compare, compares every chunk).
 	var resume int64
-	if ident != "" && old != nil && old.State == stateIncomplete && old.Identity == ident &&
-		old.Size == int64(size) && old.BlockSize == int64(bs) && old.Done > 0 && old.Done <= int64(size) && !r.t.atomic() {
+	if !fullCompare && ident != "" && old != nil && old.State == stateIncomplete && old.Identity == ident &&
+		old.Size == int64(size) && old.BlockSize == int64(bs) && old.Done > 0 && old.Done <= int64(size) &&
+		!r.t.atomic() && r.t.unchangedSince(old) {
 		resume = old.Done
 	}
 	if r.t.final == nil {
@@ -136,7 +142,13 @@ func (r *receiver) run(ctx context.Context) error {
 	// Mark the target incomplete before changing a byte of it.
 	r.sc = sidecar{State: stateIncomplete, Identity: ident, Size: int64(size), BlockSize: r.p.bs, Done: resume}
 	if !r.t.atomic() {
-		if err := r.t.saveSidecar(&r.sc); err != nil {
+		if err := r.t.stamp(&r.sc); err != nil {
+			return fmt.Errorf("tcpsync: %s: %w", r.t.display, err)
+		}
+		if err := r.t.saveSidecar(&r.sc); err != nil && (old == nil || old.State != stateIncomplete) {
+			// Only fatal when the target is not already marked
+			// incomplete: a retry on a full filesystem cannot write its
+			// sidecar either, and must report the write that fails.
 			return err
 		}
 	}
@@ -166,7 +178,9 @@ func (r *receiver) run(ctx context.Context) error {
 			return fmt.Errorf("tcpsync: truncating %s: %w", r.t.display, err)
 		}
 	}
-	for _, e := range r.plan.punch.Extents() {
+	// Whole blocks: a punch ending at the old end of a shorter target
+	// would otherwise leave its partial block allocated.
+	for _, e := range r.plan.punch.RoundOut(r.p.bs).Intersect(r.plan.blocks.Holes()).Extents() {
 		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}
@@ -548,12 +562,18 @@ func (r *receiver) settle(st *rstate) error {
 }
 
 // checkpoint makes settled chunks durable and records them in the sidecar,
-// every checkpointBytes or checkpointInterval (or now, when forced).
+// with the target's identity after the sync, every checkpointBytes or
+// checkpointInterval (or now, when forced: the session ends, and the
+// identity must be re-stamped after its last writes so a retry can trust
+// it). Only settled chunks (whose digest check passed) are ever covered.
 func (r *receiver) checkpoint(force bool) {
-	if r.t.atomic() || r.water <= r.first {
+	if r.t.atomic() {
 		return
 	}
-	off := r.plan.chunk(r.water - 1).end
+	off := r.sc.Done
+	if r.water > r.first {
+		off = r.plan.chunk(r.water - 1).end
+	}
 	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
 	if r.p.cpBytes > 0 {
 		cpBytes = r.p.cpBytes
@@ -561,13 +581,19 @@ func (r *receiver) checkpoint(force bool) {
 	if r.p.cpEvery > 0 {
 		cpEvery = r.p.cpEvery
 	}
-	if off <= r.lastCP.off || (!force && off-r.lastCP.off < cpBytes && time.Since(r.lastCP.at) < cpEvery) {
+	if off <= 0 || (!force && (off <= r.lastCP.off || off-r.lastCP.off < cpBytes && time.Since(r.lastCP.at) < cpEvery)) {
 		return
 	}
 	if r.t.sync() != nil {
 		return
 	}
+	if r.p.hooks != nil && r.p.hooks.beforeCheckpoint != nil {
+		r.p.hooks.beforeCheckpoint(r.t.w.OS(), off)
+	}
 	r.sc.Done = off
+	if r.t.stamp(&r.sc) != nil {
+		return
+	}
 	if r.t.saveSidecar(&r.sc) == nil {
 		r.lastCP.off, r.lastCP.at = off, time.Now()
 	}
@@ -583,8 +609,16 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	if int64(size) != r.plan.size || r.water != r.plan.nchunks || r.next != r.plan.nchunks {
 		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, r.plan.nchunks)
 	}
-	if r.total != sd {
-		return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
+	if r.p.readBack {
+		// sd covers the whole file; the stored bytes are checked against it.
+		if err := r.readBack(ctx, sd); err != nil {
+			return err
+		}
+	} else {
+		r.p.hooks.finalCheck(r.t.w.OS())
+		if r.total != sd {
+			return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
+		}
 	}
 	if err := r.t.commit(); err != nil {
 		return err

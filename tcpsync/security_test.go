@@ -342,16 +342,19 @@ func TestSymlinksBesideTheTarget(t *testing.T) {
 		o.Atomic = atomic
 		_, err := Pull(t.Context(), addr, "remote", filepath.Join(local, "link"), o)
 		require.ErrorIs(t, err, ErrPathOutsideRoot, "pull onto a symlink, atomic=%v", atomic)
-		// In place the sidecar is written first, so the sync fails; an
-		// atomic sync only records a complete sidecar, best effort.
+		// The sidecar's temporary file gets a fresh random name (O_EXCL):
+		// the symlink at the old fixed name is never opened, nor removed.
 		_, err = Pull(t.Context(), addr, "remote", filepath.Join(local, "img"), o)
-		require.Equal(t, !atomic, err != nil, "pull whose sidecar is a symlink, atomic=%v: %v", atomic, err)
+		require.NoError(t, err, "pull beside a symlink at the old sidecar temp name, atomic=%v", atomic)
 		_, err = PushFile(t.Context(), addr, filepath.Join(local, "src"), "img", o)
-		require.Equal(t, !atomic, err != nil, "push whose sidecar is a symlink, atomic=%v: %v", atomic, err)
+		require.NoError(t, err, "push beside a symlink at the old sidecar temp name, atomic=%v", atomic)
 		for _, dir := range []string{root, local} {
 			got, err := os.ReadFile(filepath.Join(dir, "keep"))
 			require.NoError(t, err)
 			require.Equal(t, "keep me", string(got), "atomic=%v", atomic)
+			fi, err := os.Lstat(filepath.Join(dir, "img"+sidecarSuffix+".new"))
+			require.NoError(t, err)
+			require.NotZero(t, fi.Mode()&os.ModeSymlink)
 		}
 	}
 }

@@ -41,6 +41,10 @@ type syncParams struct {
 	// (defaults checkpointBytes, checkpointInterval).
 	cpBytes int64
 	cpEvery time.Duration
+	// readBack: the receiver reads the target back (ReadBack); the
+	// sender's DONE digest then covers the whole file.
+	readBack bool
+	hooks    *testHooks
 }
 
 // sender streams a Source to a receiver over an authenticated framer.
@@ -82,6 +86,12 @@ func sendSource(ctx context.Context, f *framer, src Source, p syncParams) (Stats
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
+	if fs, ok := s.src.(*FileSource); ok {
+		// The version this sync sends; changed() compares after the last read.
+		if err := fs.refresh(ctx); err != nil {
+			return s.st, err
+		}
+	}
 	size := s.src.Size()
 	if size < 0 || size > maxSize {
 		return s.st, fmt.Errorf("tcpsync: source size %d out of range", size)
@@ -181,11 +191,19 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	var total digest
 	var ack doneAck
 	g.Go(func() error {
+		var pre digest
+		if s.p.readBack && first > 0 {
+			var err error
+			if pre, err = s.prefixDigest(gctx, first); err != nil {
+				return err
+			}
+		}
 		var err error
 		total, err = s.produce(gctx, first)
 		if err != nil {
 			return err
 		}
+		total.add(pre)
 		// Wait until every chunk is answered (all window slots free).
 		for range window {
 			select {
@@ -222,7 +240,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	s.st.ZeroBytes = s.zeroed.Load()
 	s.st.PunchedBytes = int64(ack.punched)
 	s.st.UnchangedBytes = int64(ack.unchanged)
-	s.st.Verified = true
+	s.st.Verified, s.st.ReadBack = true, s.p.readBack
 	return s.st, nil
 }
 

@@ -299,7 +299,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	}
 	ev.Path = sanitize(name)
 	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone,
-		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval}
+		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval, readBack: flags&openReadBack != 0}
 	switch op {
 	case opPush:
 		ev.Op = "push"
@@ -421,6 +421,10 @@ func (s *Server) openForRead(name string) (*FileSource, *os.File, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, fmt.Errorf("%w: %q", ErrNotRegular, sanitize(name))
+	}
+	if err := singleLink(f, sanitize(name)); err != nil {
+		f.Close()
+		return nil, nil, err
 	}
 	src, err := NewFileSource(f)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/sparse"
@@ -28,11 +29,24 @@ type Identifier interface {
 }
 
 // FileSource is a Source over an open regular file or block device.
+//
+// A sync takes the file's identity (size, mtime, ctime) when it starts and
+// compares it after its last read: a file written in place meanwhile fails
+// the sync with ErrSourceChanged instead of giving a torn copy reported
+// verified. The check does not depend on timing: the identity is taken
+// only once the filesystem clock has moved past the file's last change
+// (waiting at most a clock tick, or a second on filesystems with coarse
+// timestamps), so any later write gives it a new ctime. On Linux 6.13 and
+// later, filesystems with multigrain timestamps guarantee that by
+// themselves. Block devices have no such time: writes to a device being
+// sent are not detected (send a snapshot).
 type FileSource struct {
 	f    *os.File
 	w    *sparse.Walker
 	info sparse.FileInfo
 	cold *coldread.Reader // cold ranges read with O_DIRECT; nil: buffered
+	// afterRead, in tests, runs after every read.
+	afterRead func(off int64)
 }
 
 var (
@@ -52,9 +66,16 @@ func NewFileSource(f *os.File) (*FileSource, error) {
 // ReadAt reads from the file: with O_DIRECT where no page of the range is
 // cached and b is aligned (internal/coldread, as localsync), else through
 // the page cache.
-func (s *FileSource) ReadAt(b []byte, off int64) (int, error) { return s.cold.ReadAt(s.f, b, off) }
+func (s *FileSource) ReadAt(b []byte, off int64) (int, error) {
+	n, err := s.cold.ReadAt(s.f, b, off)
+	if s.afterRead != nil {
+		s.afterRead(off)
+	}
+	return n, err
+}
 
-// Size returns the size when the source was opened.
+// Size returns the size when the source was opened, or when the last sync
+// of it started.
 func (s *FileSource) Size() int64 { return s.info.Size }
 
 // Extents walks the file's data extents.
@@ -66,14 +87,61 @@ func (s *FileSource) Identity() string {
 	return fmt.Sprintf("file:%d:%d:%d:%d:%d", i.Dev, i.Ino, i.Size, i.ModTime.UnixNano(), i.ChangeTime.UnixNano())
 }
 
-// changed reports whether the file no longer has the size it had when opened.
+// maxRacyWait bounds the wait for the filesystem clock in refresh.
+const maxRacyWait = 2 * time.Second
+
+// refresh takes the file's identity at the start of a sync (the version it
+// sends), once the filesystem clock is past the file's last change: a
+// write in the same clock tick as the change before it could otherwise
+// leave ctime as it was. Not safe concurrently with a sync of s.
+func (s *FileSource) refresh(ctx context.Context) error {
+	deadline := time.Now().Add(maxRacyWait)
+	for {
+		w, err := sparse.NewWalker(s.f)
+		if err != nil {
+			return err
+		}
+		info := w.Info()
+		s.w, s.info = w, info
+		if info.BlockDevice || !racy(info.ChangeTime, fsNow()) || time.Now().After(deadline) {
+			return nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// racy reports whether a write at now could get the ctime c again: the
+// filesystem's clock has not moved past c by one timestamp granule (1 ns,
+// or 1 s when c has no sub-second part, as on coarse filesystems).
+func racy(c, now time.Time) bool {
+	gran := time.Nanosecond
+	if c.Nanosecond() == 0 {
+		gran = time.Second
+	}
+	return now.Before(c.Add(gran))
+}
+
+// changed reports whether the file is no longer the version refresh (or
+// NewFileSource) recorded: another size, mtime or ctime. Called after the
+// sync's last read of it.
 func (s *FileSource) changed() error {
 	info, err := sparse.Stat(s.f)
 	if err != nil {
 		return err
 	}
-	if info.Size != s.info.Size {
-		return fmt.Errorf("%w: %s: size %d became %d", ErrSourceChanged, s.f.Name(), s.info.Size, info.Size)
+	was := s.info
+	switch {
+	case info.Size != was.Size:
+		return fmt.Errorf("%w: %s: size %d became %d", ErrSourceChanged, s.f.Name(), was.Size, info.Size)
+	case !info.ModTime.Equal(was.ModTime) || !info.ChangeTime.Equal(was.ChangeTime):
+		return fmt.Errorf("%w: %s was written while it was sent (ctime %s, now %s)", ErrSourceChanged, s.f.Name(),
+			was.ChangeTime.Format(time.RFC3339Nano), info.ChangeTime.Format(time.RFC3339Nano))
 	}
 	return nil
 }

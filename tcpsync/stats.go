@@ -27,6 +27,9 @@ type Stats struct {
 	// Verified reports that the end-to-end digest matched (or, with
 	// QuickCheck, that the receiver's record of a verified sync matched).
 	Verified bool
+	// ReadBack reports that the receiver also read the stored target back
+	// after the final fdatasync and checked it whole (Options.ReadBack).
+	ReadBack bool
 	// QuickCheck reports that the receiver already held this source version.
 	QuickCheck bool
 	// ResumedFrom is the offset the sync resumed from (0: from the start).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -32,7 +31,11 @@ type sidecar struct {
 	BlockSize int64  `json:"block_size"`
 	// Done: every source block below it is written, durable and verified.
 	Done int64 `json:"done"`
-	// Target identity when complete (the quick check requires it unchanged).
+	// Target identity when the sidecar was written (at every checkpoint
+	// and when complete): the quick check and a resume require it
+	// unchanged, so a target changed behind the receiver's back since is
+	// compared in full.
+	TargetDev   uint64 `json:"target_dev,omitempty"`
 	TargetIno   uint64 `json:"target_ino,omitempty"`
 	TargetCtime int64  `json:"target_ctime,omitempty"`
 	TargetSize  int64  `json:"target_size,omitempty"`
@@ -55,6 +58,12 @@ type target struct {
 	ownRoot bool   // opened for this target (a pulling client): close closes it
 	rel     string // the target's name within root
 	display string
+	// tmpLock holds the flock on the atomic temporary file (its own open
+	// file description, taken before the name is handed to internal/target).
+	tmpLock *os.File
+	// marked: a sidecar was written by this session (the target is then
+	// known as incomplete, never mistaken for a complete empty file).
+	marked bool
 }
 
 // openLocalTarget opens the client's own file dst (the user names the
@@ -82,8 +91,9 @@ func openLocalTarget(dst string, atomic bool) (*target, error) {
 }
 
 // openTarget opens (creating if needed) rel in root for writing, refusing
-// symlinks and non-regular files, and takes an exclusive flock so two
-// sessions never write one target.
+// symlinks, non-regular files and hard-linked files, and takes an exclusive
+// flock so two sessions never write one target. Leftover temporary files of
+// killed sessions for the same name are removed once the lock is held.
 func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error) {
 	t := &target{root: root, rel: rel, display: display}
 	if !atomic {
@@ -91,15 +101,20 @@ func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error
 		if err != nil {
 			return nil, pathErr(display, err)
 		}
+		if err := singleLink(w.OS(), display); err != nil {
+			w.Close()
+			return nil, err
+		}
 		if err := flock(w.OS()); err != nil {
 			w.Close()
 			return nil, fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
 		}
 		t.w, t.final = w, w.OS()
+		t.removeStale()
 		return t, nil
 	}
-	// Atomic: lock the old version (if any), then the temporary file, and
-	// only then empty the temporary file (another session may own it).
+	// Atomic: lock the old version (if any), then create the temporary
+	// file under a fresh unpredictable name.
 	f, err := wtarget.OpenNoFollow(root, rel, os.O_RDWR, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -115,29 +130,23 @@ func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error
 			f.Close()
 			return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, display, wtarget.TypeName(st.Mode()))
 		}
+		if err := singleLink(f, display); err != nil {
+			f.Close()
+			return nil, err
+		}
 		if err := flock(f); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
 		}
 		t.final = f
 	}
-	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+tmpSuffix)
-	w, err := wtarget.Create(rel, wtarget.Options{Root: root, Atomic: true, TempName: tmp, Mode: 0o644})
-	if err == nil {
-		if err = flock(w.OS()); err != nil {
-			w.Close()
-			err = fmt.Errorf("%w: %s is being written by another session", ErrBusy, display)
-		} else if err = w.SetSize(0); err != nil {
-			w.Close()
-		}
-	}
-	if err != nil {
+	if err := t.createTemp(); err != nil {
 		if t.final != nil {
 			t.final.Close()
 		}
-		return nil, pathErr(display, err)
+		return nil, err
 	}
-	t.w = w
+	t.removeStale()
 	return t, nil
 }
 
@@ -147,7 +156,7 @@ func (t *target) atomic() bool { return t.w.TempName() != "" }
 // unlock releases the session's lock early (after the final sync), so the
 // next session of a client that got its answer does not find it busy.
 func (t *target) unlock() {
-	for _, f := range []*os.File{t.w.OS(), t.final} {
+	for _, f := range []*os.File{t.w.OS(), t.final, t.tmpLock} {
 		if f == nil {
 			continue
 		}
@@ -245,15 +254,26 @@ func (t *target) discard() {
 }
 
 // close releases the target; an uncommitted temporary file is removed, a
-// target written in place stays (with its sidecar, for a resume).
+// target written in place stays (with its sidecar, for a resume), unless
+// this session created it and never marked it: an OPEN followed by a
+// disconnect leaves no empty file behind.
 func (t *target) close() {
-	if t.atomic() {
+	switch {
+	case t.atomic():
 		_ = t.w.Abort()
-	} else {
+	case t.w.Created() && !t.marked:
+		// Unlink while still holding the lock, so no other session can
+		// have adopted the file.
+		t.removeIfSame(t.rel, t.w.OS())
+		_ = t.w.Close()
+	default:
 		_ = t.w.Close()
 	}
 	if t.final != nil && t.final != t.w.OS() {
 		t.final.Close()
+	}
+	if t.tmpLock != nil {
+		t.tmpLock.Close()
 	}
 	if t.ownRoot {
 		t.root.Close()
@@ -262,17 +282,26 @@ func (t *target) close() {
 
 func (t *target) sidecarName() string { return t.rel + sidecarSuffix }
 
-func (t *target) loadSidecar() *sidecar {
-	f, err := wtarget.OpenNoFollow(t.root, t.sidecarName(), os.O_RDONLY, 0)
+// loadSidecar reads the sidecar; nil when there is none or it is unusable.
+// A sidecar name that is a hard link is refused (its contents may belong to
+// a file outside the jail).
+func (t *target) loadSidecar() (*sidecar, error) {
+	f, err := wtarget.OpenNoFollow(t.root, t.sidecarName(), os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer f.Close()
+	if err := singleLink(f, t.display+sidecarSuffix); err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, nil
+	}
 	var sc sidecar
 	if err := json.NewDecoder(&limitedFile{f, 64 << 10}).Decode(&sc); err != nil || sc.Version != 1 {
-		return nil
+		return nil, nil
 	}
-	return &sc
+	return &sc, nil
 }
 
 type limitedFile struct {
@@ -290,15 +319,16 @@ func (l *limitedFile) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// saveSidecar writes the sidecar through a temporary file and a rename.
+// saveSidecar writes the sidecar through a fresh temporary file (created
+// with O_EXCL under an unpredictable name, so nothing planted at a name can
+// be written through) and a rename.
 func (t *target) saveSidecar(sc *sidecar) error {
 	sc.Version = 1
 	b, err := json.Marshal(sc)
 	if err != nil {
 		return err
 	}
-	tmp := t.sidecarName() + ".new"
-	f, err := wtarget.OpenNoFollow(t.root, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, tmp, err := t.createExcl(func(r string) string { return t.rel + "." + r + sidecarSuffix + ".new" }, 0o600)
 	if err != nil {
 		return fmt.Errorf("tcpsync: sidecar of %s: %w", t.display, err)
 	}
@@ -306,26 +336,34 @@ func (t *target) saveSidecar(sc *sidecar) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
 		err = t.root.Rename(tmp, t.sidecarName())
 	}
 	if err != nil {
 		_ = t.root.Remove(tmp)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("tcpsync: sidecar of %s: %w", t.display, err)
 	}
+	t.marked = true
 	return nil
 }
 
-// stamp fills the target identity of a complete sidecar.
+// stamp records the target's identity (device, inode, ctime, size) in sc:
+// a later session trusts sc only while the target still has it.
 func (t *target) stamp(sc *sidecar) error {
-	info, err := sparse.Stat(t.final)
+	f := t.final
+	if f == nil {
+		f = t.w.OS()
+	}
+	info, err := sparse.Stat(f)
 	if err != nil {
 		return err
 	}
-	sc.TargetIno, sc.TargetCtime, sc.TargetSize = info.Ino, info.ChangeTime.UnixNano(), info.Size
+	sc.TargetDev, sc.TargetIno, sc.TargetCtime, sc.TargetSize = info.Dev, info.Ino, info.ChangeTime.UnixNano(), info.Size
 	return nil
 }
 
@@ -335,5 +373,6 @@ func (t *target) unchangedSince(sc *sidecar) bool {
 		return false
 	}
 	info, err := sparse.Stat(t.final)
-	return err == nil && info.Ino == sc.TargetIno && info.ChangeTime.UnixNano() == sc.TargetCtime && info.Size == sc.TargetSize
+	return err == nil && sc.TargetIno != 0 && info.Dev == sc.TargetDev && info.Ino == sc.TargetIno &&
+		info.ChangeTime.UnixNano() == sc.TargetCtime && info.Size == sc.TargetSize
 }

@@ -1,0 +1,241 @@
+package tcpsync
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// ReadBack selects the storage check a receiver makes before it reports a
+// sync verified.
+//
+// Without it, the end-to-end digest proves the transfer: it is computed
+// from the bytes the receiver received or read for its compare, chunk by
+// chunk. With it, after the final fdatasync the receiver reads the whole
+// target back, bypassing the page cache (O_DIRECT, or a buffered read after
+// POSIX_FADV_DONTNEED drops the file's clean pages), and checks the stored
+// bytes against the source's digest over the whole file, whatever the
+// resume history (the sender also digests the chunks a resume skipped). A
+// mismatch ends the sync with ErrVerify, leaves an in-place target marked
+// incomplete with its checkpoint back at the start (an atomic target is not
+// replaced), and the client's full-compare retry repairs it.
+type ReadBack uint8
+
+const (
+	// ReadBackAuto reads back atomic syncs only (the default).
+	ReadBackAuto ReadBack = iota
+	// ReadBackOn reads back every sync (replica rebuilds).
+	ReadBackOn
+	// ReadBackOff never reads back.
+	ReadBackOff
+)
+
+// openReadBack asks the peer for a read-back sync (OPEN flag): the sender
+// then digests the whole file, the receiver reads the target back.
+const openReadBack = 1 << 7
+
+// on reports whether a sync with atomic set reads back.
+func (r ReadBack) on(atomic bool) bool {
+	return r == ReadBackOn || (r == ReadBackAuto && atomic)
+}
+
+// testHooks let tests act on the target at fixed points of a receiver's
+// session (nil outside tests).
+type testHooks struct {
+	// beforeCheckpoint runs after a checkpoint's fdatasync, before the
+	// target is stamped and the checkpoint recorded up to done.
+	beforeCheckpoint func(f *os.File, done int64)
+	// beforeFinalCheck runs before the final check: after the final
+	// fdatasync and before the read-back, or before the digest comparison
+	// when there is no read-back.
+	beforeFinalCheck func(f *os.File)
+}
+
+func (h *testHooks) finalCheck(f *os.File) {
+	if h != nil && h.beforeFinalCheck != nil {
+		h.beforeFinalCheck(f)
+	}
+}
+
+// prefixDigest reads the source's chunks below first (those a resume
+// skips) and returns their digest, computed as produce does, so a
+// read-back sync's DONE covers the whole file.
+func (s *sender) prefixDigest(ctx context.Context, first int) (digest, error) {
+	var total digest
+	buf := make([]byte, maxDataPayload)
+	bs := s.p.bs
+	dk := newDigestKey(s.p.seed)
+	for k := range first {
+		for _, pc := range pieces(s.plan.chunk(k).ext) {
+			if err := ctx.Err(); err != nil {
+				return total, context.Cause(ctx)
+			}
+			b := buf[:pc.end-pc.start]
+			if err := readFull(s.src, b, pc.start); err != nil {
+				return total, err
+			}
+			for _, se := range pc.ext {
+				lo, hi := se.Off-pc.start, se.End()-pc.start
+				for p := lo; p < hi; p += bs {
+					if blk := b[p:min(p+bs, hi)]; !sparse.IsZero(blk) {
+						total.addBlock(dk, pc.start+p, blk)
+					}
+				}
+			}
+		}
+	}
+	return total, nil
+}
+
+// readBackSize is the size of one read-back read.
+const readBackSize = 4 << 20
+
+// readBack checks the stored target against the source after the final
+// fdatasync (see ReadBack). whole is the sender's digest of the whole file.
+// On a mismatch the checkpoint goes back to the start.
+func (r *receiver) readBack(ctx context.Context, whole digest) error {
+	f := r.t.w.OS()
+	if r.t.atomic() {
+		// fsync, as the commit will (the size is metadata).
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("tcpsync: %s: %w", r.t.display, err)
+		}
+	} else if err := r.t.sync(); err != nil {
+		return err
+	}
+	r.p.hooks.finalCheck(f)
+	got, err := readBackDigest(ctx, f, r.plan, r.p.seed)
+	if err != nil {
+		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+	}
+	if got == whole {
+		if err := r.checkOutsideData(ctx, f); err != nil {
+			return err
+		}
+		r.st.ReadBack = true
+		return nil
+	}
+	// Never leave a checkpoint over a chunk whose check failed. The whole
+	// file is checked as one digest (per-chunk digests would cost memory in
+	// proportion to the size a peer claims), so the checkpoint goes back to
+	// the start and the full-compare retry re-checks every block.
+	r.water, r.first = 0, 0
+	if !r.t.atomic() {
+		r.sc.Done = 0
+		if r.t.stamp(&r.sc) == nil {
+			_ = r.t.saveSidecar(&r.sc)
+		}
+	}
+	return fmt.Errorf("%w: %s: stored bytes differ from the source's (read back after fdatasync)", ErrVerify, r.t.display)
+}
+
+// checkOutsideData checks that the target holds no non-zero byte outside
+// the source's data blocks (where the receiver punched holes).
+func (r *receiver) checkOutsideData(ctx context.Context, f *os.File) error {
+	w, err := sparse.NewWalker(f)
+	if err != nil {
+		return err
+	}
+	m, err := w.Map(ctx)
+	if err != nil {
+		return err
+	}
+	extra := m.Difference(r.plan.blocks)
+	if extra.Len() == 0 {
+		return nil
+	}
+	buf := make([]byte, 1<<20)
+	for _, e := range extra.Extents() {
+		for off := e.Off; off < e.End(); {
+			n := min(e.End()-off, int64(len(buf)))
+			if err := readFull(f, buf[:n], off); err != nil {
+				return err
+			}
+			if !sparse.IsZero(buf[:n]) {
+				return fmt.Errorf("%w: %s: data at %d where the source has a hole (read back)", ErrVerify, r.t.display, off)
+			}
+			off += n
+		}
+	}
+	return nil
+}
+
+// readBackWorkers is how many reads the read-back keeps in flight (each
+// with its own O_DIRECT descriptor and 4 MiB buffer).
+const readBackWorkers = 2
+
+// readJob is one read of the read-back: up to readBackSize bytes of the
+// source's data blocks.
+type readJob struct{ off, n int64 }
+
+// readBackDigest computes the digest of the file as stored over the
+// source's data blocks, bypassing the page cache where the system allows
+// (uncachedReader), with readBackWorkers reads in flight. The jobs are cut
+// from the extents as the workers take them, so memory does not grow with
+// the file.
+func readBackDigest(ctx context.Context, f *os.File, p *plan, seed uint64) (digest, error) {
+	ext := p.blocks.Extents()
+	var mu sync.Mutex
+	var ei int
+	var off int64
+	if len(ext) > 0 {
+		off = ext[0].Off
+	}
+	next := func() (readJob, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for ei < len(ext) && off >= ext[ei].End() {
+			ei++
+			if ei < len(ext) {
+				off = ext[ei].Off
+			}
+		}
+		if ei >= len(ext) {
+			return readJob{}, false
+		}
+		j := readJob{off, min(ext[ei].End()-off, readBackSize)}
+		off += j.n
+		return j, true
+	}
+	parts := make([]digest, readBackWorkers)
+	g, gctx := newGroup(ctx)
+	for w := range parts {
+		g.Go(func() error {
+			rd, err := newUncachedReader(f)
+			if err != nil {
+				return err
+			}
+			defer rd.close()
+			dk := newDigestKey(seed)
+			for {
+				j, ok := next()
+				if !ok {
+					return nil
+				}
+				if err := gctx.Err(); err != nil {
+					return context.Cause(gctx)
+				}
+				b, err := rd.read(j.off, j.n)
+				if err != nil {
+					return err
+				}
+				for q := int64(0); q < j.n; q += p.bs {
+					if blk := b[q:min(q+p.bs, j.n)]; !sparse.IsZero(blk) {
+						parts[w].addBlock(dk, j.off+q, blk)
+					}
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return digest{}, err
+	}
+	var total digest
+	for _, d := range parts {
+		total.add(d)
+	}
+	return total, nil
+}
