@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/bench"
 	"github.com/sparsesync/sparsesync/replica"
 )
 
@@ -318,7 +319,7 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("replica bench: %s: directory is not empty", dir)
 	}
-	res, err := replica.WriteBench(ctx, dir, replica.WriteBenchOptions{
+	res, err := bench.WriteBench(ctx, dir, bench.WriteBenchOptions{
 		Size: size, QueueDepth: opts.qd, Duration: time.Duration(opts.seconds * float64(time.Second)), Counter: mode, Flush: opts.flush,
 	})
 	if !opts.keep {
