@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -119,4 +120,13 @@ func peerTool(p Peer, fs string, port int) tool {
 		}
 	}
 	return t
+}
+
+// run runs a command and returns its error with its output.
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
 }

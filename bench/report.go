@@ -35,6 +35,8 @@ type Host struct {
 	Load1End   float64 `json:"load1_end"`
 	// DropCaches is true when caches were dropped before each run (root).
 	DropCaches bool `json:"drop_caches"`
+	// PeakRSS says how peak RSS was measured (or why not).
+	PeakRSS string `json:"peak_rss_method"`
 }
 
 // Case is one workload, scenario and place, with every tool's runs.
@@ -71,8 +73,8 @@ type Tool struct {
 	// Skipped says why the tool did not run; it is empty when it ran.
 	Skipped string `json:"skipped,omitempty"`
 	// Error is the error that stopped the tool's runs, if any.
-	Error string `json:"error,omitempty"`
-	Runs  []Sample  `json:"runs,omitempty"`
+	Error string   `json:"error,omitempty"`
+	Runs  []Sample `json:"runs,omitempty"`
 	// Summaries of the runs (seconds; bytes).
 	Wall          stats.Summary[float64] `json:"wall_s"`
 	User          stats.Summary[float64] `json:"user_s"`
@@ -97,8 +99,8 @@ func (t Tool) Measured() bool { return len(t.Runs) > 0 }
 // Sample is one run of one tool.
 type Sample struct {
 	// Round is the round (0-based); Order is the position in the round.
-	Round int `json:"round"`
-	Order int `json:"order"`
+	Round int     `json:"round"`
+	Order int     `json:"order"`
 	Wall  float64 `json:"wall_s"`
 	User  float64 `json:"user_s"`
 	Sys   float64 `json:"sys_s"`

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Host.Go = runtime.Version()
 	rep.Host.DropCaches = dropCaches()
 	s := &session{cfg: &cfg, rep: rep, cases: len(cfg.Workloads) * len(cfg.Places) * len(cfg.Scenarios)}
+	if p, err := exec.LookPath("time"); err == nil && isGNUTime(p) {
+		s.timePath = p
+		rep.Host.PeakRSS = "GNU time (fork, wait4 ru_maxrss of the tool)"
+	} else {
+		rep.Host.PeakRSS = "not measured: GNU time (Debian package time) not found"
+	}
 	for _, wname := range cfg.Workloads {
 		w, _ := WorkloadNamed(wname)
 		for _, pl := range cfg.Places {
@@ -46,10 +53,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 type session struct {
-	cfg   *Config
-	rep   *Report
-	cases int
-	done  int
+	// timePath is GNU time, which measures a child's peak RSS exactly
+	// (our own children's maxrss includes this process's, see timeMaxRSS).
+	timePath string
+	cfg      *Config
+	rep      *Report
+	cases    int
+	done     int
 }
 
 // workload runs every scenario of w in one place, in a scratch directory
@@ -244,7 +254,11 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 			}
 		}
 		argv := t.argv(src, dst, prof)
+		usage := filepath.Join(dir, "usage.txt")
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		if s.timePath != "" {
+			cmd = exec.CommandContext(ctx, s.timePath, append([]string{"-f", "%M %U %S", "-o", usage}, argv...)...)
+		}
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if daemon != nil {
@@ -263,9 +277,15 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 			return Sample{}, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, firstLine(out))
 		}
 		r.User, r.Sys, r.PeakRSS = childUsage(cmd.ProcessState)
+		r.PeakRSS = 0 // the child's maxrss counts ours: Go starts children with vfork
+		if s.timePath != "" {
+			r.PeakRSS = timeMaxRSS(usage)
+			os.Remove(usage)
+		}
 		if daemon != nil {
 			u, sy, rss := childUsage(daemon.ProcessState)
-			r.User, r.Sys, r.PeakRSS = r.User+u, r.Sys+sy, max(r.PeakRSS, rss)
+			r.User, r.Sys = r.User+u, r.Sys+sy
+			_ = rss
 		}
 	}
 	_ = syncFS(dir) // count every write of the run, however late
@@ -358,4 +378,33 @@ func sameContent(ctx context.Context, a, b string) error {
 		}
 	}
 	return nil
+}
+
+// isGNUTime reports whether the program at p is GNU time (it takes -f and -o).
+func isGNUTime(p string) bool {
+	out, err := exec.Command(p, "--version").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "GNU")
+}
+
+// timeMaxRSS reads the peak RSS GNU time wrote (its last line: "%M %U %S",
+// KiB first), in bytes; 0 when unknown. GNU time forks the tool with
+// fork(2), so the tool's ru_maxrss is its own. Go starts children with
+// vfork (CLONE_VM), and Linux carries the parent's high-water RSS into the
+// child's maxrss at exec: measured directly, every tool would show at
+// least this process's RSS.
+func timeMaxRSS(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 1 {
+		return 0
+	}
+	kib, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return kib * 1024
 }

@@ -28,8 +28,10 @@ func Median[T Number](v []T) T {
 
 // Summary is the median, minimum and maximum of N runs.
 type Summary[T Number] struct {
-	N                int
-	Median, Min, Max T
+	N      int `json:"n"`
+	Median T   `json:"median"`
+	Min    T   `json:"min"`
+	Max    T   `json:"max"`
 }
 
 // Summarize returns v's summary (all zero for no runs).

@@ -27,6 +27,7 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newReplicaCommand,
 	newLocalCommand,
 	newDemoCommand,
+	newBenchCommand,
 }
 
 const exitCodesHelp = `
