@@ -121,8 +121,12 @@ func appendData(ctx context.Context, f *os.File, data sparse.Map, _ *rand.Rand) 
 }
 
 func trimData(ctx context.Context, f *os.File, data sparse.Map, rng *rand.Rand) (int64, error) {
-	const piece = 64 * kib
+	piece := 64 * kib
 	offs := pickBlocks(data, max(data.Bytes()/piece/100, 1), piece, rng)
+	if len(offs) == 0 { // no 64 KiB of contiguous data: trim single blocks
+		piece = blk
+		offs = pickBlocks(data, max(data.Bytes()/piece/100, 1), piece, rng)
+	}
 	for _, off := range offs {
 		if err := ctx.Err(); err != nil {
 			return 0, err

@@ -33,6 +33,9 @@ type Config struct {
 	Profile bool
 	// ProfileDir keeps the profiles (default: removed after summarising).
 	ProfileDir string
+	// KeepCaches skips dropping the caches before each run (which needs
+	// root and slows everything else on the machine).
+	KeepCaches bool
 	// Progress, if set, is called before each run.
 	Progress func(Progress)
 	// Logger receives debug records; nil discards them.

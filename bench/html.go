@@ -96,6 +96,9 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 		if t.Error != "" {
 			fmt.Fprintf(b, "<p class=err>%s: %s</p>\n", esc(t.Name), esc(t.Error))
 		}
+		if t.WrongResult != "" {
+			fmt.Fprintf(b, "<p class=err>%s left a wrong result: %s</p>\n", esc(t.Name), esc(t.WrongResult))
+		}
 	}
 	if p := c.Tools[0].Profile; p != nil {
 		fmt.Fprintf(b, "<p class=note>sparsesync CPU profile: %.2f s sampled over %d runs</p>\n<table><tr><th>top by flat time</th><th>s</th><th>%%</th><th>top by cumulative time</th><th>s</th><th>%%</th></tr>\n", p.Total, len(p.Files))

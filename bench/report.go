@@ -73,8 +73,11 @@ type Tool struct {
 	// Skipped says why the tool did not run; it is empty when it ran.
 	Skipped string `json:"skipped,omitempty"`
 	// Error is the error that stopped the tool's runs, if any.
-	Error string   `json:"error,omitempty"`
-	Runs  []Sample `json:"runs,omitempty"`
+	Error string `json:"error,omitempty"`
+	// WrongResult, when set, says how the tool's target differed from the
+	// source after the first round: its times are of a broken sync.
+	WrongResult string   `json:"wrong_result,omitempty"`
+	Runs        []Sample `json:"runs,omitempty"`
 	// Summaries of the runs (seconds; bytes).
 	Wall          stats.Summary[float64] `json:"wall_s"`
 	User          stats.Summary[float64] `json:"user_s"`

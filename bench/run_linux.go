@@ -31,7 +31,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC(), Host: hostInfo(), Runs: cfg.Runs}
 	rep.Host.CPUs = runtime.NumCPU()
 	rep.Host.Go = runtime.Version()
-	rep.Host.DropCaches = dropCaches()
+	rep.Host.DropCaches = !cfg.KeepCaches && dropCaches()
 	s := &session{cfg: &cfg, rep: rep, cases: len(cfg.Workloads) * len(cfg.Places) * len(cfg.Scenarios)}
 	if p, err := exec.LookPath("time"); err == nil && isGNUTime(p) {
 		s.timePath = p
@@ -188,8 +188,10 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 				continue
 			}
 			if round == 0 && !t.floor {
-				if err := sameContent(ctx, src, dst); err != nil {
-					res.Error = fmt.Sprintf("round 1: %v", err)
+				if err := sameContent(ctx, src, dst); errors.Is(err, ErrResultDiffers) {
+					res.WrongResult = err.Error()
+				} else if err != nil {
+					res.Error = fmt.Sprintf("round 1: checking the result: %v", err)
 				}
 			}
 			r.Round, r.Order = round, k
@@ -223,7 +225,9 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 	if err := syncFS(dir); err != nil {
 		return Sample{}, err
 	}
-	dropCaches()
+	if s.rep.Host.DropCaches {
+		dropCaches()
+	}
 	stat := deviceStat(dir)
 	before := deviceWritten(stat)
 	r := Sample{WireBytes: -1}

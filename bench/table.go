@@ -20,6 +20,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 				notes = append(notes, fmt.Sprintf("%s %s %s: %s skipped: %s", c.Workload, c.Scenario, c.Place, t.Name, t.Skipped))
 				continue
 			}
+			if t.WrongResult != "" {
+				notes = append(notes, fmt.Sprintf("%s %s %s: %s left a WRONG RESULT: %s", c.Workload, c.Scenario, c.Place, t.Name, t.WrongResult))
+			}
 			if t.Error != "" {
 				notes = append(notes, fmt.Sprintf("%s %s %s: %s: %s", c.Workload, c.Scenario, c.Place, t.Name, t.Error))
 			}
