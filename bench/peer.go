@@ -91,7 +91,7 @@ func peerTool(p Peer, fs string, port int) tool {
 			t.skip = fmt.Sprintf("%s cannot share blocks between files (reflink needs XFS or btrfs)", fs)
 		}
 		t.argv = func(src, dst, _ string) []string {
-			return []string{"cp", "--reflink=always", "--sparse=always", src, dst}
+			return []string{"cp", "--reflink=always", src, dst}
 		}
 	case "rsync":
 		t.skip = needs("rsync", "the rsync package")

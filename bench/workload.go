@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"strconv"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
 )
@@ -157,7 +156,7 @@ func buildVMImage(ctx context.Context, p string, size int64, _ uint64, g GenOpti
 	}
 	// Fixed UUID and hash seed: the same tree gives the same image.
 	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096",
-		"-U", "6b1f0c3e-5d2a-4e59-9a3c-"+strconv.FormatUint(0x100000000000+g.seed()%0xffffffffff, 16)[1:],
+		"-U", "6b1f0c3e-5d2a-4e59-9a3c-2f64a1b7c001",
 		"-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0,hash_seed=0b5f2c1e-3a4d-4c6e-8f70-9a1b2c3d4e5f",
 		"-d", tree, p)
 	cmd.Env = append(os.Environ(), "E2FSPROGS_FAKE_TIME=1700000000")

@@ -28,6 +28,7 @@ type benchOpts struct {
 	seed                              uint64
 	tree                              string
 	fsSize                            string
+	fsKinds                           []string
 	progress                          string
 }
 
@@ -77,6 +78,7 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.Float64Var(&opts.scale, "scale", 1, "multiply every workload's size (e.g. 0.01 for a quick look)")
 	f.Uint64Var(&opts.seed, "seed", 1, "seed of the workloads' layouts and changes")
 	f.StringVar(&opts.tree, "tree", "/usr/share", "directory tree copied into the vm-image workload")
+	f.StringSliceVar(&opts.fsKinds, "fs", []string{"ext4", "xfs", "btrfs"}, "loop filesystems to make without --dir (ext4, xfs, btrfs)")
 	f.StringVar(&opts.fsSize, "fs-size", "24G", "size of each loop filesystem made without --dir (sparse image)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress line on stderr: auto (on a terminal), always or never")
 	cmd.AddCommand(newBenchExecCommand(g))
@@ -124,7 +126,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 		cfg.Places = append(cfg.Places, bench.Place{Name: d, Dir: abs})
 	}
 	if len(cfg.Places) == 0 {
-		places, cleanup, err := benchDefaultPlaces(ctx, g, opts.fsSize)
+		places, cleanup, err := benchDefaultPlaces(ctx, g, opts.fsKinds, opts.fsSize)
 		defer cleanup()
 		if err != nil {
 			return err
@@ -175,7 +177,7 @@ func validateBenchNames(cfg *bench.Config) error {
 
 // benchDefaultPlaces makes ext4, XFS and btrfs loop filesystems as root
 // (those whose mkfs is installed), else returns a temporary directory.
-func benchDefaultPlaces(ctx context.Context, g *globalOpts, fsSize string) ([]bench.Place, func(), error) {
+func benchDefaultPlaces(ctx context.Context, g *globalOpts, kinds []string, fsSize string) ([]bench.Place, func(), error) {
 	var fss []*bench.LoopFS
 	cleanup := func() {
 		for _, l := range fss {
@@ -194,7 +196,7 @@ func benchDefaultPlaces(ctx context.Context, g *globalOpts, fsSize string) ([]be
 		return nil, cleanup, usageError{fmt.Errorf("bench: --fs-size: %w", err)}
 	}
 	var places []bench.Place
-	for _, kind := range []string{"ext4", "xfs", "btrfs"} {
+	for _, kind := range kinds {
 		l, err := bench.MountLoop(ctx, kind, size, "")
 		if err != nil {
 			fmt.Fprintf(g.stderr, "sparsesync: bench: skipping %s: %v\n", kind, err)
