@@ -32,13 +32,14 @@ func syncFS(path string) error {
 	return nil
 }
 
-// dropCaches writes back and drops the page cache, dentries and inodes, so
-// the next run starts cold. It needs root; it reports whether it could.
+// dropCaches drops the clean page cache, dentries and inodes, so the next
+// run starts cold. The caller has synced its own filesystem first (a global
+// sync(2) would wait for every other writer on the machine). It needs
+// root; it reports whether it could.
 func dropCaches() bool {
 	if os.Geteuid() != 0 {
 		return false
 	}
-	unix.Sync()
 	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) == nil
 }
 

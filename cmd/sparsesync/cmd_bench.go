@@ -29,6 +29,8 @@ type benchOpts struct {
 	tree                              string
 	fsSize                            string
 	fsKinds                           []string
+	from                              []string
+	markdown                          bool
 	progress                          string
 }
 
@@ -72,6 +74,8 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.StringSliceVar(&opts.dirs, "dir", nil, "directory to run in (repeat; default: fresh loop filesystems as root)")
 	f.IntVar(&opts.runs, "runs", 3, "rounds per case")
 	f.BoolVar(&opts.json, "json", false, "print one JSON document instead of the table")
+	f.StringSliceVar(&opts.from, "from", nil, "read JSON reports written by --json instead of running, their cases merged (to re-render them)")
+	f.BoolVar(&opts.markdown, "markdown", false, "print a Markdown table of sparsesync against the floor and every peer")
 	f.StringVar(&opts.html, "html", "", "write a self-contained HTML report to this file")
 	f.BoolVar(&opts.profile, "profile", false, "record a CPU profile of each sparsesync run and summarise it")
 	f.StringVar(&opts.profileDir, "profile-dir", "", "keep the CPU profiles in this directory")
@@ -91,6 +95,13 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 	}
 	if opts.scale <= 0 || opts.scale > 16 {
 		return usageError{fmt.Errorf("bench: --scale %g out of (0, 16]", opts.scale)}
+	}
+	if len(opts.from) > 0 {
+		rep, err := readBenchReports(opts.from)
+		if err != nil {
+			return err
+		}
+		return writeBenchOutputs(g, opts, rep)
 	}
 	showProgress, err := progressEnabled(opts.progress, g.stderr)
 	if err != nil {
@@ -148,13 +159,22 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	return writeBenchOutputs(g, opts, rep)
+}
+
+// writeBenchOutputs writes the HTML report (--html) and prints the JSON
+// document, the Markdown table or the terminal table.
+func writeBenchOutputs(g *globalOpts, opts *benchOpts, rep *bench.Report) error {
 	if opts.html != "" {
 		if err := writeBenchHTML(rep, opts.html); err != nil {
 			return err
 		}
 	}
-	if opts.json {
+	switch {
+	case opts.json:
 		return rep.WriteJSON(g.stdout)
+	case opts.markdown:
+		return rep.WriteMarkdown(g.stdout)
 	}
 	return rep.WriteTable(g.stdout)
 }
@@ -281,4 +301,34 @@ func runBenchExec(ctx context.Context, _ io.Writer, profile, src, dst string) (e
 		return fmt.Errorf("bench exec: %w", err)
 	}
 	return nil
+}
+
+// readBenchReports reads JSON reports and merges them: the first one's
+// host and runs, every report's cases in order, the earliest start and
+// the latest finish.
+func readBenchReports(paths []string) (*bench.Report, error) {
+	var all *bench.Report
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("bench: --from: %w", err)
+		}
+		rep, err := bench.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("bench: --from %s: %w", p, err)
+		}
+		if all == nil {
+			all = rep
+			continue
+		}
+		all.Cases = append(all.Cases, rep.Cases...)
+		if rep.Started.Before(all.Started) {
+			all.Started = rep.Started
+		}
+		if rep.Finished.After(all.Finished) {
+			all.Finished, all.Host.Load1End = rep.Finished, rep.Host.Load1End
+		}
+	}
+	return all, nil
 }
