@@ -114,7 +114,7 @@ func peerTool(p Peer, fs string, port int) tool {
 			return []string{"bmaptool", "-q", "copy", "--bmap", src + ".bmap", src, dst}
 		}
 	case "ssync":
-		t.skip = needs("ssync", "Longhorn's sparse-tools: go install github.com/longhorn/sparse-tools/ssync@latest")
+		t.skip = needs("ssync", "it from Longhorn's github.com/longhorn/sparse-tools")
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		t.daemon = func(dst string) ([]string, string) {
 			return []string{"ssync", "-daemon", "-host", "127.0.0.1", "-port", fmt.Sprint(port), dst}, addr
