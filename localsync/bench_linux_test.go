@@ -8,13 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
@@ -71,24 +71,6 @@ func run(b *testing.B, name string, args ...string) time.Duration {
 		b.Fatalf("%s %v: %v: %s", name, args, err, out)
 	}
 	return time.Since(t0)
-}
-
-// pairedRatio is the median of the per-iteration ratios a[i]/b[i]: with
-// both measured back to back in each iteration, it follows a load that
-// drifts over the run better than the ratio of the medians.
-func pairedRatio(a, b []time.Duration) float64 {
-	r := make([]float64, len(a))
-	for i := range a {
-		r[i] = float64(a[i]) / float64(b[i])
-	}
-	slices.Sort(r)
-	return r[len(r)/2]
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // loadAvg returns the 1-minute load average (0 if unknown), reported with
@@ -175,12 +157,12 @@ func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Opt
 		tCp = append(tCp, run(b, "cp", append(cpArgs, src, theirs)...)+run(b, "sync", "-d", theirs))
 		b.StartTimer()
 	}
-	b.ReportMetric(float64(median(tOurs))/float64(median(tCp)), "x_cp")
-	b.ReportMetric(float64(median(tCLI))/float64(median(tCp)), "x_cp_cli")
-	b.ReportMetric(pairedRatio(tOurs, tCp), "x_cp_paired")
-	b.ReportMetric(float64(median(tCp).Microseconds())/1000, "cp_ms")
-	b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
-	b.ReportMetric(float64(median(tCLI).Microseconds())/1000, "cli_ms")
+	b.ReportMetric(float64(stats.Median(tOurs))/float64(stats.Median(tCp)), "x_cp")
+	b.ReportMetric(float64(stats.Median(tCLI))/float64(stats.Median(tCp)), "x_cp_cli")
+	b.ReportMetric(stats.PairedRatio(tOurs, tCp), "x_cp_paired")
+	b.ReportMetric(float64(stats.Median(tCp).Microseconds())/1000, "cp_ms")
+	b.ReportMetric(float64(stats.Median(tOurs).Microseconds())/1000, "ours_ms")
+	b.ReportMetric(float64(stats.Median(tCLI).Microseconds())/1000, "cli_ms")
 	b.ReportMetric(rss, "peak_rss_MiB")
 	b.ReportMetric((load+loadAvg())/2, "load1")
 	os.Remove(ours)
@@ -332,11 +314,11 @@ func BenchmarkResync1pct(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(written)/float64(changed), "written/changed")
-			b.ReportMetric(float64(median(tOurs))/float64(median(tRsync)), "x_rsync")
-			b.ReportMetric(pairedRatio(tOurs, tRsync), "x_rsync_paired")
+			b.ReportMetric(float64(stats.Median(tOurs))/float64(stats.Median(tRsync)), "x_rsync")
+			b.ReportMetric(stats.PairedRatio(tOurs, tRsync), "x_rsync_paired")
 			b.ReportMetric((load+loadAvg())/2, "load1")
-			b.ReportMetric(float64(median(tRsync).Microseconds())/1000, "rsync_ms")
-			b.ReportMetric(float64(median(tOurs).Microseconds())/1000, "ours_ms")
+			b.ReportMetric(float64(stats.Median(tRsync).Microseconds())/1000, "rsync_ms")
+			b.ReportMetric(float64(stats.Median(tOurs).Microseconds())/1000, "ours_ms")
 		})
 	}
 }
@@ -387,9 +369,9 @@ func BenchmarkColdReadWrite(b *testing.B) {
 					tDirect = append(tDirect, once(false))
 				}
 			}
-			b.ReportMetric(pairedRatio(tDirect, tBuffered), "x_buffered_paired")
-			b.ReportMetric(float64(median(tDirect).Microseconds())/1000, "direct_ms")
-			b.ReportMetric(float64(median(tBuffered).Microseconds())/1000, "buffered_ms")
+			b.ReportMetric(stats.PairedRatio(tDirect, tBuffered), "x_buffered_paired")
+			b.ReportMetric(float64(stats.Median(tDirect).Microseconds())/1000, "direct_ms")
+			b.ReportMetric(float64(stats.Median(tBuffered).Microseconds())/1000, "buffered_ms")
 			b.ReportMetric(float64(direct)/float64(l.DataBytes()), "direct/data")
 			b.ReportMetric((load+loadAvg())/2, "load1")
 			os.Remove(dst)

@@ -3,10 +3,11 @@ package replica
 import (
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sparsesync/sparsesync/bench/stats"
 )
 
 // BenchmarkWrite measures random 4 KiB overwrites of a filled 256 MiB
@@ -151,20 +152,11 @@ func BenchmarkCounterOverhead(b *testing.B) {
 			}
 			r.mode = CounterPerWrite
 			for m := range modes {
-				b.ReportMetric(median(iops[m]), names[m]+"-IOPS")
+				b.ReportMetric(stats.Median(iops[m]), names[m]+"-IOPS")
 				if m > 0 {
-					b.ReportMetric(median(ratios[m]), names[m]+"/off")
+					b.ReportMetric(stats.Median(ratios[m]), names[m]+"/off")
 				}
 			}
 		})
 	}
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 )
@@ -32,8 +33,7 @@ func median(ms []measurement) measurement {
 		for i, m := range ms {
 			v[i] = f(m)
 		}
-		slices.Sort(v)
-		return v[len(v)/2]
+		return stats.Median(v)
 	}
 	return measurement{
 		wall:   pick(func(m measurement) float64 { return m.wall }),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/bench"
 	"github.com/sparsesync/sparsesync/replica"
 )
 
@@ -342,7 +343,7 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 			}))
 		bar.stopAtTotal = true
 	}
-	res, err := replica.WriteBench(ctx, dir, replica.WriteBenchOptions{
+	res, err := bench.WriteBench(ctx, dir, bench.WriteBenchOptions{
 		Size: size, QueueDepth: opts.qd, Duration: time.Duration(opts.seconds * float64(time.Second)), Counter: mode, Flush: opts.flush,
 	})
 	bar.Stop()

@@ -44,6 +44,7 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newDemoCommand,
 	newDisksCommand,
 	newVersionCommand,
+	newBenchCommand,
 }
 
 const exitCodesHelp = `

@@ -1,4 +1,4 @@
-package replica
+package bench
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sparsesync/sparsesync/replica"
 )
 
-// WriteBenchOptions configure WriteBench.
+// WriteBenchOptions configure WriteBench (it moved here from package replica).
 type WriteBenchOptions struct {
 	// Size of the volume (default 1 GiB). It is filled with data first so
 	// that the measured writes overwrite allocated blocks.
@@ -19,12 +21,12 @@ type WriteBenchOptions struct {
 	// Duration of the measurement (default 5 s).
 	Duration time.Duration
 	// Counter is the revision counter mode of the replica.
-	Counter CounterMode
+	Counter replica.CounterMode
 	// Flush makes every write durable: each writer calls Flush after each
 	// write (concurrent flushes share syncs).
 	Flush bool
 	// Replica configures the replica (BufferedIO, ...).
-	Replica Options
+	Replica replica.Options
 }
 
 // WriteBenchResult is what WriteBench measured.
@@ -50,7 +52,7 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 	}
 	ro := o.Replica
 	ro.Counter = o.Counter
-	r, err := Create(dir, o.Size, ro)
+	r, err := replica.Create(dir, o.Size, ro)
 	if err != nil {
 		return WriteBenchResult{}, err
 	}
@@ -67,7 +69,7 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 }
 
 // fillReplica writes every block of r (1 MiB at a time) and flushes.
-func fillReplica(ctx context.Context, r *Replica) error {
+func fillReplica(ctx context.Context, r *replica.Replica) error {
 	buf := alignedBuf(1 << 20)
 	for i := range buf {
 		buf[i] = byte(i*7 + 1)
@@ -84,12 +86,12 @@ func fillReplica(ctx context.Context, r *Replica) error {
 	return r.Flush()
 }
 
-func measureWrites(ctx context.Context, r *Replica, qd int, d time.Duration, flush bool) (WriteBenchResult, error) {
+func measureWrites(ctx context.Context, r *replica.Replica, qd int, d time.Duration, flush bool) (WriteBenchResult, error) {
 	var writes atomic.Int64
 	var stop atomic.Bool
 	var firstErr error
 	var once sync.Once
-	blocks := r.Size() / BlockSize
+	blocks := r.Size() / replica.BlockSize
 	start := time.Now()
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	defer timer.Stop()
@@ -97,7 +99,7 @@ func measureWrites(ctx context.Context, r *Replica, qd int, d time.Duration, flu
 	for w := range qd {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w)+1, uint64(start.UnixNano())))
-			b := alignedBuf(BlockSize)
+			b := alignedBuf(replica.BlockSize)
 			for i := range b {
 				b[i] = byte(w + i)
 			}
@@ -106,7 +108,7 @@ func measureWrites(ctx context.Context, r *Replica, qd int, d time.Duration, flu
 					once.Do(func() { firstErr = ctx.Err() })
 					return
 				}
-				_, err := r.WriteAt(b, rng.Int64N(blocks)*BlockSize)
+				_, err := r.WriteAt(b, rng.Int64N(blocks)*replica.BlockSize)
 				if err == nil && flush {
 					err = r.Flush()
 				}

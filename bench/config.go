@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// Scenario names: a full copy to a new file; the others are change scripts.
+const ScenarioCopy = "copy"
+
+// Config is a benchmark session. The zero value of each field means the
+// documented default; Sparsesync is required.
+type Config struct {
+	// Workloads to run (names; default all of Workloads()).
+	Workloads []string
+	// Scenarios: "copy" and change script names (default copy and
+	// resync-1pct).
+	Scenarios []string
+	// Peers to compare with (default all of Peers()).
+	Peers []string
+	// Places are the directories to run in; each gets its own source and
+	// target files (required).
+	Places []Place
+	// Runs is the number of rounds per case (default 3).
+	Runs int
+	// Gen tunes workload generation (scale, seed).
+	Gen GenOptions
+	// Sparsesync returns the command that makes dst a copy of src (or
+	// re-syncs it), writing a CPU profile to profile when it is not "".
+	Sparsesync func(src, dst, profile string) []string
+	// Profile records a CPU profile of every sparsesync run and
+	// summarises them per case.
+	Profile bool
+	// ProfileDir keeps the profiles (default: removed after summarising).
+	ProfileDir string
+	// KeepCaches skips dropping the caches before each run (which needs
+	// root and slows everything else on the machine).
+	KeepCaches bool
+	// Progress, if set, is called before each run.
+	Progress func(Progress)
+	// Logger receives debug records; nil discards them.
+	Logger *slog.Logger
+}
+
+// Place is a directory to run in and the name the report gives it.
+type Place struct {
+	Name string
+	Dir  string
+}
+
+// Progress says what runs now.
+type Progress struct {
+	Case, Cases int // 1-based index of the case, and how many there are
+	Workload    string
+	Scenario    string
+	Place       string
+	Tool        string
+	Round, Runs int // 1-based round
+}
+
+func (c *Config) setDefaults() {
+	if len(c.Workloads) == 0 {
+		for _, w := range Workloads() {
+			c.Workloads = append(c.Workloads, w.Name)
+		}
+	}
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = []string{ScenarioCopy, "resync-1pct"}
+	}
+	if c.Peers == nil {
+		for _, p := range Peers() {
+			c.Peers = append(c.Peers, p.Name)
+		}
+	}
+	if c.Runs <= 0 {
+		c.Runs = 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate checks every name in the configuration.
+func (c *Config) Validate() error {
+	if c.Sparsesync == nil {
+		return ErrNoSparsesync
+	}
+	if len(c.Places) == 0 {
+		return fmt.Errorf("bench: no place to run in")
+	}
+	for _, w := range c.Workloads {
+		if _, err := WorkloadNamed(w); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Scenarios {
+		if s == ScenarioCopy {
+			continue
+		}
+		if _, err := ChangeNamed(s); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.Peers {
+		if _, err := PeerNamed(p); err != nil {
+			return err
+		}
+	}
+	if c.Runs > 1000 {
+		return fmt.Errorf("bench: %d runs is too many (at most 1000)", c.Runs)
+	}
+	return nil
+}

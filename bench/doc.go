@@ -1,0 +1,37 @@
+// Package bench measures sparsesync against the tools people use for the
+// same job (cp, rsync, qemu-img, bmaptool, Longhorn's ssync) on named,
+// seeded workloads, next to the physical floor of the same devices, and
+// writes the result as a terminal table, one JSON document and a
+// self-contained HTML report. `sparsesync bench` is its command line.
+//
+// # Method
+//
+// A case is a workload (a sparse source file), a scenario (a full copy to a
+// new file, or a re-sync after a change script) and a directory (a
+// filesystem). Every tool of a case and the floor run once per round, in an
+// order rotated each round, so the two sides of every ratio are measured
+// seconds apart under the same machine load:
+//
+//	for round in 1..N:
+//	    for tool in rotate(tools, round):
+//	        reset the target (remove it, or restore the old version)
+//	        sync; drop caches (root only)
+//	        run the tool as a child process; syncfs the target if the tool
+//	            does not sync
+//	        record wall, user and system CPU, peak RSS, bytes written to the
+//	            target's block device
+//
+// The report gives per tool the median, minimum and maximum of each figure
+// and, against sparsesync, the median over rounds of the per-round time
+// ratio (package bench/stats).
+//
+// # Floor
+//
+// The floor of a case is what the hardware allows: the source's data bytes
+// read with O_DIRECT at a deep queue while as many bytes are written with
+// O_DIRECT to a new file on the target filesystem and made durable (for a
+// re-sync: both files' data read, the changed bytes written). It runs in
+// the same rounds as the tools.
+//
+// WriteBench, a random-write benchmark of a replica directory, is here too.
+package bench

@@ -1,0 +1,17 @@
+package bench
+
+import "errors"
+
+// Errors of a benchmark configuration.
+var (
+	// ErrUnknownWorkload: a workload name not in Workloads.
+	ErrUnknownWorkload = errors.New("bench: unknown workload")
+	// ErrUnknownChange: a change script name not in Changes.
+	ErrUnknownChange = errors.New("bench: unknown change script")
+	// ErrUnknownPeer: a peer name not in Peers.
+	ErrUnknownPeer = errors.New("bench: unknown peer")
+	// ErrNoSparsesync: Config.Sparsesync is nil; there is nothing to compare.
+	ErrNoSparsesync = errors.New("bench: no sparsesync command configured")
+	// ErrResultDiffers: a tool's target does not have the source's bytes.
+	ErrResultDiffers = errors.New("bench: target differs from the source")
+)

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+const (
+	floorChunk = 1 << 20 // bytes per request
+	floorQD    = 16      // requests in flight per direction
+)
+
+// openDirect opens path with O_DIRECT, or buffered where the filesystem
+// refuses O_DIRECT (tmpfs before Linux 6.6).
+func openDirect(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_DIRECT, perm)
+	if errors.Is(err, unix.EINVAL) {
+		return os.OpenFile(path, flag, perm)
+	}
+	return f, err
+}
+
+// floorJob is one side of the floor: read the data of a file, or write n
+// bytes to a new one.
+type floorJob struct {
+	f      *os.File
+	chunks []sparse.Extent
+	write  bool
+}
+
+// measureFloor measures what the hardware allows for a case: it reads the
+// data extents of every file in reads with O_DIRECT at a deep queue while
+// it writes writeBytes (rounded up to 4 KiB) with O_DIRECT to out, a new
+// file, and fdatasyncs it. Reads and writes overlap, as in a pipelined
+// copy. out is removed afterwards.
+func measureFloor(ctx context.Context, reads []string, out string, writeBytes int64) (time.Duration, error) {
+	var jobs []floorJob
+	defer func() {
+		for _, j := range jobs {
+			j.f.Close()
+		}
+		os.Remove(out)
+	}()
+	for _, p := range reads {
+		m, _, err := sparse.ReadMap(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		f, err := openDirect(p, os.O_RDONLY, 0)
+		if err != nil {
+			return 0, err
+		}
+		jobs = append(jobs, floorJob{f: f, chunks: chunks(m.RoundOut(blk).Extents())})
+	}
+	w, err := openDirect(out, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n := (writeBytes + blk - 1) / blk * blk
+	jobs = append(jobs, floorJob{f: w, chunks: chunks([]sparse.Extent{{Off: 0, Len: n}}), write: true})
+
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	fail := func(err error) { once.Do(func() { firstErr = err; cancel() }) }
+	for _, j := range jobs {
+		next := make(chan sparse.Extent)
+		go func() {
+			defer close(next)
+			for _, c := range j.chunks {
+				select {
+				case next <- c:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		for range floorQD {
+			wg.Go(func() {
+				buf := alignedBuf(floorChunk)
+				for c := range next {
+					b := buf[:c.Len]
+					var err error
+					if j.write {
+						b[0], b[len(b)-1] = 1, 1
+						_, err = j.f.WriteAt(b, c.Off)
+					} else {
+						_, err = j.f.ReadAt(b, c.Off)
+						if err != nil && c.End() > 0 && errors.Is(err, io.EOF) {
+							err = nil // the last block past the size
+						}
+					}
+					if err != nil {
+						fail(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if err := w.Sync(); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// chunks cuts extents into pieces of at most floorChunk bytes.
+func chunks(ext []sparse.Extent) []sparse.Extent {
+	var out []sparse.Extent
+	for _, e := range ext {
+		for off := e.Off; off < e.End(); off += floorChunk {
+			out = append(out, sparse.Extent{Off: off, Len: min(floorChunk, e.End()-off)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteMarkdown writes the report as one Markdown table (for a README):
+// per case, sparsesync's median wall time, its paired ratio to the floor,
+// and its paired ratio to every peer (sparsesync's time over the peer's:
+// below 1, sparsesync is faster). A skipped peer shows "skip", a peer that
+// left a wrong result shows its ratio with "(wrong)".
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var peers []string
+	seen := map[string]bool{}
+	for _, c := range r.Cases {
+		for _, t := range c.Tools[1:] {
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				peers = append(peers, t.Name)
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| workload | scenario | fs | data | sparsesync s (min-max) | floor s | x floor |")
+	for _, p := range peers {
+		fmt.Fprintf(&b, " vs %s |", p)
+	}
+	b.WriteString("\n|---|---|---|---|---|---|---|" + strings.Repeat("---|", len(peers)) + "\n")
+	for _, c := range r.Cases {
+		ss := c.Tools[0]
+		data := humanBytes(c.DataBytes)
+		if c.ChangedBytes > 0 {
+			data = humanBytes(c.ChangedBytes) + " of " + data
+		}
+		if !ss.Measured() {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | failed: %s | | |%s\n", c.Workload, c.Scenario, c.FSType, data, ss.Error, strings.Repeat(" |", len(peers)))
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.3f (%.3f-%.3f) | %.3f | %.2f |", c.Workload, c.Scenario, c.FSType, data,
+			ss.Wall.Median, ss.Wall.Min, ss.Wall.Max, c.Floor.Wall.Median, ss.FloorRatio)
+		for _, p := range peers {
+			cell := ""
+			for _, t := range c.Tools[1:] {
+				if t.Name != p {
+					continue
+				}
+				switch {
+				case t.Skipped != "":
+					cell = "skip"
+				case !t.Measured():
+					cell = "failed"
+				default:
+					cell = fmt.Sprintf("%.2f", t.SparsesyncRatio)
+					if t.WrongResult != "" {
+						cell += " (wrong)"
+					}
+				}
+			}
+			fmt.Fprintf(&b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,282 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
+)
+
+// toolsRequired turns a missing tool into a failure (as CI sets it).
+func toolsRequired() bool { return os.Getenv("SPARSESYNC_REQUIRE_TOOLS") == "1" }
+
+// tinyReport runs tiny workloads on tmpfs with every peer and returns the
+// report as read back from its JSON document.
+func tinyReport(t *testing.T) (*bench.Report, bench.Config) {
+	t.Helper()
+	dir := loopfs.Mount(t, loopfs.Tmpfs, 256<<20)
+	cfg := bench.Config{
+		Workloads:  []string{"sparse-10pct", "dense"},
+		Scenarios:  []string{bench.ScenarioCopy, "trim"},
+		KeepCaches: true, // tmpfs has nothing to drop
+		Places:     []bench.Place{{Name: "tmpfs", Dir: dir}},
+		Runs:       3,
+		Gen:        bench.GenOptions{Scale: 1.0 / 512, Seed: 7},
+		Sparsesync: selfCommand(t),
+		Profile:    true,
+	}
+	var progress int
+	cfg.Progress = func(bench.Progress) { progress++ }
+	rep, err := bench.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if progress == 0 {
+		t.Error("no progress reported")
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	back, err := bench.ReadJSON(&js)
+	if err != nil {
+		t.Fatalf("reading the JSON back: %v", err)
+	}
+	return back, cfg
+}
+
+// median is the test's own: sort, take the middle or the mean of the two.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func near(a, b float64) bool { return a == b || (a-b < 1e-9*max(a, b) && b-a < 1e-9*max(a, b)) }
+
+// TestReportOnTmpfs generates a report from tiny workloads on tmpfs and
+// checks its JSON against the run: every case is there, every peer is
+// either measured in every round (and left the source's exact bytes) or
+// skipped with a reason, every summary and ratio follows from the runs,
+// and the HTML report renders its charts in headless Chromium.
+func TestReportOnTmpfs(t *testing.T) {
+	rep, cfg := tinyReport(t)
+	if rep.Version != bench.ReportVersion || rep.Runs != 3 {
+		t.Fatalf("version %d runs %d", rep.Version, rep.Runs)
+	}
+	if want := len(cfg.Workloads) * len(cfg.Scenarios); len(rep.Cases) != want {
+		t.Fatalf("%d cases, want %d", len(rep.Cases), want)
+	}
+	var peerNames []string
+	for _, p := range bench.Peers() {
+		peerNames = append(peerNames, p.Name)
+	}
+	for _, c := range rep.Cases {
+		name := c.Workload + "/" + c.Scenario
+		if c.FSType != "tmpfs" {
+			t.Errorf("%s: fs type %q, want tmpfs", name, c.FSType)
+		}
+		if c.DataBytes <= 0 || c.Size < c.DataBytes {
+			t.Errorf("%s: size %d data %d", name, c.Size, c.DataBytes)
+		}
+		if (c.Scenario == bench.ScenarioCopy) != (c.ChangedBytes == 0) {
+			t.Errorf("%s: changed bytes %d", name, c.ChangedBytes)
+		}
+		var names []string
+		for _, tl := range c.Tools {
+			names = append(names, tl.Name)
+		}
+		if want := append([]string{"sparsesync"}, peerNames...); !slices.Equal(names, want) {
+			t.Fatalf("%s: tools %v, want %v", name, names, want)
+		}
+		ss := c.Tools[0]
+		for _, tl := range append([]bench.Tool{c.Floor}, c.Tools...) {
+			checkTool(t, name, tl)
+		}
+		if !ss.Measured() || !c.Floor.Measured() {
+			t.Fatalf("%s: sparsesync or the floor did not run: %+v %+v", name, ss, c.Floor)
+		}
+		if ss.PeakRSS.Median == 0 && strings.HasPrefix(rep.Host.PeakRSS, "GNU time") {
+			t.Errorf("%s: no peak RSS though GNU time measured it", name)
+		}
+		for _, tl := range c.Tools {
+			if !tl.Measured() {
+				continue
+			}
+			walls := map[int]float64{}
+			for _, r := range tl.Runs {
+				walls[r.Round] = r.Wall
+			}
+			var toFloor, toSS []float64
+			for _, r := range c.Floor.Runs {
+				toFloor = append(toFloor, walls[r.Round]/r.Wall)
+			}
+			for _, r := range ss.Runs {
+				toSS = append(toSS, r.Wall/walls[r.Round])
+			}
+			if !near(tl.FloorRatio, median(toFloor)) {
+				t.Errorf("%s %s: floor ratio %v, per-round ratios %v", name, tl.Name, tl.FloorRatio, toFloor)
+			}
+			if tl.Name == "sparsesync" {
+				if tl.SparsesyncRatio != 0 {
+					t.Errorf("%s: sparsesync has a ratio to itself: %v", name, tl.SparsesyncRatio)
+				}
+				continue
+			}
+			if !near(tl.SparsesyncRatio, median(toSS)) {
+				t.Errorf("%s %s: sparsesync ratio %v, per-round ratios %v", name, tl.Name, tl.SparsesyncRatio, toSS)
+			}
+			// A paired ratio lies between the extremes of the per-round ratios.
+			if tl.SparsesyncRatio < slices.Min(toSS) || tl.SparsesyncRatio > slices.Max(toSS) {
+				t.Errorf("%s %s: ratio %v outside %v", name, tl.Name, tl.SparsesyncRatio, toSS)
+			}
+		}
+		if ss.Profile == nil || len(ss.Profile.Files) != 3 {
+			t.Errorf("%s: sparsesync profile %+v, want 3 profiles summarised", name, ss.Profile)
+		}
+	}
+	renderHTML(t, rep)
+}
+
+// checkTool: measured in every round and correct, or skipped with a
+// reason; an installed peer must be measured (cp-reflink cannot on tmpfs).
+func checkTool(t *testing.T, name string, tl bench.Tool) {
+	t.Helper()
+	switch {
+	case tl.Skipped != "":
+		if tl.Measured() {
+			t.Errorf("%s %s: skipped (%s) but has runs", name, tl.Name, tl.Skipped)
+		}
+		prog := tl.Name
+		if prog == "cp-reflink" {
+			if !strings.Contains(tl.Skipped, "tmpfs") {
+				t.Errorf("%s cp-reflink: skip reason %q does not name the filesystem", name, tl.Skipped)
+			}
+			return
+		}
+		if _, err := exec.LookPath(prog); err == nil {
+			t.Errorf("%s %s: skipped (%s) though %s is installed", name, tl.Name, tl.Skipped, prog)
+		} else if toolsRequired() && prog != "ssync" {
+			t.Errorf("%s %s: not installed and SPARSESYNC_REQUIRE_TOOLS=1: %s", name, tl.Name, tl.Skipped)
+		}
+	case tl.Error != "":
+		t.Errorf("%s %s: %s", name, tl.Name, tl.Error)
+	case tl.WrongResult != "" && tl.Name == "sparsesync":
+		t.Errorf("%s: sparsesync left a wrong result: %s", name, tl.WrongResult)
+	default:
+		if tl.WrongResult != "" {
+			t.Logf("%s %s left a wrong result (reported): %s", name, tl.Name, tl.WrongResult)
+		}
+		if len(tl.Runs) != 3 {
+			t.Errorf("%s %s: %d runs, want 3", name, tl.Name, len(tl.Runs))
+		}
+		var walls []float64
+		rounds := map[int]bool{}
+		for _, r := range tl.Runs {
+			walls = append(walls, r.Wall)
+			rounds[r.Round] = true
+			if r.Wall <= 0 {
+				t.Errorf("%s %s: wall %v", name, tl.Name, r.Wall)
+			}
+			if tl.Name != "floor" && r.User+r.Sys <= 0 {
+				t.Errorf("%s %s: no CPU time recorded: %+v", name, tl.Name, r)
+			}
+		}
+		if len(rounds) != len(tl.Runs) {
+			t.Errorf("%s %s: rounds repeat: %+v", name, tl.Name, tl.Runs)
+		}
+		if tl.Wall.N != len(walls) || !near(tl.Wall.Median, median(walls)) || tl.Wall.Min != slices.Min(walls) || tl.Wall.Max != slices.Max(walls) {
+			t.Errorf("%s %s: wall summary %+v from runs %v", name, tl.Name, tl.Wall, walls)
+		}
+	}
+}
+
+// renderHTML writes the HTML report and has headless Chromium take a
+// screenshot of it: the charts must be there in pixels, bars in
+// sparsesync's and the peers' colours in the first chart's area.
+func renderHTML(t *testing.T, rep *bench.Report) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if toolsRequired() {
+			t.Fatalf("chromium not found and SPARSESYNC_REQUIRE_TOOLS=1: %v", err)
+		}
+		t.Skipf("skipping the HTML rendering check: chromium not found (Debian package chromium): %v", err)
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, forbidden := range []string{"<script", "http://", "https://", "src="} {
+		if strings.Contains(strings.ReplaceAll(html, `xmlns="http://www.w3.org/2000/svg"`, ""), forbidden) {
+			t.Errorf("the report is not self-contained: it has %q", forbidden)
+		}
+	}
+	if n := strings.Count(html, "<svg class=time"); n != len(rep.Cases) {
+		t.Errorf("%d time charts for %d cases", n, len(rep.Cases))
+	}
+	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "shot.png")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--hide-scrollbars", "--window-size=900,700",
+		"--screenshot="+shot, "file://"+page)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium: %v: %s", err, out)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("chromium wrote no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	// The first chart sits below the heading, the host line and the first
+	// case's title: the area from y=60 to 450, x=0 to 800 holds it.
+	area := image.Rect(0, 60, 800, 450).Intersect(img.Bounds())
+	var nonWhite, blue, orange, red int
+	for y := area.Min.Y; y < area.Max.Y; y++ {
+		for x := area.Min.X; x < area.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			r, g, bl = r>>8, g>>8, bl>>8
+			if r < 245 || g < 245 || bl < 245 {
+				nonWhite++
+			}
+			switch {
+			case close8(r, 0x1f) && close8(g, 0x5f) && close8(bl, 0xd1):
+				blue++
+			case close8(r, 0xe8) && close8(g, 0x77) && close8(bl, 0x2e):
+				orange++
+			case close8(r, 0xc0) && close8(g, 0x14) && close8(bl, 0x2b):
+				red++
+			}
+		}
+	}
+	t.Logf("screenshot %v: %d non-white pixels in the chart area, %d sparsesync-blue, %d peer-orange, %d floor-red", img.Bounds(), nonWhite, blue, orange, red)
+	if nonWhite < 2000 || blue < 50 || orange < 50 || red < 20 {
+		t.Errorf("the screenshot does not show the chart: %d non-white, %d blue, %d orange, %d red pixels", nonWhite, blue, orange, red)
+	}
+}
+
+func close8(a, b uint32) bool { return a+6 >= b && b+6 >= a }

@@ -1,0 +1,414 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// Run runs the benchmark session cfg describes and returns its report. A
+// peer that is not installed, or cannot work on a place, is skipped with
+// the reason in the report; a tool whose run fails keeps the error in the
+// report and the session goes on. Run returns an error only when the
+// session itself cannot go on (a workload cannot be made, ctx is done).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Version: ReportVersion, Started: time.Now().UTC(), Host: hostInfo(), Runs: cfg.Runs}
+	rep.Host.CPUs = runtime.NumCPU()
+	rep.Host.Go = runtime.Version()
+	rep.Host.DropCaches = !cfg.KeepCaches && dropCaches()
+	s := &session{cfg: &cfg, rep: rep, cases: len(cfg.Workloads) * len(cfg.Places) * len(cfg.Scenarios)}
+	if p, err := exec.LookPath("time"); err == nil && isGNUTime(p) {
+		s.timePath = p
+		rep.Host.PeakRSS = "GNU time (fork, wait4 ru_maxrss of the tool)"
+	} else {
+		rep.Host.PeakRSS = "not measured: GNU time (Debian package time) not found"
+	}
+	for _, wname := range cfg.Workloads {
+		w, _ := WorkloadNamed(wname)
+		for _, pl := range cfg.Places {
+			if err := s.workload(ctx, w, pl); err != nil {
+				return rep, err
+			}
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	rep.Host.Load1End = loadAvg()
+	return rep, nil
+}
+
+type session struct {
+	// timePath is GNU time, which measures a child's peak RSS exactly
+	// (our own children's maxrss includes this process's, see timeMaxRSS).
+	timePath string
+	cfg      *Config
+	rep      *Report
+	cases    int
+	done     int
+}
+
+// workload runs every scenario of w in one place, in a scratch directory
+// removed afterwards.
+func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
+	dir, err := os.MkdirTemp(pl.Dir, "sparsesync-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	base := filepath.Join(dir, "src-"+w.Name)
+	s.cfg.Logger.Debug("generating workload", "workload", w.Name, "path", base)
+	if err := w.Generate(ctx, base, s.cfg.Gen); err != nil {
+		return err
+	}
+	for _, sc := range s.cfg.Scenarios {
+		c := Case{Workload: w.Name, Scenario: sc, Place: pl.Name, Dir: pl.Dir, FSType: fsType(dir)}
+		src, old := base, ""
+		if sc != ScenarioCopy {
+			ch, _ := ChangeNamed(sc)
+			src, old = filepath.Join(dir, "src-"+w.Name+"-"+sc), base
+			if err := copyFile(base, src); err != nil {
+				return err
+			}
+			n, err := ch.Apply(ctx, src, s.cfg.Gen.seed())
+			if err != nil {
+				return err
+			}
+			c.ChangedBytes = n
+		}
+		if err := s.runCase(ctx, &c, dir, src, old); err != nil {
+			return err
+		}
+		s.rep.Cases = append(s.rep.Cases, c)
+		if src != base {
+			os.Remove(src)
+			os.Remove(src + ".bmap")
+		}
+	}
+	return nil
+}
+
+// copyFile copies src to dst with its holes and no shared blocks, durably:
+// the old version of a target, or a source to change.
+func copyFile(src, dst string) error {
+	if err := run("cp", "--reflink=never", "--sparse=always", src, dst); err != nil {
+		return err
+	}
+	return syncFS(dst)
+}
+
+// runCase runs the rounds of one case. old is the target's version before
+// the change ("" for a copy to a new file).
+func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) error {
+	s.done++
+	m, _, err := sparse.ReadMap(ctx, src)
+	if err != nil {
+		return err
+	}
+	c.Size, c.DataBytes = m.Size(), m.Bytes()
+	dst := filepath.Join(dir, "dst")
+	c.DeviceStats = deviceStat(dir) != ""
+
+	profDir := s.cfg.ProfileDir
+	if s.cfg.Profile && profDir == "" {
+		profDir, err = os.MkdirTemp("", "sparsesync-bench-prof-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(profDir)
+	}
+	tools := []tool{{name: "sparsesync", syncs: true, argv: s.cfg.Sparsesync}}
+	for _, name := range s.cfg.Peers {
+		p, _ := PeerNamed(name)
+		port := 0
+		if p.Network {
+			if port, err = freePort(); err != nil {
+				return err
+			}
+		}
+		tools = append(tools, peerTool(p, c.FSType, port))
+	}
+	floor := tool{name: "floor", floor: true}
+	c.Floor = Tool{Name: "floor", Command: "O_DIRECT reads of the source's data (and the old target's, for a re-sync) with a queue of 16 1 MiB requests, overlapping O_DIRECT writes of the bytes to change to a new file, then fdatasync"}
+	c.Tools = make([]Tool, len(tools))
+	for i, t := range tools {
+		c.Tools[i] = Tool{Name: t.name, Command: t.command(), Skipped: t.skip}
+		if t.skip == "" && t.prepare != nil {
+			if err := t.prepare(src); err != nil {
+				c.Tools[i].Skipped = "preparing: " + err.Error()
+			}
+		}
+	}
+	writeBytes := c.DataBytes
+	if old != "" {
+		writeBytes = c.ChangedBytes
+	}
+	var profiles []string
+	all := append([]tool{floor}, tools...)
+	for round := range s.cfg.Runs {
+		for k := range all {
+			i := (k + round) % len(all) // no tool always first
+			t := all[i]
+			res := &c.Floor
+			if i > 0 {
+				res = &c.Tools[i-1]
+			}
+			if res.Skipped != "" || res.Error != "" {
+				continue
+			}
+			if s.cfg.Progress != nil {
+				s.cfg.Progress(Progress{Case: s.done, Cases: s.cases, Workload: c.Workload, Scenario: c.Scenario,
+					Place: c.Place, Tool: t.name, Round: round + 1, Runs: s.cfg.Runs})
+			}
+			prof := ""
+			if s.cfg.Profile && t.name == "sparsesync" {
+				prof = filepath.Join(profDir, fmt.Sprintf("%s-%s-%s-%d.pprof", c.Workload, c.Scenario, c.Place, round))
+			}
+			r, err := s.runOne(ctx, t, src, old, dst, dir, writeBytes, prof)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				res.Error = fmt.Sprintf("round %d: %v", round+1, err)
+				s.cfg.Logger.Debug("tool failed", "tool", t.name, "err", err)
+				continue
+			}
+			if round == 0 && !t.floor {
+				if err := sameContent(ctx, src, dst); errors.Is(err, ErrResultDiffers) {
+					res.WrongResult = err.Error()
+				} else if err != nil {
+					res.Error = fmt.Sprintf("round 1: checking the result: %v", err)
+				}
+			}
+			r.Round, r.Order = round, k
+			res.Runs = append(res.Runs, r)
+			if prof != "" {
+				profiles = append(profiles, prof)
+			}
+		}
+	}
+	os.Remove(dst)
+	c.finish()
+	if len(profiles) > 0 {
+		sum, err := SummarizeProfiles(profiles, 12)
+		if err != nil {
+			c.Tools[0].Error = "profile: " + err.Error()
+		} else {
+			c.Tools[0].Profile = sum
+		}
+	}
+	return nil
+}
+
+// runOne resets the target, drops the caches and runs t once.
+func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string, writeBytes int64, prof string) (Sample, error) {
+	os.Remove(dst)
+	if old != "" {
+		if err := copyFile(old, dst); err != nil {
+			return Sample{}, fmt.Errorf("restoring the old target: %w", err)
+		}
+	}
+	if err := syncFS(dir); err != nil {
+		return Sample{}, err
+	}
+	if s.rep.Host.DropCaches {
+		dropCaches()
+	}
+	stat := deviceStat(dir)
+	before := deviceWritten(stat)
+	r := Sample{WireBytes: -1}
+	if t.floor {
+		reads := []string{src}
+		if old != "" {
+			reads = append(reads, dst)
+		}
+		d, err := measureFloor(ctx, reads, filepath.Join(dir, "floor.out"), writeBytes)
+		if err != nil {
+			return Sample{}, fmt.Errorf("floor: %w", err)
+		}
+		r.Wall = d.Seconds()
+	} else {
+		var daemon *exec.Cmd
+		var dout bytes.Buffer
+		if t.daemon != nil {
+			argv, addr := t.daemon(dst)
+			daemon = exec.CommandContext(ctx, argv[0], argv[1:]...)
+			daemon.Stdout, daemon.Stderr = &dout, &dout
+			if err := daemon.Start(); err != nil {
+				return Sample{}, err
+			}
+			if err := waitListening(ctx, addr); err != nil {
+				_ = daemon.Process.Kill()
+				_ = daemon.Wait()
+				return Sample{}, fmt.Errorf("%s: %w: %s", argv[0], err, dout.Bytes())
+			}
+		}
+		argv := t.argv(src, dst, prof)
+		usage := filepath.Join(dir, "usage.txt")
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		if s.timePath != "" {
+			cmd = exec.CommandContext(ctx, s.timePath, append([]string{"-f", "%M %U %S", "-o", usage}, argv...)...)
+		}
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		if daemon != nil {
+			if err == nil {
+				err = daemon.Wait()
+			} else {
+				_ = daemon.Process.Kill()
+				_ = daemon.Wait()
+			}
+		}
+		if err == nil && !t.syncs {
+			err = syncFS(dst)
+		}
+		r.Wall = time.Since(start).Seconds()
+		if err != nil {
+			return Sample{}, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, firstLine(out))
+		}
+		r.User, r.Sys, r.PeakRSS = childUsage(cmd.ProcessState)
+		r.PeakRSS = 0 // the child's maxrss counts ours: Go starts children with vfork
+		if s.timePath != "" {
+			r.PeakRSS = timeMaxRSS(usage)
+			os.Remove(usage)
+		}
+		if daemon != nil {
+			u, sy, rss := childUsage(daemon.ProcessState)
+			r.User, r.Sys = r.User+u, r.Sys+sy
+			_ = rss
+		}
+	}
+	_ = syncFS(dir) // count every write of the run, however late
+	r.DeviceWritten = -1
+	if after := deviceWritten(stat); before >= 0 && after >= before {
+		r.DeviceWritten = after - before
+	}
+	return r, nil
+}
+
+func firstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitListening waits (at most 10 s) until addr accepts connections.
+func waitListening(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := net.Dialer{Timeout: time.Second}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not listening on %s after 10 s: %w", addr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sameContent checks that b has a's bytes and size: it compares the union
+// of both files' data extents (outside it both read as zeros).
+func sameContent(ctx context.Context, a, b string) error {
+	ma, _, err := sparse.ReadMap(ctx, a)
+	if err != nil {
+		return err
+	}
+	mb, _, err := sparse.ReadMap(ctx, b)
+	if err != nil {
+		return err
+	}
+	if ma.Size() != mb.Size() {
+		return fmt.Errorf("%w: size %d, want %d", ErrResultDiffers, mb.Size(), ma.Size())
+	}
+	fa, err := os.Open(a)
+	if err != nil {
+		return err
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return err
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, mib), make([]byte, mib)
+	for _, e := range ma.Union(mb).Extents() {
+		for off := e.Off; off < e.End(); off += mib {
+			n := min(mib, e.End()-off)
+			if _, err := fa.ReadAt(ba[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if _, err := fb.ReadAt(bb[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if !bytes.Equal(ba[:n], bb[:n]) {
+				for i := range n {
+					if ba[i] != bb[i] {
+						return fmt.Errorf("%w at offset %d", ErrResultDiffers, off+i)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// isGNUTime reports whether the program at p is GNU time (it takes -f and -o).
+func isGNUTime(p string) bool {
+	out, err := exec.Command(p, "--version").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "GNU")
+}
+
+// timeMaxRSS reads the peak RSS GNU time wrote (its last line: "%M %U %S",
+// KiB first), in bytes; 0 when unknown. GNU time forks the tool with
+// fork(2), so the tool's ru_maxrss is its own. Go starts children with
+// vfork (CLONE_VM), and Linux carries the parent's high-water RSS into the
+// child's maxrss at exec: measured directly, every tool would show at
+// least this process's RSS.
+func timeMaxRSS(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 1 {
+		return 0
+	}
+	kib, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return kib * 1024
+}

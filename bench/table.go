@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable writes the report as a terminal table: one row per tool and
+// case, with the median wall time and its range, the time over the floor,
+// sparsesync's time over the tool's, peak RSS and the bytes written to the
+// target device; skipped tools and errors follow the table.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tscenario\tplace\ttool\tmedian s\tmin s\tmax s\tx floor\tsparsesync/tool\tpeak RSS\twritten\t")
+	var notes []string
+	for _, c := range r.Cases {
+		for _, t := range append([]Tool{c.Floor}, c.Tools...) {
+			if t.Skipped != "" {
+				notes = append(notes, fmt.Sprintf("%s %s %s: %s skipped: %s", c.Workload, c.Scenario, c.Place, t.Name, t.Skipped))
+				continue
+			}
+			if t.WrongResult != "" {
+				notes = append(notes, fmt.Sprintf("%s %s %s: %s left a WRONG RESULT: %s", c.Workload, c.Scenario, c.Place, t.Name, t.WrongResult))
+			}
+			if t.Error != "" {
+				notes = append(notes, fmt.Sprintf("%s %s %s: %s: %s", c.Workload, c.Scenario, c.Place, t.Name, t.Error))
+			}
+			if !t.Measured() {
+				continue
+			}
+			ratio, floor, rss, written := "-", "-", "-", "n/a"
+			if t.SparsesyncRatio > 0 {
+				ratio = fmt.Sprintf("%.2f", t.SparsesyncRatio)
+			}
+			if t.FloorRatio > 0 {
+				floor = fmt.Sprintf("%.2f", t.FloorRatio)
+			}
+			if t.PeakRSS.Median > 0 {
+				rss = humanBytes(t.PeakRSS.Median)
+			}
+			if c.DeviceStats && t.DeviceWritten.N > 0 {
+				written = humanBytes(t.DeviceWritten.Median)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Scenario, c.Place, t.Name,
+				t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, rss, written)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+)
+
+const (
+	kib = int64(1) << 10
+	mib = int64(1) << 20
+	gib = int64(1) << 30
+	blk = 4 * kib
+)
+
+// Workload is a named, reproducible source file: the same name, scale and
+// seed give the same bytes and the same holes.
+type Workload struct {
+	Name        string
+	Description string
+	// Size is the file size at scale 1.
+	Size int64
+	// build writes the file at path (it does not exist yet).
+	build func(ctx context.Context, path string, size int64, seed uint64, g GenOptions) error
+}
+
+// GenOptions tune workload generation.
+type GenOptions struct {
+	// Scale multiplies every size (1 when 0): tests use tiny workloads.
+	Scale float64
+	// Seed of the pseudo-random layout and changes (1 when 0).
+	Seed uint64
+	// TreeDir is the directory copied into the vm-image workload
+	// (/usr/share when empty).
+	TreeDir string
+}
+
+func (g GenOptions) scale() float64 {
+	if g.Scale <= 0 {
+		return 1
+	}
+	return g.Scale
+}
+
+func (g GenOptions) seed() uint64 {
+	if g.Seed == 0 {
+		return 1
+	}
+	return g.Seed
+}
+
+// Workloads returns every workload, in report order.
+func Workloads() []Workload {
+	return []Workload{
+		{Name: "sparse-10pct", Size: 2 * gib,
+			Description: "2 GiB, 10% data in about 160 extents (64 KiB to 2.5 MiB)",
+			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
+				return layout.Write(p, scatter(size, 10, 160, seed))
+			}},
+		{Name: "tiny-extents", Size: 100_000 * 8 * kib,
+			Description: "100,000 extents of 4 KiB, one every 8 KiB",
+			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
+				l := layout.Layout{Name: "tiny-extents", Size: size}
+				for off := int64(0); off+blk <= size; off += 2 * blk {
+					l.Data = append(l.Data, layout.Range{Off: off, Len: blk})
+				}
+				return layout.Write(p, l)
+			}},
+		{Name: "dense", Size: gib,
+			Description: "1 GiB, all data",
+			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
+				return layout.Write(p, layout.Layout{Name: "dense", Size: size, Data: []layout.Range{{Off: 0, Len: size}}})
+			}},
+		{Name: "sparse-1pct-large", Size: 8 * gib,
+			Description: "8 GiB, 1% data in about 160 extents",
+			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
+				return layout.Write(p, scatter(size, 1, 160, seed))
+			}},
+		{Name: "vm-image", Size: 2 * gib,
+			Description: "2 GiB ext4 image made by mkfs.ext4 -d from a real directory tree (/usr/share)",
+			build:       buildVMImage},
+	}
+}
+
+// WorkloadNamed returns the workload called name.
+func WorkloadNamed(name string) (Workload, error) {
+	for _, w := range Workloads() {
+		if w.Name == name {
+			return w, nil
+		}
+	}
+	return Workload{}, fmt.Errorf("%w %q", ErrUnknownWorkload, name)
+}
+
+// ScaledSize is the workload's size at the options' scale (whole 4 KiB
+// blocks, at least 64 KiB).
+func (w Workload) ScaledSize(g GenOptions) int64 {
+	s := int64(float64(w.Size)*g.scale()) / blk * blk
+	return max(s, 64*kib)
+}
+
+// Generate writes the workload's file at path.
+func (w Workload) Generate(ctx context.Context, path string, g GenOptions) error {
+	if err := w.build(ctx, path, w.ScaledSize(g), g.seed(), g); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("workload %s: %s: %w", w.Name, path, err)
+	}
+	return nil
+}
+
+// scatter lays out extents data extents holding pct percent of size: the
+// file is cut into that many equal slots and each slot gets one extent of
+// 0.5 to 1.5 times the mean length, 4 KiB aligned, at a random place.
+func scatter(size int64, pct, extents int, seed uint64) layout.Layout {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	slot := size / int64(extents) / blk * blk
+	if slot < 2*blk {
+		slot, extents = 2*blk, int(size/(2*blk))
+	}
+	mean := slot * int64(pct) / 100
+	l := layout.Layout{Name: "scatter", Size: size}
+	for i := range int64(extents) {
+		n := (mean/2 + rng.Int64N(mean+1)) / blk * blk
+		n = min(max(n, blk), slot)
+		off := i*slot + rng.Int64N((slot-n)/blk+1)*blk
+		l.Data = append(l.Data, layout.Range{Off: off, Len: n})
+	}
+	return l
+}
+
+// buildVMImage makes an ext4 filesystem image on a sparse file of the given
+// size, filled by mkfs.ext4 -d with a copy of a real directory tree: the
+// extents and contents of a VM disk, made without mounting anything.
+func buildVMImage(ctx context.Context, p string, size int64, _ uint64, g GenOptions) error {
+	tree := g.TreeDir
+	if tree == "" {
+		tree = "/usr/share"
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		return fmt.Errorf("mkfs.ext4 not found (package e2fsprogs): %w", err)
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// Fixed UUID and hash seed: the same tree gives the same image.
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096",
+		"-U", "6b1f0c3e-5d2a-4e59-9a3c-2f64a1b7c001",
+		"-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0,hash_seed=0b5f2c1e-3a4d-4c6e-8f70-9a1b2c3d4e5f",
+		"-d", tree, p)
+	cmd.Env = append(os.Environ(), "E2FSPROGS_FAKE_TIME=1700000000")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4 -d %s: %w: %s", tree, err, out)
+	}
+	return nil
+}
