@@ -178,9 +178,9 @@ func (r *receiver) run(ctx context.Context) error {
 			return fmt.Errorf("tcpsync: truncating %s: %w", r.t.display, err)
 		}
 	}
-	// Whole blocks: a punch ending at the old end of a shorter target
-	// would otherwise leave its partial block allocated.
-	for _, e := range r.plan.punch.RoundOut(r.p.bs).Intersect(r.plan.blocks.Holes()).Extents() {
+	// plan.punch is exact to the source's holes and covers the whole last
+	// block of a shorter target (see newPlan).
+	for _, e := range r.plan.punch.Extents() {
 		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}
