@@ -93,7 +93,8 @@
 //	on failure: remove the incomplete copy            (Longhorn would adopt it)
 //
 // Every disk the source lists is copied (the snapshots of a branch a revert
-// abandoned too), as Longhorn's rebuild does; over TCP, the live chain.
+// abandoned too), as Longhorn's rebuild does; over TCP the server's listing
+// of the directory (tcpsync.List) finds them.
 // A replica's count is the highest its files claim (revision.counter,
 // which Longhorn keeps current, replica.hdr, live.counter).
 //

@@ -266,8 +266,21 @@ func TestLonghornRevertRebuildKeepsBranch(t *testing.T) {
 	l.close()
 	require.Equal(t, l.sha(), exportSHA(t, src))
 
-	dst := filepath.Join(root, "dst")
-	_, err := Rebuild(t.Context(), src, dst, nil)
+	// Both paths: the local copy lists the directory itself, the TCP copy
+	// asks the server for the listing (tcpsync.List).
+	for _, path := range []string{"local", "tcp"} {
+		t.Run(path, func(t *testing.T) { checkBranchRebuilt(t, l, src, filepath.Join(root, path), path == "tcp") })
+	}
+}
+
+func checkBranchRebuilt(t *testing.T, l *lhReplica, src, dst string, tcp bool) {
+	var err error
+	if tcp {
+		_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: filepath.Base(src),
+			TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+	} else {
+		_, err = Rebuild(t.Context(), src, dst, nil)
+	}
 	require.NoError(t, err)
 	require.Equal(t, l.sha(), exportSHA(t, dst))
 	s2 := SnapshotName("s2")

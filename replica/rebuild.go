@@ -310,17 +310,31 @@ func offChainDisks(source string, chain []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var extra []string
+	var names []string
 	for _, e := range ents {
-		img, ok := strings.CutSuffix(e.Name(), metaSuffix)
-		if !ok || e.IsDir() || !validImageName(img) || slices.Contains(chain, img) {
+		if !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return offChain(source, names, chain)
+}
+
+// offChain picks, sorted, the images that have a .meta among names (the
+// files of the directory where) but are not in chain. A listed snapshot
+// whose image is missing is corrupt; a head .meta without its image (an
+// interrupted snapshot) is skipped.
+func offChain(where string, names, chain []string) ([]string, error) {
+	var extra []string
+	for _, n := range names {
+		img, ok := strings.CutSuffix(n, metaSuffix)
+		if !ok || !validImageName(img) || slices.Contains(chain, img) {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(source, img)); err != nil {
-			if _, head := headIndex(img); head && errors.Is(err, fs.ErrNotExist) {
+		if !slices.Contains(names, img) {
+			if _, head := headIndex(img); head {
 				continue
 			}
-			return nil, fmt.Errorf("%s: %w: %s lists a disk whose image is missing: %w", source, ErrCorrupt, e.Name(), err)
+			return nil, fmt.Errorf("%s: %w: %s lists a disk whose image is missing", where, ErrCorrupt, n)
 		}
 		extra = append(extra, img)
 	}
@@ -593,14 +607,28 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 		}
 		img = dm.Parent
 	}
-	if err := removeStale(target, chainFiles(chain)); err != nil {
+	// The disks no chain names (the snapshots of a branch abandoned by a
+	// revert) are the user's too: list the source directory and copy them
+	// first, as the local path does (sourceFiles).
+	listed, err := tcpsync.List(ctx, o.Remote, filepath.ToSlash(o.RemoteDir), &o.TCP)
+	if err != nil {
 		return res, err
 	}
-	var imgs []string
-	for _, img := range slices.Backward(chain) {
-		imgs = append(imgs, img)
+	extra, err := offChain(o.Remote+" "+o.RemoteDir, listed, chain)
+	if err != nil {
+		return res, err
 	}
-	files, err := copyTCP(ctx, target, imgs, o)
+	var names []string
+	for _, img := range extra {
+		names = append(names, MetaName(img), img)
+	}
+	if err := removeStale(target, append(slices.Clone(names), chainFiles(chain)...)); err != nil {
+		return res, err
+	}
+	for _, img := range slices.Backward(chain) {
+		names = append(names, img)
+	}
+	files, err := copyTCP(ctx, target, names, o)
 	res.files = append(res.files, files...)
 	if err != nil {
 		return res, err

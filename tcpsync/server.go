@@ -328,6 +328,13 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 			return Stats{}, err
 		}
 		return sendSource(ctx, f, src, p)
+	case opList:
+		ev.Op = "list"
+		body, err := s.listDir(name)
+		if err != nil {
+			return Stats{}, err
+		}
+		return Stats{}, f.send(fOpened, 0, body)
 	}
 	return Stats{}, fmt.Errorf("%w: unknown operation %d", ErrProtocol, op)
 }
