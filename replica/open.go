@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sparsesync/sparsesync/internal/dirlock"
 )
 
 // Create makes a new replica of size bytes (a positive multiple of 4096) in
@@ -249,39 +249,17 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	return r, nil
 }
 
-// lockDir takes an exclusive flock on dir, failing with ErrBusy if another
-// open file description holds it.
+// lockDir takes an exclusive flock on dir (internal/dirlock), failing with
+// ErrBusy if another open file description holds it.
 func lockDir(dir string) (*os.File, error) {
-	d, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	d, err := dirlock.Lock(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%s: %w: %w", dir, ErrNotReplica, err)
+	case errors.Is(err, dirlock.ErrLocked):
+		return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
 	}
-	if err != nil {
-		return nil, err
-	}
-	rc, err := d.SyscallConn()
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	var errno error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if errno = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB); errno != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		errno = err
-	}
-	if errno != nil {
-		d.Close()
-		if errno == unix.EWOULDBLOCK {
-			return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
-		}
-		return nil, &fs.PathError{Op: "flock", Path: dir, Err: errno}
-	}
-	return d, nil
+	return d, err
 }
 
 // Close flushes, records a clean shutdown (replica.hdr, revision.counter,

@@ -1,8 +1,6 @@
 package disks
 
 import (
-	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -35,39 +33,4 @@ func allocated(fi os.FileInfo) int64 {
 		return st.Blocks * 512
 	}
 	return fi.Size()
-}
-
-// flockDir takes an exclusive, non-blocking flock on dir: the lock
-// replica.Open and replica.Rebuild take on a replica directory, so holding
-// it keeps every writer out (their Open fails with replica.ErrBusy), and a
-// writer holding it makes flockDir fail with ErrBusy. Closing the returned
-// file releases it; so does the death of the process.
-func flockDir(dir string) (*os.File, error) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := d.SyscallConn()
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	var errno error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if errno = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB); errno != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		errno = err
-	}
-	if errno != nil {
-		d.Close()
-		if errors.Is(errno, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
-		}
-		return nil, &fs.PathError{Op: "flock", Path: dir, Err: errno}
-	}
-	return d, nil
 }

@@ -10,4 +10,3 @@ import (
 func statfs(path string) (int64, int64, error) { return 0, 0, errors.ErrUnsupported }
 func device(path string) (uint64, error)       { return 0, errors.ErrUnsupported }
 func allocated(fi os.FileInfo) int64           { return fi.Size() }
-func flockDir(dir string) (*os.File, error)    { return nil, errors.ErrUnsupported }
