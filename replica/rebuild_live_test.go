@@ -42,6 +42,20 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 
 	var stop atomic.Bool
 	var writes atomic.Int64
+	wrote := make(chan struct{}, 1) // a write completed
+	// waitWrites waits (on the writers' signal, not on the clock) until
+	// more than n writes have completed.
+	waitWrites := func(n int64) {
+		t.Helper()
+		deadline := time.After(2 * time.Minute)
+		for writes.Load() <= n {
+			select {
+			case <-wrote:
+			case <-deadline:
+				t.Fatalf("the writers stopped at %d writes", writes.Load())
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for w := range 2 {
 		wg.Go(func() {
@@ -64,10 +78,14 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 					return
 				}
 				writes.Add(1)
+				select {
+				case wrote <- struct{}{}:
+				default:
+				}
 			}
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	waitWrites(8) // the rebuild starts under writes
 	target := filepath.Join(root, "r2")
 	var o *RebuildOptions
 	if fallback {
@@ -92,11 +110,10 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	} else {
 		require.Equal(t, PathLocal, st.Path)
 	}
-	before := writes.Load()
-	time.Sleep(50 * time.Millisecond)
+	// Writes go on after the rebuild, to all three replicas.
+	waitWrites(writes.Load() + 8)
 	stop.Store(true)
 	wg.Wait()
-	require.Greater(t, writes.Load(), before, "no write after the rebuild")
 	modes := map[string]string{}
 	for _, m := range v.Members() {
 		modes[filepath.Base(m.Dir)] = m.Mode
