@@ -32,7 +32,7 @@ func buildBinary(t *testing.T) string {
 		t.Skip("needs the go command to build the binary")
 	}
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sparsesync-bin-")
+		dir, err := os.MkdirTemp(reachableTempDir(), "sparsesync-bin-")
 		if err != nil {
 			buildErr = err
 			return
@@ -46,6 +46,22 @@ func buildBinary(t *testing.T) string {
 	})
 	require.NoError(t, buildErr)
 	return builtBin
+}
+
+// reachableTempDir returns os.TempDir() when every directory on its path
+// lets others in (uid 65534 must reach the binary and the scratch root),
+// else /tmp: a private TMPDIR (mktemp -d, as .ci/run makes) is 0700.
+func reachableTempDir() string {
+	dir := os.TempDir()
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if d == filepath.Dir(d) {
+			return dir
+		}
+	}
 }
 
 // readmeSections are the README sections whose ```sh blocks the test runs.
@@ -124,7 +140,7 @@ func TestREADMECommands(t *testing.T) {
 }
 
 func runREADME(t *testing.T, bin string, asNobody bool) {
-	base, err := os.MkdirTemp("", "sparsesync-readme-") // t.TempDir's parent is 0700: no way in for uid 65534
+	base, err := os.MkdirTemp(reachableTempDir(), "sparsesync-readme-") // t.TempDir's parent is 0700: no way in for uid 65534
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
 	require.NoError(t, os.Chmod(base, 0o755))
