@@ -50,7 +50,14 @@ func (p *tamperProxy) forward(c net.Conn, target string) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		copyEdit(c, s, p.down)
-		c.Close()
+		// Pass the server's half-close on, as a TCP proxy does: closing c
+		// outright with the client's bytes unread would reset it before it
+		// reads the server's ERROR (which the server's linger is there for).
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		} else {
+			c.Close()
+		}
 	})
 	copyEdit(s, c, p.edit)
 	s.Close()
