@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -335,7 +337,10 @@ func (m *diskMap[T]) UnmarshalJSON(b []byte) error {
 		field = "status.diskStatus"
 	}
 	out := make(diskMap[T], len(raw))
-	for name, r := range raw {
+	// In name order: with two bad disks, the error names the same one
+	// every time (map order would pick one at random).
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		r := raw[name]
 		if string(r) == "null" {
 			out[name] = nil
 			continue
