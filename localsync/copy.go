@@ -34,7 +34,9 @@ func Copy(ctx context.Context, src, dst string, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	opts.setDefaults()
-	sf, err := os.Open(src)
+	// O_NONBLOCK: opening a FIFO (which the walker then refuses) must not
+	// wait for a writer; regular files and block devices ignore it.
+	sf, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -471,3 +471,29 @@ func TestBlockDevices(t *testing.T) {
 		require.Equal(t, before, sum(t, dev))
 	})
 }
+
+// TestFIFOSourceRefusedWithoutWaiting: a named pipe as the source is
+// refused at once (it used to block in open(2) until a writer came, and
+// Ctrl-C could not end it), and no destination is created.
+func TestFIFOSourceRefusedWithoutWaiting(t *testing.T) {
+	dir := t.TempDir()
+	fifo, dst := filepath.Join(dir, "fifo"), filepath.Join(dir, "dst")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	done := make(chan error, 1)
+	go func() {
+		_, err := Copy(t.Context(), fifo, dst, Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		require.ErrorContains(t, err, fifo)
+	case <-time.After(30 * time.Second):
+		// Unblock the open so the goroutine ends, then fail.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("Copy of a FIFO is still waiting in open")
+	}
+	require.NoFileExists(t, dst)
+}

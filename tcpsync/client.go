@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -134,7 +135,9 @@ func PushFile(ctx context.Context, addr, path, remote string, o *Options) (Stats
 	if err := ValidateName(remote); err != nil {
 		return Stats{}, err
 	}
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO (which NewFileSource refuses) must not block the
+	// open waiting for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Stats{}, err
 	}
