@@ -14,6 +14,10 @@ import (
 // FSEnv names the filesystem a fuzzing run (go test -fuzz) uses.
 const FSEnv = "SPARSESYNC_FUZZ_FS"
 
+// HeavyEnv, set to 1, runs the seed corpus on the loop filesystems too
+// (root only): it keeps the README's test command short.
+const HeavyEnv = "SPARSESYNC_HEAVY"
+
 // fsys is a mounted scratch filesystem.
 type fsys struct {
 	kind loopfs.Kind
@@ -29,8 +33,8 @@ func fuzzing() bool {
 
 // filesystems mounts what a target runs on. Fuzzing: the one named by
 // SPARSESYNC_FUZZ_FS (tmpfs by default). The seed corpus: tmpfs, and as
-// root ext4, XFS and btrfs too (not with -short); a kind whose mkfs is
-// missing is left out with a log line, unless loopfs.Required.
+// root with SPARSESYNC_HEAVY=1 ext4, XFS and btrfs too; a kind whose mkfs
+// is missing is left out with a log line, unless loopfs.Required.
 func filesystems(f *testing.F) []fsys {
 	f.Helper()
 	if fuzzing() {
@@ -44,10 +48,10 @@ func filesystems(f *testing.F) []fsys {
 		return []fsys{{kind, loopfs.Mount(f, kind, 1<<30)}}
 	}
 	kinds := []loopfs.Kind{loopfs.Tmpfs}
-	if os.Geteuid() == 0 && !testing.Short() || loopfs.Required() {
+	if os.Geteuid() == 0 && os.Getenv(HeavyEnv) == "1" {
 		kinds = loopfs.All
 	} else {
-		f.Logf("seed corpus on tmpfs only (ext4, XFS and btrfs need root and no -short)")
+		f.Logf("seed corpus on tmpfs only (ext4, XFS and btrfs need root and %s=1, as .ci/run sets)", HeavyEnv)
 	}
 	var out []fsys
 	for _, k := range kinds {
