@@ -44,7 +44,8 @@ type Server struct {
 	// MaxPreAuth in all (64; when full the oldest pending connection is
 	// closed for a new one) and MaxPreAuthPerHost per address (16; more are
 	// refused). Sessions: MaxSessions in all (64), MaxSessionsPerHost per
-	// address (32). See accept.go.
+	// address (32). Serve lowers them to fit the process's descriptor
+	// limit (RLIMIT_NOFILE) where it is low. See accept.go.
 	MaxConns, MaxConnsPerHost, MaxPreAuthPerHost, MaxSessions int
 	MaxPreAuth, MaxSessionsPerHost                            int
 	// FailDelay is the pause before refusing a wrong token (1 s).
@@ -131,6 +132,41 @@ func (s *Server) setDefaults() {
 		s.MaxSessionMemory = defaultSessionMemory
 	}
 	s.mem.limit = s.MaxMemory
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 1<<30 {
+		s.fitDescriptors(int(rl.Cur))
+	}
+}
+
+// Descriptors: what a session may hold open (its socket, the target and
+// an atomic temporary, the sidecar and its replacement, the lock, the
+// read-back's O_DIRECT descriptor, a directory on the path) and what the
+// process needs besides sessions (the runtime, listeners, logs, metrics).
+const (
+	fdsPerSession = 8
+	fdsReserved   = 16
+)
+
+// fitDescriptors lowers the connection caps so that pending connections
+// and sessions with their files fit in limit descriptors: pending
+// connections get at most a quarter, sessions the rest. Otherwise a flood
+// of silent connections under a low limit (ulimit -n 64) takes every
+// descriptor, and the sessions that get through fail to open their files
+// with EMFILE. The defaults fit from a limit of about 800.
+func (s *Server) fitDescriptors(limit int) {
+	avail := limit - fdsReserved
+	pre := min(s.MaxPreAuth, max(1, avail/4))
+	sess := min(s.MaxSessions, max(1, (avail-pre)/fdsPerSession))
+	if pre == s.MaxPreAuth && sess == s.MaxSessions {
+		return
+	}
+	s.MaxPreAuth, s.MaxSessions = pre, sess
+	s.MaxConns = min(s.MaxConns, pre+sess)
+	s.MaxPreAuthPerHost = min(s.MaxPreAuthPerHost, pre)
+	s.MaxSessionsPerHost = min(s.MaxSessionsPerHost, sess)
+	s.MaxConnsPerHost = min(s.MaxConnsPerHost, s.MaxConns)
+	s.Logger.Info("connection caps lowered to fit the descriptor limit", "limit", limit,
+		"pending", pre, "sessions", sess)
 }
 
 // Serve accepts connections on ln until ctx ends, then stops accepting,
