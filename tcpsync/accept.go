@@ -27,7 +27,7 @@ import (
 //     all; beyond, OPEN is answered "busy";
 //   - MaxConnsPerHost and MaxConns bound both together.
 //
-// A refusal costs a pre-encoded 40-byte ERROR frame and a close (just a
+// A refusal costs a pre-encoded 52-byte ERROR frame and a close (just a
 // close under TLS, where plaintext would break the peer's TLS stack).
 // Refusals, evictions and failed handshakes are counted and logged as one
 // summary line per logInterval, never a line each.

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,10 +39,10 @@ func dialFrom(ctx context.Context, host int, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// TestFloodKeepsServing is holes 8: from 8 loopback addresses, 400 silent
-// connections and 96 that authenticate and then stall before OPEN, plus 8
-// dialers re-dialing silent connections while a real 64 MiB push from
-// another address runs. The push completes; the server's pending
+// TestFloodKeepsServing is hole 8: from 8 loopback addresses, 400 silent
+// connections and 200 that authenticate and then stall before OPEN (as in
+// the report), plus 8 dialers re-dialing silent connections while a real
+// 64 MiB push from another address runs. The push completes; the server's pending
 // connections stay within their budget; the log gets summary lines, not
 // one per refusal.
 func TestFloodKeepsServing(t *testing.T) {
@@ -76,9 +77,9 @@ func TestFloodKeepsServing(t *testing.T) {
 		require.NoError(t, err)
 		hold(c)
 	}
-	// 96 authenticated stallers (some are refused or evicted: fine).
+	// 200 authenticated stallers (some are refused or evicted: fine).
 	var wg sync.WaitGroup
-	for i := range 96 {
+	for i := range 200 {
 		wg.Go(func() {
 			c, err := dialFrom(ctx, 2+i%8, addr)
 			if err != nil {
@@ -205,4 +206,44 @@ func TestTLSRefusalNotPlaintext(t *testing.T) {
 		return err == nil // closed by the server (not our deadline)
 	}, 20*time.Second, 10*time.Millisecond)
 	require.Empty(t, got, "plaintext on a TLS port: %q", got)
+}
+
+// TestRefusalIsCheap is the other half of hole 8: a refused connection
+// used to cost 512 KiB of buffers (a framer) to send one ERROR frame. Now
+// a refusal writes the pre-encoded frame: 200 refusals allocate well under
+// 16 KiB each in the whole process (dialing included), and the client
+// reads the busy frame, 52 bytes.
+func TestRefusalIsCheap(t *testing.T) {
+	addr, _ := startServer(t, t.TempDir(), func(s *Server) {
+		s.MaxPreAuthPerHost = 1
+		s.HandshakeTimeout = time.Minute
+	})
+	first, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer first.Close()
+	refused := func() []byte {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+		b, err := io.ReadAll(c)
+		require.NoError(t, err, "closed by the server, not by our deadline")
+		return b
+	}
+	// The first connection is pending once a second one is refused.
+	require.Eventually(t, func() bool { return len(refused()) > 0 }, 10*time.Second, time.Millisecond)
+	const n = 200
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	before := s[0].Value.Uint64()
+	var got []byte
+	for range n {
+		got = refused()
+	}
+	metrics.Read(s)
+	per := (s[0].Value.Uint64() - before) / n
+	t.Logf("%d bytes allocated per refused connection; the refusal: %d bytes", per, len(got))
+	require.Less(t, per, uint64(16<<10))
+	require.Len(t, got, 52)
+	require.ErrorIs(t, decodeError(got[headerLen:]), ErrBusy)
 }
