@@ -2,12 +2,14 @@ package tcpsync
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +228,51 @@ func TestTamperPullData(t *testing.T) {
 	_, err = Pull(t.Context(), ln.Addr().String(), "img", dst, o)
 	require.ErrorIs(t, err, ErrIntegrity)
 	require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
+}
+
+// TestTamperAfterCommit is the documented limit of the tags: a byte of the
+// server's DONEACK changed on the way fails the pushing client with
+// ErrIntegrity, although the server had already committed the verified
+// target (it cannot know what the client read). The client does not retry
+// an integrity error, and the next push finds the target current.
+func TestTamperAfterCommit(t *testing.T) {
+	root, local := t.TempDir(), t.TempDir()
+	addr, _ := startServer(t, root, nil)
+	src := filepath.Join(local, "src")
+	require.NoError(t, writeImage(src, 8<<20, 1, 1, 7))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var flipped atomic.Bool
+	p := &tamperProxy{ln: ln, down: func(pos int64, b []byte) {
+		// DONEACK is the server's last frame: header 8, header tag 8,
+		// body 24, body tag 16. Flip its last byte when a read ends with it.
+		if len(b) < 56 {
+			return
+		}
+		if f := b[len(b)-56:]; f[0] == byte(fDoneAck) && binary.LittleEndian.Uint32(f[4:]) == 24 {
+			f[55] ^= 1
+			flipped.Store(true)
+		}
+	}}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c, addr)
+		}
+	}()
+	o := clientOpts()
+	o.Retries = 3
+	st, err := PushFile(t.Context(), ln.Addr().String(), src, "img", o)
+	require.True(t, flipped.Load(), "no DONEACK seen")
+	require.ErrorIs(t, err, ErrIntegrity)
+	require.Equal(t, 1, st.Attempts, "an integrity error is not retried")
+	requireSame(t, src, filepath.Join(root, "img"))
+	require.Equal(t, stateComplete, readSidecar(t, filepath.Join(root, "img")).State)
+	st, err = PushFile(t.Context(), addr, src, "img", clientOpts())
+	require.NoError(t, err)
+	require.True(t, st.QuickCheck)
 }
