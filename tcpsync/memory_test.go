@@ -219,3 +219,16 @@ func TestPullFacingClaimedSize(t *testing.T) {
 	t.Logf("heap growth %d MiB", grew>>20)
 	require.Less(t, grew, uint64(64<<20))
 }
+
+// TestSessionMemoryBudget: one session's budget (Server.MaxSessionMemory)
+// bounds the map a peer may send, whatever the server-wide budget: at
+// 16 MiB (12 MiB of buffers), a map of 100,000 extents (about 14 MiB
+// reserved) is refused at its first frame as too large, one of 10,000 is
+// taken.
+func TestSessionMemoryBudget(t *testing.T) {
+	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.MaxSessionMemory = 16 << 20 })
+	errs, _ := claimAll(t, addr, 1, 2*100_000, encodedMap(2*100_000, 100_000))
+	require.ErrorIs(t, errs[0], ErrFrameTooLarge)
+	errs, _ = claimAll(t, addr, 1, 2*10_000, encodedMap(2*10_000, 10_000))
+	require.NoError(t, errs[0])
+}
