@@ -85,7 +85,8 @@
 // map extent counts are checked before buffering, and sessions draw from
 // memory budgets (limits.go). Connections are pending until OPEN, with
 // their own caps per address and in all (the oldest pending connection of
-// the busiest address makes room), separate from session caps (accept.go);
+// the busiest address makes room), separate from session caps (accept.go),
+// all lowered to fit a low descriptor limit (Server.fitDescriptors);
 // handshake and OPEN have a deadline from accept, and a session that moves
 // less than 64 KiB per idle timeout ends (stall.go). Errors go back to the
 // peer as a code and a sanitized message.
