@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -112,6 +113,32 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
 	require.Equal(t, []string{dirs[1]}, rep.RW, "%+v", rep)
 
+	// A rebuild of r1 copies its count (revision.counter's 25, not the
+	// header's 20; rebuild.go state), locally and over TCP, and the copies
+	// stand with r1 in the start check, as in Longhorn's.
+	all := append([]string(nil), dirs...)
+	for _, tcp := range []bool{false, true} {
+		dst := filepath.Join(root, "copy-local")
+		var err error
+		if tcp {
+			dst = filepath.Join(root, "copy-tcp")
+			_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, dirs[1]), RemoteDir: filepath.Base(dirs[1]),
+				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+		} else {
+			_, err = Rebuild(t.Context(), dirs[1], dst, nil)
+		}
+		require.NoError(t, err)
+		ci, err := Inspect(dst, InspectOptions{})
+		require.NoError(t, err)
+		require.Equal(t, int64(25), *ci.Revision, dst)
+		require.Equal(t, l.sha(), exportSHA(t, dst))
+		all = append(all, dst)
+	}
+	rep, err = Check(all, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, all), rep.RW)
+	require.Equal(t, all[1:], rep.RW, "%+v", rep)
+
 	// Our Open continues from 25, and Close records 26, never 20.
 	r, err := Open(dirs[1], Options{})
 	require.NoError(t, err)
@@ -198,6 +225,16 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	got := make([]byte, l.size)
 	_, err = c.ReadAt(got, 0)
 	require.NoError(t, err)
+	// What push --replica sends: the extents of Map, read with ReadAt;
+	// the rest is a hole. The backing file's data must be in the map.
+	m, err := c.Map(t.Context())
+	require.NoError(t, err)
+	sent := make([]byte, l.size)
+	for _, e := range m.Extents() {
+		_, err := c.ReadAt(sent[e.Off:e.End()], e.Off)
+		require.NoError(t, err)
+	}
+	require.Equal(t, l.sha(), sha256.Sum256(sent), "Map + ReadAt (push --replica)")
 	require.NoError(t, c.Close())
 	require.Equal(t, l.sha(), sha256.Sum256(got), "OpenChain")
 
@@ -219,6 +256,15 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, l.sha(), exportSHA(t, dst))
+
+	// A relative BackingFilePath is taken from the replica directory.
+	vm, err := ReadVolumeMeta(dst)
+	require.NoError(t, err)
+	rel, err := filepath.Rel(dst, backing)
+	require.NoError(t, err)
+	vm.BackingFilePath = rel
+	require.NoError(t, writeJSONAtomic(dst, VolumeMetaFile, vm))
+	require.Equal(t, l.sha(), exportSHA(t, dst), "relative backing path")
 }
 
 // Case 3, refused: a qcow2 backing file (we have no qcow2 reader) fails
@@ -395,13 +441,15 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "r")
 	r, err := Create(dir, 1<<20, Options{})
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("sys", SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}}))
+	created := time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("x", 3600))
+	require.NoError(t, r.Snapshot("sys", SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}, Created: created}))
 	require.NoError(t, r.Snapshot("user"))
 	require.NoError(t, r.Close())
 	sys, err := ReadDiskMeta(dir, SnapshotName("sys"))
 	require.NoError(t, err)
 	require.False(t, sys.UserCreated)
 	require.Equal(t, map[string]string{"replica-expansion": "1"}, sys.Labels)
+	require.Equal(t, "2024-05-06T06:08:09Z", sys.Created, "util.Now's format: RFC 3339, UTC")
 	user, err := ReadDiskMeta(dir, SnapshotName("user"))
 	require.NoError(t, err)
 	require.True(t, user.UserCreated)
@@ -419,6 +467,31 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 		require.Equal(t, public, mode(n), n)
 	}
 	require.Equal(t, fs.FileMode(0o600), mode(RevisionCounterFile))
+
+	// A rebuilt copy (local and TCP) has the same modes.
+	for _, tcp := range []bool{false, true} {
+		dst := filepath.Join(filepath.Dir(dir), "local")
+		var err error
+		if tcp {
+			dst = filepath.Join(filepath.Dir(dir), "tcp")
+			_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, dir), RemoteDir: filepath.Base(dir),
+				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+		} else {
+			_, err = Rebuild(t.Context(), dir, dst, nil)
+		}
+		require.NoError(t, err)
+		for _, n := range fileNames(t, dst) {
+			fi, err := os.Stat(filepath.Join(dst, n))
+			require.NoError(t, err)
+			want := public
+			// Ours, private: the counter files and tcpsync's resume
+			// sidecars (NAME.tcpsync, kept for the next sync's quick check).
+			if n == RevisionCounterFile || n == HeaderFile || n == LiveCounterFile || strings.HasSuffix(n, ".tcpsync") {
+				want = 0o600
+			}
+			require.Equal(t, want, fi.Mode().Perm(), "%s/%s", dst, n)
+		}
+	}
 }
 
 // Removed snapshots (markDiskAsRemoved) stay in the chain and are read;
