@@ -641,3 +641,49 @@ func TestLonghornScale(t *testing.T) {
 	require.Equal(t, longhornStartCheck(t, []string{src, dst}), rep.RW)
 	require.Len(t, rep.RW, 2)
 }
+
+// A failed Volume.AddReplica leaves nothing adoptable either: the target
+// joined write-only with a head of its own (which took the volume's writes
+// meanwhile), so once the volume lets go of it neither Longhorn (which
+// opens any directory with an image .meta, or re-creates volume.meta from
+// a volume-head-* file: replica.go readMetadata, tryRecoverVolumeMetaFile)
+// nor we may find a replica there. With the counter off Longhorn's start
+// check would keep such a half copy RW.
+func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
+	for _, counter := range []bool{true, false} {
+		t.Run(map[bool]string{true: "counter-on", false: "counter-off"}[counter], func(t *testing.T) {
+			root := t.TempDir()
+			src := filepath.Join(root, "src")
+			l := newLonghorn(t, src, 1<<20, counter, "")
+			l.randomWrites(20)
+			l.snapshot("s1", true, nil, l.size)
+			l.randomWrites(10)
+			l.close()
+			mode := CounterOff
+			if counter {
+				mode = CounterOn
+			}
+			v, err := OpenVolume([]string{src}, VolumeOptions{Counter: mode})
+			require.NoError(t, err)
+			dst := filepath.Join(root, "dst")
+			_, err = v.AddReplica(t.Context(), dst, &RebuildOptions{fault: func(step, name string) error {
+				if name == SnapshotName("s1") {
+					return errors.New("injected failure")
+				}
+				return nil
+			}})
+			require.Error(t, err)
+			require.Empty(t, adoptable(t, dst), "after the failure")
+			// The volume goes on with its source.
+			p := bytes.Repeat([]byte{7}, BlockSize)
+			_, err = v.WriteAt(p, 8192)
+			require.NoError(t, err)
+			copy(l.model[8192:], p)
+			require.NoError(t, v.Close())
+			require.Empty(t, adoptable(t, dst), "after Close")
+			require.Equal(t, l.sha(), exportSHA(t, src))
+			_, err = Inspect(dst, InspectOptions{})
+			require.Error(t, err)
+		})
+	}
+}
