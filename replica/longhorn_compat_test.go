@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -409,24 +410,37 @@ func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 	l.snapshot("s1", true, nil, l.size)
 	l.randomWrites(5)
 	l.close()
-	fail := func(step string) func(string, string) error {
-		return func(s, name string) error {
-			if s == step && name == VolumeMetaFile { // after every image was copied
+	// Every step of both paths, in turn, fails: first list the steps.
+	type step struct{ path, name string }
+	var steps []step
+	record := func(s, name string) error { steps = append(steps, step{s, name}); return nil }
+	tcpOpts := func(fault func(string, string) error) *RebuildOptions {
+		return &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fault}
+	}
+	_, err := Rebuild(t.Context(), src, filepath.Join(root, "dry-local"), &RebuildOptions{fault: record})
+	require.NoError(t, err)
+	_, err = Rebuild(t.Context(), "", filepath.Join(root, "dry-tcp"), tcpOpts(record))
+	require.NoError(t, err)
+	require.Contains(t, steps, step{"local", SnapshotName("s1")})
+	require.Contains(t, steps, step{"tcp", VolumeMetaFile})
+	for i, st := range steps {
+		fail := func(s, name string) error {
+			if s == st.path && name == st.name {
 				return errors.New("injected failure")
 			}
 			return nil
 		}
+		dst := filepath.Join(root, fmt.Sprintf("fail-%d", i))
+		if st.path == "local" {
+			_, err = Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fail})
+		} else {
+			_, err = Rebuild(t.Context(), "", dst, tcpOpts(fail))
+		}
+		require.Error(t, err, "%+v", st)
+		require.Empty(t, adoptable(t, dst), "%+v", st)
 	}
+
 	dst := filepath.Join(root, "dst")
-	_, err := Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fail("local")})
-	require.Error(t, err)
-	require.Empty(t, adoptable(t, dst))
-
-	tcp := filepath.Join(root, "tcp")
-	_, err = Rebuild(t.Context(), "", tcp, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fail("tcp")})
-	require.Error(t, err)
-	require.Empty(t, adoptable(t, tcp))
-
 	// A complete replica whose rebuild fails before it is touched stays.
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
