@@ -95,8 +95,8 @@ type RebuildStats struct {
 //	write target/volume.meta, Rebuilding: false (fsynced)
 //
 // Every disk the source lists is copied, including the snapshots of a
-// branch a revert abandoned (see sourceFiles); over TCP only the live
-// chain can be found (the server lists no directory).
+// branch a revert abandoned (see sourceFiles); over TCP the server's
+// listing of the directory (tcpsync.List) finds them.
 //
 // Until the last step the target does not open (Open, Check and OpenChain
 // fail with ErrRebuilding); a rebuild that was killed is completed by the
