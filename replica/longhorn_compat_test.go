@@ -62,6 +62,21 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rep.CounterEnabled)
 	require.Equal(t, dirs, rep.RW)
+
+	// Our writer opens it counter off too: no revision.counter appears
+	// (Longhorn would then read the directory as counter on).
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	p := bytes.Repeat([]byte{0x5a}, 3*BlockSize)
+	_, err = r.WriteAt(p, 5000)
+	require.NoError(t, err)
+	copy(l.model[5000:], p)
+	require.NoError(t, r.Close())
+	require.NotContains(t, fileNames(t, src), RevisionCounterFile)
+	i, err := Inspect(src, InspectOptions{})
+	require.NoError(t, err)
+	require.False(t, i.CounterEnabled)
+	require.Equal(t, l.sha(), exportSHA(t, src))
 }
 
 // Case 2: Longhorn ignores replica.hdr but keeps revision.counter current
@@ -257,10 +272,14 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, l.sha(), exportSHA(t, dst))
-
-	// A relative BackingFilePath is taken from the replica directory.
 	vm, err := ReadVolumeMeta(dst)
 	require.NoError(t, err)
+	require.Equal(t, backing, vm.BackingFilePath)
+	for _, n := range fileNames(t, dst) {
+		require.NotContains(t, n, "backing", "the backing file is not copied")
+	}
+
+	// A relative BackingFilePath is taken from the replica directory.
 	rel, err := filepath.Rel(dst, backing)
 	require.NoError(t, err)
 	vm.BackingFilePath = rel
