@@ -720,3 +720,64 @@ func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
 		})
 	}
 }
+
+// Longhorn's Delete (replica.go Delete) removes the images, volume.meta
+// and revision.counter of a directory we wrote, not replica.hdr and
+// live.counter. A new Longhorn replica in the same directory (construct:
+// Mkdir tolerates an existing directory, initRevisionCounter starts
+// revision.counter at 0) must not inherit the old header's count: our
+// clean close writes revision.counter before a clean header, with the same
+// count, and Longhorn only raises it, so a clean header ahead of the
+// counter file describes a replica that no longer exists.
+func TestLonghornDeleteThenRecreate(t *testing.T) {
+	root := t.TempDir()
+	const size = 1 << 20
+	old := filepath.Join(root, "r0")
+	r, err := Create(old, size, Options{})
+	require.NoError(t, err)
+	for range 10 {
+		_, err := r.WriteAt(bytes.Repeat([]byte{1}, BlockSize), 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.Close())
+
+	deleteLonghorn(t, old)
+	require.ElementsMatch(t, []string{HeaderFile, LiveCounterFile}, fileNames(t, old))
+	l0 := newLonghorn(t, old, size, true, "")
+	l0.randomWrites(3)
+	l0.close()
+	// The volume's other replica, Longhorn's, took 5 writes.
+	l1 := newLonghorn(t, filepath.Join(root, "r1"), size, true, "")
+	l1.randomWrites(5)
+	l1.close()
+
+	i, err := Inspect(old, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), *i.Revision, "the old header's count")
+	dirs := []string{old, l1.dir}
+	rep, err := Check(dirs, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
+	require.Equal(t, []string{l1.dir}, rep.RW, "%+v", rep)
+
+	// A rebuild of it copies 3, and our writer continues from 3.
+	dst := filepath.Join(root, "copy")
+	_, err = Rebuild(t.Context(), old, dst, nil)
+	require.NoError(t, err)
+	i, err = Inspect(dst, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), *i.Revision)
+	require.Equal(t, l0.sha(), exportSHA(t, dst))
+	r, err = Open(old, Options{})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), r.Revision())
+	p := bytes.Repeat([]byte{9}, BlockSize)
+	_, err = r.WriteAt(p, 4096)
+	require.NoError(t, err)
+	copy(l0.model[4096:], p)
+	require.NoError(t, r.Close())
+	i, err = Inspect(old, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), *i.Revision)
+	require.Equal(t, l0.sha(), exportSHA(t, old))
+}

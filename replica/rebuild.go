@@ -233,9 +233,17 @@ func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, 
 			return 0, h, false, 0, corruptf(HeaderFile, "%v", err)
 		}
 		haveHdr, mode = true, h.mode
-	} else if c.rc != nil {
+	}
+	if haveHdr && c.rc != nil && mode.Enabled() {
+		if rc, err := ParseRevisionCounter(c.rc); err == nil && staleHeader(h, rc) {
+			h, haveHdr = header{}, false // left behind by Longhorn's Delete
+		}
+	}
+	switch {
+	case haveHdr:
+	case c.rc != nil:
 		mode = CounterOn
-	} else {
+	default:
 		// Neither file: Longhorn with --disableRevCounter (its default
 		// since 1.7) never creates revision.counter (replica.go
 		// construct skips initRevisionCounter).
