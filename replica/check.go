@@ -58,6 +58,11 @@ func probeDir(dir string, boot ID) probe {
 		return p
 	}
 	rcPath := filepath.Join(dir, RevisionCounterFile)
+	if haveHdr && h.mode.Enabled() {
+		if rc, err := readRevisionCounter(rcPath); err == nil && staleHeader(h, rc) {
+			haveHdr = false // left behind by Longhorn's Delete: not this replica's
+		}
+	}
 	if haveHdr {
 		p.hdr, p.info.HasHeader, p.info.Epoch = h, true, h.epoch
 		p.info.CounterMode = h.mode

@@ -157,6 +157,19 @@ func currentBootID() (ID, error) {
 	return ParseBootID(string(b))
 }
 
+// staleHeader reports whether replica.hdr h belongs to a replica that no
+// longer exists, given rc, the count in the directory's revision.counter.
+// Our clean close (and a rebuild's finish) writes revision.counter before a
+// clean header, with the same count, and Longhorn only ever raises that
+// count; so a clean header ahead of revision.counter means the counter file
+// was re-created: Longhorn's Delete (replica.go) removes the images,
+// volume.meta and revision.counter but not our files, and a new replica in
+// the same directory starts revision.counter at 0. Its count, epoch and ids
+// must then not be used.
+func staleHeader(h header, rc int64) bool {
+	return h.clean && h.mode.Enabled() && rc < int64(h.writeSeq)
+}
+
 // header is one slot of replica.hdr: what Longhorn's format cannot say.
 //
 // The file holds two slots (A at 0, B at headerSlotSize). An update writes

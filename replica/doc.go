@@ -96,7 +96,9 @@
 // abandoned too), as Longhorn's rebuild does; over TCP the server's listing
 // of the directory (tcpsync.List) finds them.
 // A replica's count is the highest its files claim (revision.counter,
-// which Longhorn keeps current, replica.hdr, live.counter).
+// which Longhorn keeps current, replica.hdr, live.counter), except that a
+// clean replica.hdr ahead of revision.counter is a leftover of Longhorn's
+// Delete and ignored (see staleHeader).
 //
 // Volume.AddReplica does it under writes: the target joins write-only,
 // every member snapshots with no write in flight, the now immutable

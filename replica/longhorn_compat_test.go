@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,6 +62,21 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rep.CounterEnabled)
 	require.Equal(t, dirs, rep.RW)
+
+	// Our writer opens it counter off too: no revision.counter appears
+	// (Longhorn would then read the directory as counter on).
+	r, err := Open(src, Options{})
+	require.NoError(t, err)
+	p := bytes.Repeat([]byte{0x5a}, 3*BlockSize)
+	_, err = r.WriteAt(p, 5000)
+	require.NoError(t, err)
+	copy(l.model[5000:], p)
+	require.NoError(t, r.Close())
+	require.NotContains(t, fileNames(t, src), RevisionCounterFile)
+	i, err := Inspect(src, InspectOptions{})
+	require.NoError(t, err)
+	require.False(t, i.CounterEnabled)
+	require.Equal(t, l.sha(), exportSHA(t, src))
 }
 
 // Case 2: Longhorn ignores replica.hdr but keeps revision.counter current
@@ -111,6 +128,32 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
 	require.Equal(t, []string{dirs[1]}, rep.RW, "%+v", rep)
+
+	// A rebuild of r1 copies its count (revision.counter's 25, not the
+	// header's 20; rebuild.go state), locally and over TCP, and the copies
+	// stand with r1 in the start check, as in Longhorn's.
+	all := append([]string(nil), dirs...)
+	for _, tcp := range []bool{false, true} {
+		dst := filepath.Join(root, "copy-local")
+		var err error
+		if tcp {
+			dst = filepath.Join(root, "copy-tcp")
+			_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, dirs[1]), RemoteDir: filepath.Base(dirs[1]),
+				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+		} else {
+			_, err = Rebuild(t.Context(), dirs[1], dst, nil)
+		}
+		require.NoError(t, err)
+		ci, err := Inspect(dst, InspectOptions{})
+		require.NoError(t, err)
+		require.Equal(t, int64(25), *ci.Revision, dst)
+		require.Equal(t, l.sha(), exportSHA(t, dst))
+		all = append(all, dst)
+	}
+	rep, err = Check(all, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, all), rep.RW)
+	require.Equal(t, all[1:], rep.RW, "%+v", rep)
 
 	// Our Open continues from 25, and Close records 26, never 20.
 	r, err := Open(dirs[1], Options{})
@@ -198,6 +241,16 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	got := make([]byte, l.size)
 	_, err = c.ReadAt(got, 0)
 	require.NoError(t, err)
+	// What push --replica sends: the extents of Map, read with ReadAt;
+	// the rest is a hole. The backing file's data must be in the map.
+	m, err := c.Map(t.Context())
+	require.NoError(t, err)
+	sent := make([]byte, l.size)
+	for _, e := range m.Extents() {
+		_, err := c.ReadAt(sent[e.Off:e.End()], e.Off)
+		require.NoError(t, err)
+	}
+	require.Equal(t, l.sha(), sha256.Sum256(sent), "Map + ReadAt (push --replica)")
 	require.NoError(t, c.Close())
 	require.Equal(t, l.sha(), sha256.Sum256(got), "OpenChain")
 
@@ -219,6 +272,19 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, l.sha(), exportSHA(t, dst))
+	vm, err := ReadVolumeMeta(dst)
+	require.NoError(t, err)
+	require.Equal(t, backing, vm.BackingFilePath)
+	for _, n := range fileNames(t, dst) {
+		require.NotContains(t, n, "backing", "the backing file is not copied")
+	}
+
+	// A relative BackingFilePath is taken from the replica directory.
+	rel, err := filepath.Rel(dst, backing)
+	require.NoError(t, err)
+	vm.BackingFilePath = rel
+	require.NoError(t, writeJSONAtomic(dst, VolumeMetaFile, vm))
+	require.Equal(t, l.sha(), exportSHA(t, dst), "relative backing path")
 }
 
 // Case 3, refused: a qcow2 backing file (we have no qcow2 reader) fails
@@ -363,24 +429,37 @@ func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 	l.snapshot("s1", true, nil, l.size)
 	l.randomWrites(5)
 	l.close()
-	fail := func(step string) func(string, string) error {
-		return func(s, name string) error {
-			if s == step && name == VolumeMetaFile { // after every image was copied
+	// Every step of both paths, in turn, fails: first list the steps.
+	type step struct{ path, name string }
+	var steps []step
+	record := func(s, name string) error { steps = append(steps, step{s, name}); return nil }
+	tcpOpts := func(fault func(string, string) error) *RebuildOptions {
+		return &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fault}
+	}
+	_, err := Rebuild(t.Context(), src, filepath.Join(root, "dry-local"), &RebuildOptions{fault: record})
+	require.NoError(t, err)
+	_, err = Rebuild(t.Context(), "", filepath.Join(root, "dry-tcp"), tcpOpts(record))
+	require.NoError(t, err)
+	require.Contains(t, steps, step{"local", SnapshotName("s1")})
+	require.Contains(t, steps, step{"tcp", VolumeMetaFile})
+	for i, st := range steps {
+		fail := func(s, name string) error {
+			if s == st.path && name == st.name {
 				return errors.New("injected failure")
 			}
 			return nil
 		}
+		dst := filepath.Join(root, fmt.Sprintf("fail-%d", i))
+		if st.path == "local" {
+			_, err = Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fail})
+		} else {
+			_, err = Rebuild(t.Context(), "", dst, tcpOpts(fail))
+		}
+		require.Error(t, err, "%+v", st)
+		require.Empty(t, adoptable(t, dst), "%+v", st)
 	}
+
 	dst := filepath.Join(root, "dst")
-	_, err := Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fail("local")})
-	require.Error(t, err)
-	require.Empty(t, adoptable(t, dst))
-
-	tcp := filepath.Join(root, "tcp")
-	_, err = Rebuild(t.Context(), "", tcp, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fail("tcp")})
-	require.Error(t, err)
-	require.Empty(t, adoptable(t, tcp))
-
 	// A complete replica whose rebuild fails before it is touched stays.
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
@@ -395,13 +474,15 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "r")
 	r, err := Create(dir, 1<<20, Options{})
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("sys", SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}}))
+	created := time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("x", 3600))
+	require.NoError(t, r.Snapshot("sys", SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}, Created: created}))
 	require.NoError(t, r.Snapshot("user"))
 	require.NoError(t, r.Close())
 	sys, err := ReadDiskMeta(dir, SnapshotName("sys"))
 	require.NoError(t, err)
 	require.False(t, sys.UserCreated)
 	require.Equal(t, map[string]string{"replica-expansion": "1"}, sys.Labels)
+	require.Equal(t, "2024-05-06T06:08:09Z", sys.Created, "util.Now's format: RFC 3339, UTC")
 	user, err := ReadDiskMeta(dir, SnapshotName("user"))
 	require.NoError(t, err)
 	require.True(t, user.UserCreated)
@@ -419,6 +500,31 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 		require.Equal(t, public, mode(n), n)
 	}
 	require.Equal(t, fs.FileMode(0o600), mode(RevisionCounterFile))
+
+	// A rebuilt copy (local and TCP) has the same modes.
+	for _, tcp := range []bool{false, true} {
+		dst := filepath.Join(filepath.Dir(dir), "local")
+		var err error
+		if tcp {
+			dst = filepath.Join(filepath.Dir(dir), "tcp")
+			_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, dir), RemoteDir: filepath.Base(dir),
+				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+		} else {
+			_, err = Rebuild(t.Context(), dir, dst, nil)
+		}
+		require.NoError(t, err)
+		for _, n := range fileNames(t, dst) {
+			fi, err := os.Stat(filepath.Join(dst, n))
+			require.NoError(t, err)
+			want := public
+			// Ours, private: the counter files and tcpsync's resume
+			// sidecars (NAME.tcpsync, kept for the next sync's quick check).
+			if n == RevisionCounterFile || n == HeaderFile || n == LiveCounterFile || strings.HasSuffix(n, ".tcpsync") {
+				want = 0o600
+			}
+			require.Equal(t, want, fi.Mode().Perm(), "%s/%s", dst, n)
+		}
+	}
 }
 
 // Removed snapshots (markDiskAsRemoved) stay in the chain and are read;
@@ -567,4 +673,111 @@ func TestLonghornScale(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, longhornStartCheck(t, []string{src, dst}), rep.RW)
 	require.Len(t, rep.RW, 2)
+}
+
+// A failed Volume.AddReplica leaves nothing adoptable either: the target
+// joined write-only with a head of its own (which took the volume's writes
+// meanwhile), so once the volume lets go of it neither Longhorn (which
+// opens any directory with an image .meta, or re-creates volume.meta from
+// a volume-head-* file: replica.go readMetadata, tryRecoverVolumeMetaFile)
+// nor we may find a replica there. With the counter off Longhorn's start
+// check would keep such a half copy RW.
+func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
+	for _, counter := range []bool{true, false} {
+		t.Run(map[bool]string{true: "counter-on", false: "counter-off"}[counter], func(t *testing.T) {
+			root := t.TempDir()
+			src := filepath.Join(root, "src")
+			l := newLonghorn(t, src, 1<<20, counter, "")
+			l.randomWrites(20)
+			l.snapshot("s1", true, nil, l.size)
+			l.randomWrites(10)
+			l.close()
+			mode := CounterOff
+			if counter {
+				mode = CounterOn
+			}
+			v, err := OpenVolume([]string{src}, VolumeOptions{Counter: mode})
+			require.NoError(t, err)
+			dst := filepath.Join(root, "dst")
+			_, err = v.AddReplica(t.Context(), dst, &RebuildOptions{fault: func(step, name string) error {
+				if name == SnapshotName("s1") {
+					return errors.New("injected failure")
+				}
+				return nil
+			}})
+			require.Error(t, err)
+			require.Empty(t, adoptable(t, dst), "after the failure")
+			// The volume goes on with its source.
+			p := bytes.Repeat([]byte{7}, BlockSize)
+			_, err = v.WriteAt(p, 8192)
+			require.NoError(t, err)
+			copy(l.model[8192:], p)
+			require.NoError(t, v.Close())
+			require.Empty(t, adoptable(t, dst), "after Close")
+			require.Equal(t, l.sha(), exportSHA(t, src))
+			_, err = Inspect(dst, InspectOptions{})
+			require.Error(t, err)
+		})
+	}
+}
+
+// Longhorn's Delete (replica.go Delete) removes the images, volume.meta
+// and revision.counter of a directory we wrote, not replica.hdr and
+// live.counter. A new Longhorn replica in the same directory (construct:
+// Mkdir tolerates an existing directory, initRevisionCounter starts
+// revision.counter at 0) must not inherit the old header's count: our
+// clean close writes revision.counter before a clean header, with the same
+// count, and Longhorn only raises it, so a clean header ahead of the
+// counter file describes a replica that no longer exists.
+func TestLonghornDeleteThenRecreate(t *testing.T) {
+	root := t.TempDir()
+	const size = 1 << 20
+	old := filepath.Join(root, "r0")
+	r, err := Create(old, size, Options{})
+	require.NoError(t, err)
+	for range 10 {
+		_, err := r.WriteAt(bytes.Repeat([]byte{1}, BlockSize), 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.Close())
+
+	deleteLonghorn(t, old)
+	require.ElementsMatch(t, []string{HeaderFile, LiveCounterFile}, fileNames(t, old))
+	l0 := newLonghorn(t, old, size, true, "")
+	l0.randomWrites(3)
+	l0.close()
+	// The volume's other replica, Longhorn's, took 5 writes.
+	l1 := newLonghorn(t, filepath.Join(root, "r1"), size, true, "")
+	l1.randomWrites(5)
+	l1.close()
+
+	i, err := Inspect(old, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), *i.Revision, "the old header's count")
+	dirs := []string{old, l1.dir}
+	rep, err := Check(dirs, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
+	require.Equal(t, []string{l1.dir}, rep.RW, "%+v", rep)
+
+	// A rebuild of it copies 3, and our writer continues from 3.
+	dst := filepath.Join(root, "copy")
+	_, err = Rebuild(t.Context(), old, dst, nil)
+	require.NoError(t, err)
+	i, err = Inspect(dst, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), *i.Revision)
+	require.Equal(t, l0.sha(), exportSHA(t, dst))
+	r, err = Open(old, Options{})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), r.Revision())
+	p := bytes.Repeat([]byte{9}, BlockSize)
+	_, err = r.WriteAt(p, 4096)
+	require.NoError(t, err)
+	copy(l0.model[4096:], p)
+	require.NoError(t, r.Close())
+	i, err = Inspect(old, InspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), *i.Revision)
+	require.Equal(t, l0.sha(), exportSHA(t, old))
 }

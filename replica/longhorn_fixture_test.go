@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,10 @@ type lhDisk struct {
 // raw backing file: its bytes are the volume's initial content.
 func newLonghorn(t *testing.T, dir string, size int64, counter bool, backing string) *lhReplica {
 	t.Helper()
-	require.NoError(t, os.Mkdir(dir, 0o700))
+	// construct: os.Mkdir(dir, 0700), an existing directory is fine.
+	if err := os.Mkdir(dir, 0o700); !os.IsExist(err) {
+		require.NoError(t, err)
+	}
 	l := &lhReplica{t: t, dir: dir, size: size, counter: counter, backing: backing,
 		model: make([]byte, size), snaps: map[string][]byte{}, rng: rand.New(rand.NewPCG(uint64(size), 7))}
 	if backing != "" {
@@ -286,4 +290,26 @@ func openLonghorn(t *testing.T, dir string, model []byte) *lhReplica {
 	}
 	l.writeVolumeMeta(true)
 	return l
+}
+
+// deleteLonghorn is Replica.Delete on the replica in dir: rmDisk (image,
+// .meta, .checksum) for every disk readMetadata listed (every image
+// .meta), then volume.meta and revision.counter. Nothing else goes: our
+// replica.hdr and live.counter stay.
+func deleteLonghorn(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		img, ok := strings.CutSuffix(e.Name(), ".meta")
+		if !ok || e.Name() == VolumeMetaFile {
+			continue
+		}
+		for _, n := range []string{img, img + ".meta", img + ".checksum"} {
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, n)))
+		}
+	}
+	for _, n := range []string{VolumeMetaFile, RevisionCounterFile} {
+		require.NoError(t, os.Remove(filepath.Join(dir, n)))
+	}
 }

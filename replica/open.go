@@ -130,6 +130,20 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		return nil, err
 	}
 	rcPath := filepath.Join(dir, RevisionCounterFile)
+	if haveHdr && h.mode.Enabled() {
+		if n, err := readRevisionCounter(rcPath); err == nil && staleHeader(h, n) {
+			// Left behind by Longhorn's Delete: start a header of our
+			// own, in a new file (a slot of the old one could win).
+			r.log.Warn("replica: replica.hdr is older than revision.counter; ignoring it",
+				"dir", dir, "header_count", h.writeSeq, "revision_counter", n)
+			for _, n := range []string{HeaderFile, LiveCounterFile} {
+				if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, err
+				}
+			}
+			h, slot, haveHdr = header{}, 0, false
+		}
+	}
 	if !haveHdr {
 		// A Longhorn directory: adopt it.
 		h = header{volumeID: newID(), replicaID: newID(), clean: !vm.Dirty}

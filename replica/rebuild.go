@@ -95,8 +95,8 @@ type RebuildStats struct {
 //	write target/volume.meta, Rebuilding: false (fsynced)
 //
 // Every disk the source lists is copied, including the snapshots of a
-// branch a revert abandoned (see sourceFiles); over TCP only the live
-// chain can be found (the server lists no directory).
+// branch a revert abandoned (see sourceFiles); over TCP the server's
+// listing of the directory (tcpsync.List) finds them.
 //
 // Until the last step the target does not open (Open, Check and OpenChain
 // fail with ErrRebuilding); a rebuild that was killed is completed by the
@@ -233,9 +233,17 @@ func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, 
 			return 0, h, false, 0, corruptf(HeaderFile, "%v", err)
 		}
 		haveHdr, mode = true, h.mode
-	} else if c.rc != nil {
+	}
+	if haveHdr && c.rc != nil && mode.Enabled() {
+		if rc, err := ParseRevisionCounter(c.rc); err == nil && staleHeader(h, rc) {
+			h, haveHdr = header{}, false // left behind by Longhorn's Delete
+		}
+	}
+	switch {
+	case haveHdr:
+	case c.rc != nil:
 		mode = CounterOn
-	} else {
+	default:
 		// Neither file: Longhorn with --disableRevCounter (its default
 		// since 1.7) never creates revision.counter (replica.go
 		// construct skips initRevisionCounter).

@@ -34,8 +34,9 @@ const ModeWO = "WO"
 //	    and becomes RW; the epoch is bumped on every member
 //
 // Only opts.Remote, RemoteDir, TCP and Logger are used. Unmaps are no-ops
-// while the rebuild runs. On failure the target is dropped and stays
-// marked Rebuilding; the volume goes on with its other members.
+// while the rebuild runs. On failure the target is dropped, closed and
+// its incomplete copy removed (as a failed Rebuild's: Longhorn would adopt
+// it); the volume goes on with its other members.
 func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOptions) (RebuildStats, error) {
 	start := time.Now()
 	var o RebuildOptions
@@ -84,6 +85,7 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 		return fail(err)
 	}
 	abort := func(err error) (RebuildStats, error) {
+		v.io.Lock()
 		v.mu.Lock()
 		if v.wo == wo {
 			v.wo = nil
@@ -91,7 +93,8 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 			v.setMemberLocked(target, ModeERR, err.Error())
 		}
 		v.mu.Unlock()
-		return fail(err)
+		v.io.Unlock()
+		return fail(v.discardTarget(wo, err))
 	}
 
 	// Freeze what the target missed into snapshots on every member.
@@ -142,7 +145,7 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	defer v.mu.Unlock()
 	if v.wo != wo {
 		st.Elapsed = time.Since(start)
-		return st, fmt.Errorf("replica: add replica %s: dropped: %w", target, v.woErr)
+		return st, fmt.Errorf("replica: add replica %s: %w", target, v.discardTargetLocked(wo, fmt.Errorf("dropped: %w", v.woErr)))
 	}
 	rev := src.Revision()
 	err = wo.Close()
@@ -174,6 +177,31 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	}
 	st.Elapsed = time.Since(start)
 	return st, nil
+}
+
+// discardTarget closes the dropped WO target of a failed AddReplica,
+// takes it out of the volume and removes what it left in its directory
+// (purgeFailed, as a failed Rebuild does): a head that took some of the
+// volume's writes, the snapshots copied so far and their .meta. Longhorn
+// would open that directory whatever its Rebuilding flag says (and with
+// the counter off its start check would keep it RW), so nothing of it may
+// stay. The caller has taken wo out of the write set; v.mu is not held.
+func (v *Volume) discardTarget(wo *Replica, cause error) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.discardTargetLocked(wo, cause)
+}
+
+// discardTargetLocked is discardTarget with v.mu held (no write reaches
+// wo: it is out of the write set). It returns cause, joined with any
+// failure to remove the copy.
+func (v *Volume) discardTargetLocked(wo *Replica, cause error) error {
+	v.all = slices.DeleteFunc(v.all, func(x *Replica) bool { return x == wo })
+	wo.Close() // it may have latched an error: the files go anyway
+	if err := purgeFailed(wo.Dir()); err != nil {
+		return errors.Join(cause, fmt.Errorf("removing the incomplete copy: %w", err))
+	}
+	return cause
 }
 
 // woFailed returns why the WO replica was dropped, if it was.
