@@ -27,7 +27,8 @@ type ReadBack uint8
 const (
 	// ReadBackAuto reads back atomic syncs only (the default).
 	ReadBackAuto ReadBack = iota
-	// ReadBackOn reads back every sync (replica rebuilds).
+	// ReadBackOn reads back every sync (replica.Rebuild turns it on when
+	// its options leave ReadBackAuto).
 	ReadBackOn
 	// ReadBackOff never reads back.
 	ReadBackOff
