@@ -36,6 +36,9 @@ type RebuildOptions struct {
 	// "" means the last element of the source path.
 	RemoteDir string
 	// TCP configures the network copy (Token or NoAuth, TLSConfig, retries).
+	// Its ReadBack is tcpsync.ReadBackOn when left at ReadBackAuto: every
+	// pulled file is read back from storage after its fdatasync and checked
+	// whole against the source (tcpsync.ReadBack); ReadBackOff skips that.
 	TCP tcpsync.Options
 	// Logger receives the fallback warning and per-file debug records; nil
 	// discards them.
@@ -110,6 +113,10 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TCP.ReadBack == tcpsync.ReadBackAuto {
+		// A replica must hold the source's bytes as stored, not as sent.
+		o.TCP.ReadBack = tcpsync.ReadBackOn
 	}
 	if o.RemoteDir == "" && source != "" {
 		o.RemoteDir = filepath.Base(source)

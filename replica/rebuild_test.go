@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -308,4 +311,53 @@ func TestRebuildLonghornDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(42), *i.Revision)
 	require.False(t, i.HasHeader)
+}
+
+// TestRebuildTCPReadsBack: a rebuild over TCP asks for the read-back on
+// every pull (tcpsync.ReadBackOn when its options leave the default), so
+// each copied file is checked as stored; ReadBackOff turns it off. The
+// server's session events say whether a pull was a read-back sync.
+func TestRebuildTCPReadsBack(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	makeSource(t, src, 8<<20, 1<<20)
+	for _, c := range []struct {
+		mode tcpsync.ReadBack
+		want bool
+	}{{tcpsync.ReadBackAuto, true}, {tcpsync.ReadBackOff, false}} {
+		t.Run(fmt.Sprint(c.want), func(t *testing.T) {
+			var mu sync.Mutex
+			var pulls []tcpsync.SessionEvent
+			ctx, cancel := context.WithCancel(context.Background())
+			srv := &tcpsync.Server{Root: root, NoAuth: true, OnSession: func(ev tcpsync.SessionEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				if ev.Op == "pull" && ev.Err == nil {
+					pulls = append(pulls, ev)
+				}
+			}}
+			addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
+			require.NoError(t, err)
+			defer func() { cancel(); require.NoError(t, wait()) }()
+
+			dst := filepath.Join(t.TempDir(), "dst")
+			o := &RebuildOptions{Remote: addr, RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1, ReadBack: c.mode}}
+			st, err := Rebuild(t.Context(), "", dst, o)
+			require.NoError(t, err)
+			require.Equal(t, PathTCP, st.Path)
+			requireSameReplica(t, src, dst)
+			// OnSession runs after the client has its answer: wait for
+			// one event per copied file at least.
+			require.Eventually(t, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(pulls) >= len(st.Files)
+			}, 30*time.Second, 10*time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ev := range pulls {
+				require.Equal(t, c.want, ev.Stats.ReadBack, "mode %v: pull of %s", c.mode, ev.Path)
+			}
+		})
+	}
 }

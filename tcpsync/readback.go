@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/sparsesync/sparsesync/sparse"
@@ -27,11 +28,38 @@ type ReadBack uint8
 const (
 	// ReadBackAuto reads back atomic syncs only (the default).
 	ReadBackAuto ReadBack = iota
-	// ReadBackOn reads back every sync (replica rebuilds).
+	// ReadBackOn reads back every sync (replica.Rebuild turns it on when
+	// its options leave ReadBackAuto).
 	ReadBackOn
 	// ReadBackOff never reads back.
 	ReadBackOff
 )
+
+// String returns auto, on or off (the CLI's --read-back values).
+func (r ReadBack) String() string {
+	switch r {
+	case ReadBackAuto:
+		return "auto"
+	case ReadBackOn:
+		return "on"
+	case ReadBackOff:
+		return "off"
+	}
+	return fmt.Sprintf("ReadBack(%d)", int(r))
+}
+
+// ParseReadBack parses auto, on or off ("" is auto).
+func ParseReadBack(s string) (ReadBack, error) {
+	if s == "" {
+		return ReadBackAuto, nil
+	}
+	for r := ReadBackAuto; r <= ReadBackOff; r++ {
+		if strings.EqualFold(s, r.String()) {
+			return r, nil
+		}
+	}
+	return 0, fmt.Errorf("tcpsync: unknown read-back mode %q (want auto, on or off)", s)
+}
 
 // openReadBack asks the peer for a read-back sync (OPEN flag): the sender
 // then digests the whole file, the receiver reads the target back.

@@ -198,16 +198,13 @@ func pathErr(display string, err error) error {
 // reflink on XFS and btrfs, where it can; else read/write), so the delta
 // applies to it. A kernel copy that fails after it has copied data is an
 // error, never a silent fallback.
-func (t *target) seedTemp(m sparse.Map) error {
+func (t *target) seedTemp(ctx context.Context, m sparse.Map) error {
 	if !t.atomic() || t.final == nil {
 		return nil
 	}
 	if err := t.w.SetSize(m.Size()); err != nil {
 		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
 	}
-	// seedTemp's callers hold no context yet (receiver.go, outside this
-	// change); the copy is bounded by the target's size.
-	ctx := context.TODO()
 	for _, e := range m.Extents() {
 		if _, _, err := kcopy.Copy(ctx, t.final, t.w.OS(), t.w, e.Off, e.Len, nil); err != nil {
 			return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)

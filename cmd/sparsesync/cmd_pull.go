@@ -29,7 +29,9 @@ announced on stderr.
 
 --json prints one object {"src", "dst", "size", "data_bytes",
 "copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
-"wire_bytes_received", "seconds", "verified"}.
+"wire_bytes_received", "seconds", "verified", "read_back"}. --read-back on
+(the default with --atomic) reads DST back from storage after its
+fdatasync and checks it whole against the source.
 ` + exitCodesHelp,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {

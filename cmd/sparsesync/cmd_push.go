@@ -31,6 +31,7 @@ type netOptions struct {
 	compress    string
 	atomic      bool
 	fullCompare bool
+	readBack    string
 	blockSize   int
 	retries     int
 	json        bool
@@ -46,6 +47,7 @@ func (o *netOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.compress, "compress", "auto", "compression of data: auto, none, lz4 or zstd")
 	f.BoolVar(&o.atomic, "atomic", false, "write a temporary file and rename it over the target at the end")
 	f.BoolVar(&o.fullCompare, "full-compare", false, "compare every block even if the receiver recorded this source version")
+	f.StringVar(&o.readBack, "read-back", "auto", "read the target back from storage after the final fdatasync and check it whole: auto (with --atomic), on or off")
 	f.IntVar(&o.blockSize, "block-size", 4096, "compare granularity in bytes (power of two, 4096 to 1048576)")
 	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection or a timeout, each announced on stderr (0: none)")
 	f.BoolVar(&o.json, "json", false, "print the result as one JSON object")
@@ -58,7 +60,11 @@ func (o *netOptions) clientOptions(addr string) (*tcpsync.Options, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts := &tcpsync.Options{Compress: c, Atomic: o.atomic, FullCompare: o.fullCompare, BlockSize: o.blockSize,
+	rb, err := tcpsync.ParseReadBack(o.readBack)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	opts := &tcpsync.Options{Compress: c, Atomic: o.atomic, FullCompare: o.fullCompare, ReadBack: rb, BlockSize: o.blockSize,
 		Retries: o.retries, NoAuth: o.noAuth, Progress: new(tcpsync.Progress)}
 	if o.retries == 0 {
 		opts.Retries = -1
@@ -130,7 +136,9 @@ as one sparse image without exporting it first.
 
 --json prints one object {"src", "dst", "size", "data_bytes",
 "copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
-"wire_bytes_received", "seconds", "verified"}.
+"wire_bytes_received", "seconds", "verified", "read_back"}. --read-back on
+(the default with --atomic) has the server read the target back from
+storage after its fdatasync and check it whole against the source.
 ` + exitCodesHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if replicaDir != "" {
@@ -240,6 +248,7 @@ type syncResult struct {
 	WireBytesReceived int64   `json:"wire_bytes_received"`
 	Seconds           float64 `json:"seconds"`
 	Verified          bool    `json:"verified"`
+	ReadBack          bool    `json:"read_back"`
 }
 
 func printResult(g *globalOpts, asJSON bool, verb, src, dst string, st tcpsync.Stats) error {
@@ -247,7 +256,7 @@ func printResult(g *globalOpts, asJSON bool, verb, src, dst string, st tcpsync.S
 		return json.NewEncoder(g.stdout).Encode(syncResult{Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes,
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
 			WireBytesSent: st.WireBytesSent, WireBytesReceived: st.WireBytesReceived, Seconds: st.Elapsed.Seconds(),
-			Verified: st.Verified})
+			Verified: st.Verified, ReadBack: st.ReadBack})
 	}
 	how := "verified"
 	if st.QuickCheck {

@@ -168,3 +168,44 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile, pin string) {
 	sum := sha256.Sum256(der)
 	return certFile, keyFile, hex.EncodeToString(sum[:])
 }
+
+// TestReadBackFlag: --read-back on reads an in-place push's target back
+// (the JSON says so), the default does not, a pull with --atomic does by
+// default and --read-back off turns that off; a bad value is a usage error.
+func TestReadBackFlag(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	tok := writeToken(t, dir)
+	addr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok})
+	src := filepath.Join(dir, "src.img")
+	sparseFile(t, src, 16<<20, map[int64]string{0: "a", 8 << 20: "b"})
+	for _, c := range []struct {
+		pull     bool
+		atomic   bool
+		readBack string
+		want     bool
+	}{
+		{false, false, "", false}, {false, false, "on", true}, {false, true, "auto", true},
+		{true, true, "", true}, {true, true, "off", false}, {true, false, "ON", true},
+	} {
+		g, out := testGlobals()
+		opts := netOptions{tokenFile: tok, compress: "auto", blockSize: 4096, json: true,
+			atomic: c.atomic, readBack: c.readBack, fullCompare: true}
+		var err error
+		if c.pull {
+			err = runPull(t.Context(), g, opts, addr, "dst.img", filepath.Join(dir, "pulled.img"))
+		} else {
+			err = runPush(t.Context(), g, opts, src, addr, "dst.img")
+		}
+		require.NoError(t, err, "%+v", c)
+		var res syncResult
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+		require.True(t, res.Verified)
+		require.Equal(t, c.want, res.ReadBack, "%+v", c)
+	}
+	g, _ := testGlobals()
+	err := runPush(t.Context(), g, netOptions{tokenFile: tok, compress: "auto", blockSize: 4096, readBack: "always"}, src, addr, "x.img")
+	require.Equal(t, 2, exitCode(t.Context(), err))
+	require.ErrorContains(t, err, "read-back")
+}
