@@ -81,8 +81,35 @@ func (c throttleConn) Write(b []byte) (int, error) {
 	return n, nil
 }
 
+// TestAutoDecide pins CompressAuto's rule on numbers, not on a measured
+// link: on when over half the window was spent waiting for the network and
+// the rate is below zstd-1's, kept on while over a tenth was.
+func TestAutoDecide(t *testing.T) {
+	const mib = 1 << 20
+	s := time.Second
+	for _, c := range []struct {
+		name             string
+		on               bool
+		sent             int64
+		elapsed, blocked time.Duration
+		want             bool
+	}{
+		{"network-bound: on", false, 100 * mib, s, s * 9 / 10, true},
+		{"half blocked is not more than half", false, 100 * mib, s, s / 2, false},
+		{"CPU-bound: stays off", false, 100 * mib, s, s / 5, false},
+		{"on, still waiting a fifth: stays on", true, 100 * mib, s, s / 5, true},
+		{"on, no longer waiting: off", true, 100 * mib, s, s / 20, false},
+		{"faster than zstd-1: off even if blocked", false, 300e6, s, s, false},
+		{"faster than zstd-1: on turns off", true, 300e6, s, s, false},
+		{"no time elapsed", true, mib, 0, 0, false},
+	} {
+		require.Equal(t, c.want, autoDecide(c.on, c.sent, c.elapsed, c.blocked), c.name)
+	}
+}
+
 // TestAutoCompressesWhenNetworkBound: on a slow link auto switches zstd on;
-// on loopback it stays raw.
+// on loopback it stays raw. TestAutoDecide pins the rule itself, without
+// a measured link.
 func TestAutoCompressesWhenNetworkBound(t *testing.T) {
 	root, local := t.TempDir(), t.TempDir()
 	addr, _ := startServer(t, root, nil)

@@ -160,10 +160,11 @@ func TestVerificationCatchesChangingSource(t *testing.T) {
 func TestIdleSessionDropped(t *testing.T) {
 	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.IdleTimeout = 300 * time.Millisecond; s.HandshakeTimeout = 300 * time.Millisecond })
 	f, c := rawSession(t, addr, testToken)
-	start := time.Now()
 	_, _, err := f.expect(fOpen)
 	require.Error(t, err)
-	require.Less(t, time.Since(start), 10*time.Second)
+	// The server's cut, not our own 20 s deadline (rawSession's) ending
+	// the wait: no wall-clock bound needed.
+	require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the server never cut the idle session")
 	_, err = c.Read(make([]byte, 1))
 	require.Error(t, err)
 }

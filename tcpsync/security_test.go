@@ -256,10 +256,10 @@ func TestSilentClientDropped(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
-	start := time.Now()
+	// io.ReadAll returns nil only at EOF: the server's close, not our
+	// 10 s read deadline (which would return os.ErrDeadlineExceeded).
 	_, err = io.ReadAll(c)
 	require.NoError(t, err, "server closed the connection (EOF), not our deadline")
-	require.Less(t, time.Since(start), 9*time.Second)
 
 	// Pre-auth flood: a HELLO longer than the budget ends the connection.
 	c2, err := net.Dial("tcp", addr)

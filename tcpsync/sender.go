@@ -453,12 +453,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 			if compress == CompressAuto {
 				if sinceCheck += n; sinceCheck >= autoWindow {
 					now, bl := time.Now(), s.q.blocked.Load()
-					el := now.Sub(autoMark)
-					frac := float64(bl-autoBlocked) / float64(el)
-					rate := float64(sinceCheck) / el.Seconds()
-					// Compress while we mostly wait for the network, it is
-					// slower than zstd-1 compresses, and the data shrinks.
-					autoOn = rate < autoMaxRate && ((autoOn && frac > 0.1) || frac > 0.5) && s.compressible(buf)
+					autoOn = autoDecide(autoOn, sinceCheck, now.Sub(autoMark), time.Duration(bl-autoBlocked)) && s.compressible(buf)
 					autoMark, autoBlocked, sinceCheck = now, bl, 0
 				}
 			}
@@ -514,6 +509,20 @@ type piece struct {
 // maxReadGap is the largest hole read through to join two extents in one
 // read (holes read as zeros without I/O; they are never sent).
 const maxReadGap = 64 << 10
+
+// autoDecide is CompressAuto's choice for the next window, from the last
+// one: sent bytes in elapsed time, of which blocked was spent waiting for
+// the network. Compress while we mostly wait for the network (over half
+// the time to switch on, over a tenth to stay on) and the send rate is
+// below what zstd-1 compresses; whether the data shrinks is the caller's.
+func autoDecide(on bool, sent int64, elapsed, blocked time.Duration) bool {
+	if elapsed <= 0 {
+		return false // an infinite rate
+	}
+	frac := float64(blocked) / float64(elapsed)
+	rate := float64(sent) / elapsed.Seconds()
+	return rate < autoMaxRate && ((on && frac > 0.1) || frac > 0.5)
+}
 
 // pieces cuts a chunk's data extents into reads: large extents into
 // maxDataPayload pieces, small neighbours merged into one read.
