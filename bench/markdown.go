@@ -9,13 +9,18 @@ import (
 // WriteMarkdown writes the report as one Markdown table (for a README):
 // per case, sparsesync's median wall time, its paired ratio to the floor,
 // and its paired ratio to every peer (sparsesync's time over the peer's:
-// below 1, sparsesync is faster). A skipped peer shows "skip", a peer that
+// below 1, sparsesync is faster; a network peer's ratio is that of
+// sparsesync's network sync, serve and push over 127.0.0.1). A skipped peer shows "skip", a peer that
 // left a wrong result shows its ratio with "(wrong)".
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var peers []string
-	seen := map[string]bool{}
+	seen, network := map[string]bool{}, map[string]bool{}
 	for _, c := range r.Cases {
 		for _, t := range c.Tools[1:] {
+			if t.Name == SparsesyncNet {
+				continue // the base of the network peers' ratios
+			}
+			network[t.Name] = network[t.Name] || t.Network
 			if !seen[t.Name] {
 				seen[t.Name] = true
 				peers = append(peers, t.Name)
@@ -25,7 +30,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| workload | scenario | fs | data | sparsesync s (min-max) | floor s | x floor |")
 	for _, p := range peers {
-		fmt.Fprintf(&b, " vs %s |", p)
+		if network[p] {
+			fmt.Fprintf(&b, " vs %s (tcp) |", p)
+		} else {
+			fmt.Fprintf(&b, " vs %s |", p)
+		}
 	}
 	b.WriteString("\n|---|---|---|---|---|---|---|" + strings.Repeat("---|", len(peers)) + "\n")
 	for _, c := range r.Cases {
