@@ -125,7 +125,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 		SparsesyncPush: func(src, addr, remote string) []string {
 			return []string{exe, "push", "--no-auth", "--retries", "0", "--progress", "never", src, addr, remote}
 		},
-		Profile:    opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
+		Profile: opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
 	}
 	if opts.profileDir != "" {
 		if err := os.MkdirAll(opts.profileDir, 0o755); err != nil {
