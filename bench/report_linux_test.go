@@ -349,3 +349,54 @@ func renderHTML(t *testing.T, rep *bench.Report) {
 }
 
 func close8(a, b uint32) bool { return a+6 >= b && b+6 >= a }
+
+// TestDeviceWrittenOnExt4: on a loop filesystem, every run's bytes written
+// to the target device come from the block device's counters and cover at
+// least the data the run had to write (a copy of the dense workload:
+// all of it), and the rounds rotate the order of the tools.
+func TestDeviceWrittenOnExt4(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop filesystems need root")
+	}
+	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
+	cfg := bench.Config{
+		Workloads:  []string{"dense"},
+		Scenarios:  []string{bench.ScenarioCopy},
+		Peers:      []string{"cp"},
+		KeepCaches: true,
+		Places:     []bench.Place{{Name: "ext4", Dir: dir}},
+		Runs:       3,
+		Gen:        bench.GenOptions{Scale: 4.0 / 1024, Seed: 1}, // 4 MiB
+		Sparsesync: selfCommand(t),
+	}
+	rep, err := bench.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Cases[0]
+	if !c.DeviceStats {
+		t.Fatalf("no device statistics for a loop filesystem (%s)", c.FSType)
+	}
+	first := map[int]string{}
+	for _, tl := range append([]bench.Tool{c.Floor}, c.Tools...) {
+		if len(tl.Runs) != 3 {
+			t.Fatalf("%s: %d runs (%s%s)", tl.Name, len(tl.Runs), tl.Skipped, tl.Error)
+		}
+		orders := map[int]bool{}
+		for _, r := range tl.Runs {
+			if r.DeviceWritten < c.DataBytes {
+				t.Errorf("%s round %d: %d bytes written to the device, %d bytes of data copied", tl.Name, r.Round, r.DeviceWritten, c.DataBytes)
+			}
+			orders[r.Order] = true
+			if r.Order == 0 {
+				first[r.Round] = tl.Name
+			}
+		}
+		if len(orders) != 3 {
+			t.Errorf("%s ran at the same place in different rounds: %+v", tl.Name, tl.Runs)
+		}
+	}
+	if len(first) != 3 || first[0] == first[1] || first[1] == first[2] || first[0] == first[2] {
+		t.Errorf("the first tool of each round: %v, want a different one each round", first)
+	}
+}
