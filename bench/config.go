@@ -28,6 +28,13 @@ type Config struct {
 	// Sparsesync returns the command that makes dst a copy of src (or
 	// re-syncs it), writing a CPU profile to profile when it is not "".
 	Sparsesync func(src, dst, profile string) []string
+	// SparsesyncServe and SparsesyncPush are sparsesync's network sync,
+	// the side network peers (rsync-daemon, ssync) are compared with: a
+	// server for root listening on addr (unauthenticated, loopback), and
+	// a push of src to remote (a name beneath root) at addr. Unset, the
+	// network sparsesync runs are skipped with that reason.
+	SparsesyncServe func(root, addr string) []string
+	SparsesyncPush  func(src, addr, remote string) []string
 	// Profile records a CPU profile of every sparsesync run and
 	// summarises them per case.
 	Profile bool

@@ -35,7 +35,7 @@ svg text{font:12px system-ui,sans-serif}
 `)
 	fmt.Fprintf(&b, "<h1>sparsesync benchmark</h1>\n<p class=note>%s, %s, %d CPUs, %s RAM, %s; load average %.1f at the start, %.1f at the end; %d rounds per case, tools interleaved (order rotated each round)%s. Bars are medians, whiskers min to max, the red line is the physical floor. Ratios are medians of per-round ratios.</p>\n",
 		esc(r.Host.Hostname), esc(r.Host.Kernel), r.Host.CPUs, humanBytes(r.Host.MemBytes), esc(r.Host.Go),
-		r.Host.Load1Start, r.Host.Load1End, r.Runs, map[bool]string{true: ", caches dropped before each run", false: ", caches not dropped (not root)"}[r.Host.DropCaches])
+		r.Host.Load1Start, r.Host.Load1End, r.Runs, map[bool]string{true: ", caches dropped before each run", false: ", caches not dropped (not root, or asked not to)"}[r.Host.DropCaches])
 	for i := range r.Cases {
 		writeCaseHTML(&b, &r.Cases[i], i)
 	}
@@ -63,7 +63,7 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 	if c.DeviceStats {
 		writtenChart(b, c, measured)
 	}
-	b.WriteString("<table><tr><th>tool</th><th>median s</th><th>min s</th><th>max s</th><th>x floor</th><th>sparsesync / tool</th><th>user s</th><th>sys s</th><th>peak RSS</th><th>written to device</th></tr>\n")
+	b.WriteString("<table><tr><th>tool</th><th>median s</th><th>min s</th><th>max s</th><th>x floor</th><th>sparsesync / tool</th><th>user s</th><th>sys s</th><th>peak RSS</th><th>written to device</th><th>on the wire</th></tr>\n")
 	rows := append([]Tool{c.Floor}, c.Tools...)
 	for _, t := range rows {
 		if !t.Measured() {
@@ -85,8 +85,15 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 		if t.PeakRSS.Median > 0 {
 			rss = humanBytes(t.PeakRSS.Median)
 		}
-		fmt.Fprintf(b, "<tr><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td></tr>\n",
-			esc(t.Name), t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, t.User.Median, t.Sys.Median, rss, written)
+		wire := ""
+		if t.WireBytes.N > 0 {
+			wire = humanBytes(t.WireBytes.Median)
+		}
+		if t.RatioBase != "" && ratio != "" {
+			ratio += " (" + esc(t.RatioBase) + ")"
+		}
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+			esc(t.Name), t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, t.User.Median, t.Sys.Median, rss, written, wire)
 	}
 	b.WriteString("</table>\n")
 	for _, t := range rows {
@@ -148,7 +155,7 @@ func timeChart(b *strings.Builder, c *Case, tools []Tool) {
 	for i, t := range tools {
 		y := chartTM + i*(barH+barGap)
 		col := colorPeer
-		if t.Name == "sparsesync" {
+		if t.Name == "sparsesync" || t.Name == SparsesyncNet {
 			col = colorSparsesync
 		}
 		cy := float64(y) + barH/2

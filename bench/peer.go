@@ -3,9 +3,15 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
+
+// SparsesyncNet names sparsesync's network sync (serve and push over
+// 127.0.0.1) in a report: the side every network peer is compared with.
+const SparsesyncNet = "sparsesync-tcp"
 
 // Peer is a tool sparsesync is compared with, run the way its users run it.
 type Peer struct {
@@ -23,7 +29,8 @@ func Peers() []Peer {
 		{Name: "rsync", Description: "rsync --ignore-times --inplace --no-whole-file --sparse SRC DST (local), then syncfs"},
 		{Name: "qemu-img", Description: "qemu-img convert -f raw -O raw -S 4k SRC DST, then syncfs"},
 		{Name: "bmaptool", Description: "bmaptool copy --bmap SRC.bmap SRC DST (the .bmap made beforehand, untimed), then syncfs"},
-		{Name: "ssync", Description: "Longhorn's ssync: ssync -daemon DST and ssync -host 127.0.0.1 SRC, then syncfs", Network: true},
+		{Name: "rsync-daemon", Description: "rsync --daemon on 127.0.0.1 and rsync --ignore-times --inplace --no-whole-file --sparse SRC rsync://127.0.0.1/bench/DST, then syncfs; against sparsesync serve and push over 127.0.0.1", Network: true},
+		{Name: "ssync", Description: "Longhorn's ssync: ssync -daemon DST and ssync -host 127.0.0.1 SRC, then syncfs; against sparsesync serve and push over 127.0.0.1", Network: true},
 	}
 }
 
@@ -50,9 +57,20 @@ type tool struct {
 	argv func(src, dst, profile string) []string
 	// prepare runs once per source before the rounds, untimed.
 	prepare func(src string) error
+	// prepareDaemon runs before each start of the daemon, untimed.
+	prepareDaemon func(dst string) error
 	// daemon, if set, returns a receiving daemon to start (and wait for)
-	// before argv runs, and the address it listens on.
+	// before argv runs, and the address it listens on. The client (argv)
+	// connects to a counting proxy that forwards to that address: the
+	// bytes on the wire.
 	daemon func(dst string) (argv []string, addr string)
+	// daemonStays: the daemon serves on after the transfer and is stopped
+	// with SIGTERM once the client is done (rsync --daemon, sparsesync
+	// serve); otherwise it exits by itself after one transfer (ssync).
+	daemonStays bool
+	// network: a daemon and a client over 127.0.0.1; its ratio is taken
+	// against sparsesync's own network sync (serve and push).
+	network bool
 	// floor marks the physical floor (run in-process).
 	floor bool
 }
@@ -77,10 +95,11 @@ func needs(prog, pkg string) string {
 	return ""
 }
 
-// peerTool builds the tool for peer p on a filesystem of type fs; port is a
-// free loopback port for network peers.
-func peerTool(p Peer, fs string, port int) tool {
-	t := tool{name: p.Name}
+// peerTool builds the tool for peer p on a filesystem of type fs; for
+// network peers, port is a free loopback port for the daemon and client the
+// port of the counting proxy the client connects to.
+func peerTool(p Peer, fs string, port, client int) tool {
+	t := tool{name: p.Name, network: p.Network}
 	switch p.Name {
 	case "cp":
 		t.skip = needs("cp", "coreutils")
@@ -120,8 +139,48 @@ func peerTool(p Peer, fs string, port int) tool {
 			return []string{"ssync", "-daemon", "-host", "127.0.0.1", "-port", fmt.Sprint(port), dst}, addr
 		}
 		t.argv = func(src, _, _ string) []string {
-			return []string{"ssync", "-host", "127.0.0.1", "-port", fmt.Sprint(port), src}
+			return []string{"ssync", "-host", "127.0.0.1", "-port", fmt.Sprint(client), src}
 		}
+	case "rsync-daemon":
+		t.skip = needs("rsync", "the rsync package")
+		t.daemonStays = true
+		t.daemon = func(dst string) ([]string, string) {
+			conf := filepath.Join(filepath.Dir(dst), "rsyncd.conf")
+			return []string{"rsync", "--daemon", "--no-detach", "--address=127.0.0.1", "--port=" + fmt.Sprint(port),
+				"--config=" + conf, "--log-file=/dev/null"}, fmt.Sprintf("127.0.0.1:%d", port)
+		}
+		t.prepareDaemon = func(dst string) error {
+			// As root the daemon would switch to nobody, who cannot write
+			// the target; "use chroot = false": the path is all it serves.
+			user := ""
+			if os.Geteuid() == 0 {
+				user = "uid = 0\ngid = 0\n"
+			}
+			conf := fmt.Sprintf("[bench]\npath = %s\nread only = false\nuse chroot = false\n%s", filepath.Dir(dst), user)
+			return os.WriteFile(filepath.Join(filepath.Dir(dst), "rsyncd.conf"), []byte(conf), 0o644)
+		}
+		t.argv = func(src, dst, _ string) []string {
+			return []string{"rsync", "--ignore-times", "--inplace", "--no-whole-file", "--sparse", src,
+				fmt.Sprintf("rsync://127.0.0.1:%d/bench/%s", client, filepath.Base(dst))}
+		}
+	}
+	return t
+}
+
+// sparsesyncNetTool is sparsesync's own network sync, the side network
+// peers are compared with: serve on port, push through the proxy at client.
+func sparsesyncNetTool(cfg *Config, port, client int) tool {
+	t := tool{name: SparsesyncNet, network: true, daemonStays: true}
+	if cfg.SparsesyncServe == nil || cfg.SparsesyncPush == nil {
+		t.skip = "no sparsesync serve and push commands configured (Config.SparsesyncServe, SparsesyncPush)"
+		return t
+	}
+	t.daemon = func(dst string) ([]string, string) {
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		return cfg.SparsesyncServe(filepath.Dir(dst), addr), addr
+	}
+	t.argv = func(src, dst, _ string) []string {
+		return cfg.SparsesyncPush(src, fmt.Sprintf("127.0.0.1:%d", client), filepath.Base(dst))
 	}
 	return t
 }

@@ -70,6 +70,8 @@ type Tool struct {
 	Name string `json:"name"`
 	// Command is how the tool was run (SRC and DST stand for the paths).
 	Command string `json:"command,omitempty"`
+	// Network is set for a daemon and client over 127.0.0.1.
+	Network bool `json:"network,omitempty"`
 	// Skipped says why the tool did not run; it is empty when it ran.
 	Skipped string `json:"skipped,omitempty"`
 	// Error is the error that stopped the tool's runs, if any.
@@ -84,10 +86,17 @@ type Tool struct {
 	Sys           stats.Summary[float64] `json:"sys_s"`
 	PeakRSS       stats.Summary[int64]   `json:"peak_rss_bytes"`
 	DeviceWritten stats.Summary[int64]   `json:"device_written_bytes"`
+	// WireBytes summarises the bytes on the wire of a network tool (both
+	// directions, counted by a proxy between client and daemon).
+	WireBytes stats.Summary[int64] `json:"wire_bytes"`
 	// SparsesyncRatio is the median over rounds of sparsesync's wall time
 	// divided by this tool's, from the same round: below 1, sparsesync was
-	// faster. 0 for sparsesync itself and the floor.
+	// faster. 0 for sparsesync itself, its network sync and the floor.
 	SparsesyncRatio float64 `json:"sparsesync_ratio,omitempty"`
+	// RatioBase names the sparsesync side of SparsesyncRatio when it is
+	// not "sparsesync" (the local copy): a network peer is compared with
+	// sparsesync's network sync (SparsesyncNet).
+	RatioBase string `json:"ratio_base,omitempty"`
 	// FloorRatio is the median over rounds of this tool's wall time
 	// divided by the floor's of the same round: 1 is as fast as the
 	// hardware allows.
@@ -121,8 +130,11 @@ type Sample struct {
 // summarize fills the tool's summaries from its runs.
 func (t *Tool) summarize() {
 	var wall, user, sys []float64
-	var rss, dev []int64
+	var rss, dev, wire []int64
 	for _, r := range t.Runs {
+		if r.WireBytes >= 0 {
+			wire = append(wire, r.WireBytes)
+		}
 		wall, user, sys = append(wall, r.Wall), append(user, r.User), append(sys, r.Sys)
 		rss = append(rss, r.PeakRSS)
 		if r.DeviceWritten >= 0 {
@@ -131,6 +143,7 @@ func (t *Tool) summarize() {
 	}
 	t.Wall, t.User, t.Sys = stats.Summarize(wall), stats.Summarize(user), stats.Summarize(sys)
 	t.PeakRSS, t.DeviceWritten = stats.Summarize(rss), stats.Summarize(dev)
+	t.WireBytes = stats.Summarize(wire)
 }
 
 // pairedWalls returns the wall times of a and b from the rounds both ran.
@@ -157,6 +170,12 @@ func PairedRatio(a, b []Sample) float64 {
 // finish computes every tool's summaries and ratios.
 func (c *Case) finish() {
 	c.Floor.summarize()
+	var net *Tool
+	for i := range c.Tools {
+		if c.Tools[i].Name == SparsesyncNet {
+			net = &c.Tools[i]
+		}
+	}
 	for i := range c.Tools {
 		t := &c.Tools[i]
 		t.summarize()
@@ -164,7 +183,14 @@ func (c *Case) finish() {
 			continue
 		}
 		t.FloorRatio = PairedRatio(t.Runs, c.Floor.Runs)
-		if i > 0 {
+		switch {
+		case i == 0 || t.Name == SparsesyncNet:
+		case t.Network:
+			t.RatioBase = SparsesyncNet
+			if net != nil {
+				t.SparsesyncRatio = PairedRatio(net.Runs, t.Runs)
+			}
+		default:
 			t.SparsesyncRatio = PairedRatio(c.Tools[0].Runs, t.Runs)
 		}
 	}

@@ -35,6 +35,7 @@ func tinyReport(t *testing.T) (*bench.Report, bench.Config) {
 		Sparsesync: selfCommand(t),
 		Profile:    true,
 	}
+	selfNet(t, &cfg)
 	var progress int
 	cfg.Progress = func(bench.Progress) { progress++ }
 	rep, err := bench.Run(t.Context(), cfg)
@@ -80,9 +81,22 @@ func TestReportOnTmpfs(t *testing.T) {
 	if want := len(cfg.Workloads) * len(cfg.Scenarios); len(rep.Cases) != want {
 		t.Fatalf("%d cases, want %d", len(rep.Cases), want)
 	}
-	var peerNames []string
+	// sparsesync's network sync runs before the first network peer: the
+	// side network peers are compared with.
+	peerNames := []string{"sparsesync"}
+	network := map[string]bool{}
 	for _, p := range bench.Peers() {
+		if p.Network && len(network) == 0 {
+			peerNames = append(peerNames, bench.SparsesyncNet)
+			network[bench.SparsesyncNet] = true
+		}
+		if p.Network {
+			network[p.Name] = true
+		}
 		peerNames = append(peerNames, p.Name)
+	}
+	if !network["rsync-daemon"] {
+		t.Fatal("no rsync-daemon network peer")
 	}
 	for _, c := range rep.Cases {
 		name := c.Workload + "/" + c.Scenario
@@ -99,8 +113,20 @@ func TestReportOnTmpfs(t *testing.T) {
 		for _, tl := range c.Tools {
 			names = append(names, tl.Name)
 		}
-		if want := append([]string{"sparsesync"}, peerNames...); !slices.Equal(names, want) {
-			t.Fatalf("%s: tools %v, want %v", name, names, want)
+		if !slices.Equal(names, peerNames) {
+			t.Fatalf("%s: tools %v, want %v", name, names, peerNames)
+		}
+		var net bench.Tool
+		for _, tl := range c.Tools {
+			if tl.Network != network[tl.Name] {
+				t.Errorf("%s %s: network %v", name, tl.Name, tl.Network)
+			}
+			if tl.Name == bench.SparsesyncNet {
+				net = tl
+			}
+		}
+		if !net.Measured() {
+			t.Fatalf("%s: sparsesync's network sync did not run: %+v", name, net)
 		}
 		ss := c.Tools[0]
 		for _, tl := range append([]bench.Tool{c.Floor}, c.Tools...) {
@@ -124,13 +150,41 @@ func TestReportOnTmpfs(t *testing.T) {
 			for _, r := range c.Floor.Runs {
 				toFloor = append(toFloor, walls[r.Round]/r.Wall)
 			}
-			for _, r := range ss.Runs {
+			base := ss
+			if tl.Network && tl.Name != bench.SparsesyncNet {
+				base = net
+				if tl.RatioBase != bench.SparsesyncNet {
+					t.Errorf("%s %s: ratio base %q, want %s", name, tl.Name, tl.RatioBase, bench.SparsesyncNet)
+				}
+			}
+			for _, r := range base.Runs {
 				toSS = append(toSS, r.Wall/walls[r.Round])
+			}
+			// Bytes on the wire: counted for every run of a network tool
+			// (a copy: at least half its data, whatever the compression),
+			// unknown for the local tools.
+			var wire []int64
+			for _, r := range tl.Runs {
+				switch {
+				case tl.Network && r.WireBytes <= 0:
+					t.Errorf("%s %s: %d bytes on the wire", name, tl.Name, r.WireBytes)
+				case !tl.Network && r.WireBytes != -1:
+					t.Errorf("%s %s: wire bytes %d for a local tool", name, tl.Name, r.WireBytes)
+				}
+				if r.WireBytes >= 0 {
+					wire = append(wire, r.WireBytes)
+				}
+			}
+			if tl.WireBytes.N != len(wire) || (len(wire) > 0 && (tl.WireBytes.Min != slices.Min(wire) || tl.WireBytes.Max != slices.Max(wire))) {
+				t.Errorf("%s %s: wire summary %+v from runs %v", name, tl.Name, tl.WireBytes, wire)
+			}
+			if tl.Network && c.Scenario == bench.ScenarioCopy && tl.WireBytes.Min < c.DataBytes/2 {
+				t.Errorf("%s %s: a copy of %d data bytes took %d bytes on the wire", name, tl.Name, c.DataBytes, tl.WireBytes.Min)
 			}
 			if !near(tl.FloorRatio, median(toFloor)) {
 				t.Errorf("%s %s: floor ratio %v, per-round ratios %v", name, tl.Name, tl.FloorRatio, toFloor)
 			}
-			if tl.Name == "sparsesync" {
+			if tl.Name == "sparsesync" || tl.Name == bench.SparsesyncNet {
 				if tl.SparsesyncRatio != 0 {
 					t.Errorf("%s: sparsesync has a ratio to itself: %v", name, tl.SparsesyncRatio)
 				}
@@ -161,6 +215,9 @@ func checkTool(t *testing.T, name string, tl bench.Tool) {
 			t.Errorf("%s %s: skipped (%s) but has runs", name, tl.Name, tl.Skipped)
 		}
 		prog := tl.Name
+		if prog == "rsync-daemon" {
+			prog = "rsync"
+		}
 		if prog == "cp-reflink" {
 			if !strings.Contains(tl.Skipped, "tmpfs") {
 				t.Errorf("%s cp-reflink: skip reason %q does not name the filesystem", name, tl.Skipped)
@@ -234,6 +291,18 @@ func renderHTML(t *testing.T, rep *bench.Report) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "shot.png")
+	if out := os.Getenv("SPARSESYNC_BENCH_OUT"); out != "" {
+		// Keep the report and its screenshot to look at.
+		defer func() {
+			var js bytes.Buffer
+			_ = rep.WriteJSON(&js)
+			_ = os.WriteFile(filepath.Join(out, "report.json"), js.Bytes(), 0o644)
+			_ = os.WriteFile(filepath.Join(out, "report.html"), b.Bytes(), 0o644)
+			if png, err := os.ReadFile(shot); err == nil {
+				_ = os.WriteFile(filepath.Join(out, "report.png"), png, 0o644)
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -280,3 +349,54 @@ func renderHTML(t *testing.T, rep *bench.Report) {
 }
 
 func close8(a, b uint32) bool { return a+6 >= b && b+6 >= a }
+
+// TestDeviceWrittenOnExt4: on a loop filesystem, every run's bytes written
+// to the target device come from the block device's counters and cover at
+// least the data the run had to write (a copy of the dense workload:
+// all of it), and the rounds rotate the order of the tools.
+func TestDeviceWrittenOnExt4(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop filesystems need root")
+	}
+	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
+	cfg := bench.Config{
+		Workloads:  []string{"dense"},
+		Scenarios:  []string{bench.ScenarioCopy},
+		Peers:      []string{"cp"},
+		KeepCaches: true,
+		Places:     []bench.Place{{Name: "ext4", Dir: dir}},
+		Runs:       3,
+		Gen:        bench.GenOptions{Scale: 4.0 / 1024, Seed: 1}, // 4 MiB
+		Sparsesync: selfCommand(t),
+	}
+	rep, err := bench.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Cases[0]
+	if !c.DeviceStats {
+		t.Fatalf("no device statistics for a loop filesystem (%s)", c.FSType)
+	}
+	first := map[int]string{}
+	for _, tl := range append([]bench.Tool{c.Floor}, c.Tools...) {
+		if len(tl.Runs) != 3 {
+			t.Fatalf("%s: %d runs (%s%s)", tl.Name, len(tl.Runs), tl.Skipped, tl.Error)
+		}
+		orders := map[int]bool{}
+		for _, r := range tl.Runs {
+			if r.DeviceWritten < c.DataBytes {
+				t.Errorf("%s round %d: %d bytes written to the device, %d bytes of data copied", tl.Name, r.Round, r.DeviceWritten, c.DataBytes)
+			}
+			orders[r.Order] = true
+			if r.Order == 0 {
+				first[r.Round] = tl.Name
+			}
+		}
+		if len(orders) != 3 {
+			t.Errorf("%s ran at the same place in different rounds: %+v", tl.Name, tl.Runs)
+		}
+	}
+	if len(first) != 3 || first[0] == first[1] || first[1] == first[2] || first[0] == first[2] {
+		t.Errorf("the first tool of each round: %v, want a different one each round", first)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sparsesync/sparsesync/sparse"
@@ -132,21 +133,36 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 		defer os.RemoveAll(profDir)
 	}
 	tools := []tool{{name: "sparsesync", syncs: true, argv: s.cfg.Sparsesync}}
+	var proxy *wireProxy
 	for _, name := range s.cfg.Peers {
 		p, _ := PeerNamed(name)
 		port := 0
 		if p.Network {
+			if proxy == nil {
+				if proxy, err = newWireProxy(); err != nil {
+					return err
+				}
+				defer proxy.Close()
+				if port, err = freePort(); err != nil {
+					return err
+				}
+				tools = append(tools, sparsesyncNetTool(s.cfg, port, proxy.Port()))
+			}
 			if port, err = freePort(); err != nil {
 				return err
 			}
 		}
-		tools = append(tools, peerTool(p, c.FSType, port))
+		client := 0
+		if proxy != nil {
+			client = proxy.Port()
+		}
+		tools = append(tools, peerTool(p, c.FSType, port, client))
 	}
 	floor := tool{name: "floor", floor: true}
 	c.Floor = Tool{Name: "floor", Command: "O_DIRECT reads of the source's data (and the old target's, for a re-sync) with a queue of 16 1 MiB requests, overlapping O_DIRECT writes of the bytes to change to a new file, then fdatasync"}
 	c.Tools = make([]Tool, len(tools))
 	for i, t := range tools {
-		c.Tools[i] = Tool{Name: t.name, Command: t.command(), Skipped: t.skip}
+		c.Tools[i] = Tool{Name: t.name, Command: t.command(), Skipped: t.skip, Network: t.network}
 		if t.skip == "" && t.prepare != nil {
 			if err := t.prepare(src); err != nil {
 				c.Tools[i].Skipped = "preparing: " + err.Error()
@@ -178,7 +194,7 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 			if s.cfg.Profile && t.name == "sparsesync" {
 				prof = filepath.Join(profDir, fmt.Sprintf("%s-%s-%s-%d.pprof", c.Workload, c.Scenario, c.Place, round))
 			}
-			r, err := s.runOne(ctx, t, src, old, dst, dir, writeBytes, prof)
+			r, err := s.runOne(ctx, t, src, old, dst, dir, writeBytes, prof, proxy)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -215,8 +231,9 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 }
 
 // runOne resets the target, drops the caches and runs t once.
-func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string, writeBytes int64, prof string) (Sample, error) {
+func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string, writeBytes int64, prof string, proxy *wireProxy) (Sample, error) {
 	os.Remove(dst)
+	os.Remove(dst + ".tcpsync") // sparsesync serve's record of the last push: each run starts without it
 	if old != "" {
 		if err := copyFile(old, dst); err != nil {
 			return Sample{}, fmt.Errorf("restoring the old target: %w", err)
@@ -245,7 +262,13 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 		var daemon *exec.Cmd
 		var dout bytes.Buffer
 		if t.daemon != nil {
+			if t.prepareDaemon != nil {
+				if err := t.prepareDaemon(dst); err != nil {
+					return Sample{}, err
+				}
+			}
 			argv, addr := t.daemon(dst)
+			proxy.reset(addr)
 			daemon = exec.CommandContext(ctx, argv[0], argv[1:]...)
 			daemon.Stdout, daemon.Stderr = &dout, &dout
 			if err := daemon.Start(); err != nil {
@@ -266,12 +289,20 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if daemon != nil {
-			if err == nil {
-				err = daemon.Wait()
-			} else {
+			switch {
+			case err == nil && t.daemonStays:
+				// Serving on: stop it; its exit status is the signal's.
+				_ = daemon.Process.Signal(syscall.SIGTERM)
+				_ = daemon.Wait()
+			case err == nil:
+				if err = daemon.Wait(); err != nil {
+					err = fmt.Errorf("daemon: %w: %s", err, firstLine(dout.Bytes()))
+				}
+			default:
 				_ = daemon.Process.Kill()
 				_ = daemon.Wait()
 			}
+			r.WireBytes = proxy.count()
 		}
 		if err == nil && !t.syncs {
 			err = syncFS(dst)

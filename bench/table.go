@@ -8,11 +8,12 @@ import (
 
 // WriteTable writes the report as a terminal table: one row per tool and
 // case, with the median wall time and its range, the time over the floor,
-// sparsesync's time over the tool's, peak RSS and the bytes written to the
-// target device; skipped tools and errors follow the table.
+// sparsesync's time over the tool's (a network peer's: sparsesync's network
+// sync's), peak RSS, the bytes written to the target device and the bytes
+// on the wire; skipped tools and errors follow the table.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tscenario\tplace\ttool\tmedian s\tmin s\tmax s\tx floor\tsparsesync/tool\tpeak RSS\twritten\t")
+	fmt.Fprintln(tw, "workload\tscenario\tplace\ttool\tmedian s\tmin s\tmax s\tx floor\tsparsesync/tool\tpeak RSS\twritten\twire\t")
 	var notes []string
 	for _, c := range r.Cases {
 		for _, t := range append([]Tool{c.Floor}, c.Tools...) {
@@ -29,9 +30,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if !t.Measured() {
 				continue
 			}
-			ratio, floor, rss, written := "-", "-", "-", "n/a"
+			ratio, floor, rss, written, wire := "-", "-", "-", "n/a", "-"
 			if t.SparsesyncRatio > 0 {
 				ratio = fmt.Sprintf("%.2f", t.SparsesyncRatio)
+				if t.RatioBase != "" {
+					ratio += " (" + t.RatioBase + ")"
+				}
+			}
+			if t.WireBytes.N > 0 {
+				wire = humanBytes(t.WireBytes.Median)
 			}
 			if t.FloorRatio > 0 {
 				floor = fmt.Sprintf("%.2f", t.FloorRatio)
@@ -42,8 +49,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if c.DeviceStats && t.DeviceWritten.N > 0 {
 				written = humanBytes(t.DeviceWritten.Median)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Scenario, c.Place, t.Name,
-				t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, rss, written)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Scenario, c.Place, t.Name,
+				t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, rss, written, wire)
 		}
 	}
 	if err := tw.Flush(); err != nil {

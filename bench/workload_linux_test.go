@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -159,4 +160,74 @@ func dataBytes(t *testing.T, p string) int64 {
 		n += r.Len
 	}
 	return n
+}
+
+// TestVMImage: the vm-image workload is an ext4 filesystem (e2fsck finds
+// it clean) holding the tree it was given, file for file (read back with
+// debugfs, not through our code), on a sparse file with holes, and the
+// same tree gives the same image.
+func TestVMImage(t *testing.T) {
+	for _, p := range []string{"mkfs.ext4", "e2fsck", "debugfs"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not found (package e2fsprogs)", p)
+		}
+	}
+	dir := loopfs.Mount(t, loopfs.Tmpfs, 256<<20)
+	tree := filepath.Join(dir, "tree")
+	files := map[string][]byte{
+		"a.txt":             []byte("hello from the vm image\n"),
+		"sub/b.bin":         bytes.Repeat([]byte{0xa5, 0x5a, 1, 2}, 50_000),
+		"sub/deeper/c.conf": []byte("key = value\n"),
+	}
+	for name, b := range files {
+		p := filepath.Join(tree, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := bench.WorkloadNamed("vm-image")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := bench.GenOptions{Scale: 1.0 / 64, TreeDir: tree} // 32 MiB
+	img, again := filepath.Join(dir, "vm.img"), filepath.Join(dir, "vm2.img")
+	for _, p := range []string{img, again} {
+		if err := w.Generate(t.Context(), p, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !sameBytes(t, img, again) {
+		t.Error("the same tree gave different images")
+	}
+	st, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != w.ScaledSize(g) {
+		t.Errorf("size %d, want %d", st.Size(), w.ScaledSize(g))
+	}
+	var data int64
+	for _, r := range layout.SeekWalk(t, img) {
+		data += r.Len
+	}
+	if data == 0 || data >= st.Size() {
+		t.Errorf("%d data bytes in a %d-byte image: not sparse", data, st.Size())
+	}
+	if out, err := exec.Command("e2fsck", "-fn", img).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck -fn: %v: %s", err, out)
+	}
+	for name, want := range files {
+		out := filepath.Join(dir, "out")
+		os.Remove(out)
+		if b, err := exec.Command("debugfs", "-R", "dump /"+name+" "+out, img).CombinedOutput(); err != nil {
+			t.Fatalf("debugfs dump %s: %v: %s", name, err, b)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s in the image: %d bytes (%v), want %d", name, len(got), err, len(want))
+		}
+	}
 }

@@ -119,7 +119,13 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 		Workloads: opts.workloads, Scenarios: opts.scenarios, Peers: peers, Runs: opts.runs,
 		Gen:        bench.GenOptions{Scale: opts.scale, Seed: opts.seed, TreeDir: opts.tree},
 		Sparsesync: benchSparsesyncCommand(exe),
-		Profile:    opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
+		SparsesyncServe: func(root, addr string) []string {
+			return []string{exe, "serve", "--root", root, "--listen", addr, "--no-auth"}
+		},
+		SparsesyncPush: func(src, addr, remote string) []string {
+			return []string{exe, "push", "--no-auth", "--retries", "0", "--progress", "never", src, addr, remote}
+		},
+		Profile: opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
 	}
 	if opts.profileDir != "" {
 		if err := os.MkdirAll(opts.profileDir, 0o755); err != nil {
