@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/scheduler/disks"
 )
 
@@ -99,6 +100,54 @@ func longhornVisible(t *testing.T, dirs map[string]string) map[string][]string {
 		}
 	}
 	return out
+}
+
+// authoritative returns the directory that holds the replica called name
+// after a kill, read the way the README documents recovery: with no move
+// record, its directory on the one disk holding it; with a record in phase
+// copy, the source (its home, or "old" once retired); in phase commit, the
+// copy (its new home, or "new" before the placement).
+func authoritative(t *testing.T, dirs map[string]string, name string) string {
+	t.Helper()
+	var recs []string
+	for _, disk := range []string{"d1", "d2"} {
+		m, err := filepath.Glob(filepath.Join(dirs[disk], disks.AgentDir, "*", disks.IntentFile))
+		require.NoError(t, err)
+		recs = append(recs, m...)
+	}
+	if len(recs) == 0 {
+		var homes []string
+		for _, disk := range []string{"d1", "d2"} {
+			if _, err := os.Stat(filepath.Join(dirs[disk], name)); err == nil {
+				homes = append(homes, filepath.Join(dirs[disk], name))
+			}
+		}
+		require.Len(t, homes, 1, "no move record: the replica must be home on exactly one disk")
+		return homes[0]
+	}
+	require.Len(t, recs, 1, "one move, one record")
+	b, err := os.ReadFile(recs[0])
+	require.NoError(t, err)
+	var rec struct {
+		ID, Phase, Replica, From, To string
+		ToPath                       string `json:"to_path"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rec))
+	require.Equal(t, name, rec.Replica)
+	pick := func(home, hidden string) string {
+		_, herr := os.Stat(home)
+		_, derr := os.Stat(hidden)
+		require.True(t, (herr == nil) != (derr == nil), "exactly one of %s and %s must exist", home, hidden)
+		if herr == nil {
+			return home
+		}
+		return hidden
+	}
+	if rec.Phase == "commit" {
+		return pick(filepath.Join(dirs[rec.To], name), filepath.Join(dirs[rec.To], disks.AgentDir, rec.ID, "new"))
+	}
+	require.Equal(t, "copy", rec.Phase)
+	return pick(filepath.Join(dirs[rec.From], name), filepath.Join(dirs[rec.From], disks.AgentDir, rec.ID, "old"))
 }
 
 // childRun starts the crash child on cfg, blocking at killStep ("": only at
@@ -216,6 +265,15 @@ func TestKillDuringMove(t *testing.T) {
 		require.LessOrEqual(t, len(lh[name]), 1, "rep %d: killed after %q: Longhorn would see %s on %v", rep, last, name, lh[name])
 		require.Equal(t, []string{"d1"}, lh[bystander], "rep %d", rep)
 		require.Len(t, lh, len(lh[name])+1, "rep %d: Longhorn would see %v", rep, lh)
+
+		// The replica's one authoritative directory, found as the README
+		// says (the record's phase), is one replica check accepts, with
+		// the content it had.
+		auth := authoritative(t, dirs, name)
+		rpt, err := replica.Check([]string{auth}, replica.CheckOptions{})
+		require.NoError(t, err, "rep %d: killed after %q: %s", rep, last, auth)
+		require.Equal(t, []string{auth}, rpt.RW, "rep %d: killed after %q: %s", rep, last, auth)
+		require.Equal(t, sums[name], exportSum(t, auth), "rep %d: killed after %q: %s", rep, last, auth)
 
 		// A dry run reports the interrupted move and changes nothing.
 		dry := cfg
