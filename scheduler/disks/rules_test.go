@@ -243,6 +243,27 @@ func TestRules(t *testing.T) {
 		require.Equal(t, map[string]string{repName(0): "d3"}, checkClean(t, cfg, sums))
 	})
 
+	t.Run("pressure-percent-zero-turns-moves-off", func(t *testing.T) {
+		empty(t, d[:]...)
+		sums := map[string]string{}
+		fill(t, d[0], 0, 1, sums)
+		cfg := base()
+		cfg.PressurePercent = ptr(0)
+		res, rec := pass(t, cfg)
+		require.False(t, res.Disks[0].Pressured)
+		require.Empty(t, res.Planned)
+		require.Empty(t, rec.events)
+		require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, cfg, sums))
+		// Unset is Longhorn's default, 90: d1 is under pressure.
+		cfg.PressurePercent = nil
+		cfg.DryRun = true
+		res, rec = pass(t, cfg)
+		require.True(t, res.Disks[0].Pressured)
+		require.Len(t, res.Planned, 1)
+		require.Len(t, rec.kinds(disks.EventPressure), 1)
+		require.Contains(t, rec.kinds(disks.EventPressure)[0].Reason, "below 10%")
+	})
+
 	t.Run("second-agent-refused", func(t *testing.T) {
 		a, err := disks.New(base())
 		require.NoError(t, err)
