@@ -326,6 +326,49 @@ func TestKillDuringMove(t *testing.T) {
 	t.Logf("%d of the %d random kills fell before the end of the pass", inside, reps/2)
 }
 
+// TestKillDuringRecovery: a move is killed, then the agent that recovers
+// it is killed in the middle of the recovery (rolling forward: after the
+// copy took the replica's name, before the source went; rolling back:
+// after the copy went, before the source got its name back); a third start
+// finishes the recovery the first one began.
+func TestKillDuringRecovery(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dirs := map[string]string{
+		"d1": subdir(t, mount(t, loopfs.Ext4), "replicas"),
+		"d2": subdir(t, mount(t, loopfs.Ext4), "replicas"),
+	}
+	name := repName(0)
+	sums := map[string]string{name: writeReplica(t, filepath.Join(dirs["d1"], name), 8*mib, 4*mib, 1)}
+	cfg := disks.Config{
+		Disks:           []disks.DiskConfig{{Name: "d1", Path: dirs["d1"], ReservedBytes: 1 << 40}, {Name: "d2", Path: dirs["d2"]}},
+		PressurePercent: ptr(90),
+	}
+	// The replica starts on d1; the first case leaves it there.
+	for _, tc := range []struct{ moveStep, recoveryStep, want string }{
+		{"retired", "unstaged", "d1"}, // phase copy: rolled back
+		{"committed", "placed", "d2"}, // phase commit: completed
+	} {
+		cmd, stderr, logPath := childRun(t, exe, cfg, tc.moveStep)
+		waitStep(t, cmd, stderr, logPath, tc.moveStep)
+		kill(t, cmd, stderr)
+		cmd, stderr, logPath = childRun(t, exe, cfg, tc.recoveryStep)
+		waitStep(t, cmd, stderr, logPath, tc.recoveryStep)
+		kill(t, cmd, stderr)
+		lh := longhornVisible(t, dirs)
+		require.LessOrEqual(t, len(lh[name]), 1, "killed in recovery at %q: Longhorn would see %v", tc.recoveryStep, lh)
+		require.Equal(t, sums[name], exportSum(t, authoritative(t, dirs, name)))
+		var rec recorder
+		c := cfg
+		c.OnEvent = rec.on
+		a, err := disks.New(c)
+		require.NoError(t, err, "after a kill in recovery at %q", tc.recoveryStep)
+		require.NoError(t, a.Close())
+		require.Len(t, rec.events, 1)
+		require.Equal(t, map[string]string{name: tc.want}, checkClean(t, cfg, sums), "killed in recovery at %q", tc.recoveryStep)
+	}
+}
+
 func kinds(es []disks.Event) []string {
 	var out []string
 	for _, e := range es {
