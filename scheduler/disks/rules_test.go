@@ -277,7 +277,12 @@ func TestRules(t *testing.T) {
 		orphan := filepath.Join(d[1], disks.AgentDir, "vol00-000000a0.12345678", "new")
 		require.NoError(t, os.MkdirAll(orphan, 0o700))
 		require.NoError(t, os.WriteFile(filepath.Join(orphan, "volume.meta"), []byte("{}"), 0o600))
-		_, err := disks.New(base())
+		// A dry run says what a real start would: it refuses too.
+		dry := base()
+		dry.DryRun = true
+		_, err := disks.New(dry)
+		require.ErrorIs(t, err, disks.ErrRecovery)
+		_, err = disks.New(base())
 		require.ErrorIs(t, err, disks.ErrRecovery)
 		require.Contains(t, err.Error(), orphan[:len(orphan)-len("/new")])
 		_, err = os.Stat(filepath.Join(orphan, "volume.meta"))
