@@ -223,7 +223,7 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 	a, err := disks.New(cfg)
 	if err != nil {
 		out.stop()
-		return fmt.Errorf("disks: %w", err)
+		return disksErr(err)
 	}
 	defer a.Close()
 	err = a.Run(ctx, opts.interval, func(res disks.PassResult) {
@@ -232,9 +232,18 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 	})
 	out.stop()
 	if err != nil {
-		return fmt.Errorf("disks: %w", err)
+		return disksErr(err)
 	}
 	return out.err
+}
+
+// disksErr prefixes err with the command's name unless the library's own
+// prefix says it already ("disks: bad configuration: ...").
+func disksErr(err error) error {
+	if strings.HasPrefix(err.Error(), "disks: ") {
+		return err
+	}
+	return fmt.Errorf("disks: %w", err)
 }
 
 // disksPrinter prints events: JSON lines, or one human line each, and a

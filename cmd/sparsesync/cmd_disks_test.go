@@ -86,7 +86,7 @@ func TestDisksCommandDryRunAndErrors(t *testing.T) {
 	_, errOut, code, _ = runCLI(t, "disks", "--disk", "d1="+d1+",reserved=1T", "--disk", "d2="+filepath.Join(d2, "missing"), "--once")
 	require.Equal(t, 1, code)
 	require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
-	require.Contains(t, errOut, `disk "d2": stat `+filepath.Join(d2, "missing")+": no such file or directory")
+	require.Equal(t, "sparsesync: disks: bad configuration: disk \"d2\": stat "+filepath.Join(d2, "missing")+": no such file or directory\n", errOut)
 	_, errOut, code, _ = runCLI(t, "disks", "--disk", "d1="+d1+",reserved=1T", "--disk", "d2="+d1, "--once")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `disk "d1" and disk "d2": two names for one directory`)

@@ -118,8 +118,21 @@ func TestReflinkPair(t *testing.T) {
 		PressurePercent: ptr(90),
 	}
 	var availCopied int64 = -1
+	// The move-start event's progress sampler (what the CLI's bar
+	// draws) reads the copy as it grows: nothing before, all after.
+	var progress func() (int64, int64)
+	var atCopy, atCopied [2]int64
+	cfg.OnEvent = func(e disks.Event) {
+		if e.Kind == disks.EventMoveStart {
+			progress = e.Progress
+		}
+	}
 	disks.SetStepHook(&cfg, func(step string) {
-		if step == "copied" {
+		switch step {
+		case "copy":
+			atCopy[0], atCopy[1] = progress()
+		case "copied":
+			atCopied[0], atCopied[1] = progress()
 			var s unix.Statfs_t
 			require.NoError(t, unix.Statfs(mnt, &s))
 			availCopied = int64(s.Bavail) * s.Bsize
@@ -133,6 +146,9 @@ func TestReflinkPair(t *testing.T) {
 	require.Len(t, res.Moved, 1)
 	require.Equal(t, disks.Move{Replica: repName(0), Volume: "vol00", From: "a1", To: "a2", Bytes: res.Moved[0].Bytes}, res.Moved[0])
 	require.GreaterOrEqual(t, res.Moved[0].Bytes, int64(repData))
+	require.Equal(t, [2]int64{0, res.Moved[0].Bytes}, atCopy, "progress before the copy")
+	require.Equal(t, res.Moved[0].Bytes, atCopied[1])
+	require.GreaterOrEqual(t, atCopied[0], int64(repData), "progress after the copy")
 	// Both copies exist at "copied"; a byte copy would have taken 12 MiB.
 	require.Positive(t, availCopied)
 	t.Logf("free space: %d before, %d with both copies (data %d)", avail, availCopied, repData)

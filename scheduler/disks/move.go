@@ -221,6 +221,7 @@ func (a *Agent) rollback(in *intent, p movePaths) error {
 	if err := removeAll(p.link); err != nil {
 		return err
 	}
+	a.step("unstaged")
 	retired, err := exists(p.retired)
 	if err != nil {
 		return err

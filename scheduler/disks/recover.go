@@ -57,18 +57,6 @@ func (a *Agent) recover() error {
 	// Directories without a record: a move interrupted before its record
 	// was written (nothing in them but a temporary record) is garbage;
 	// anything else belongs to a record we cannot see.
-	if a.cfg.DryRun {
-		// Report what a real start would do, change nothing.
-		for _, t := range todo {
-			what := "rolled back (it had not committed)"
-			if t.in.Phase == PhaseCommit {
-				what = "completed (it had committed)"
-			}
-			a.emit(Event{Kind: EventSkip, Replica: t.in.Replica, Volume: t.in.Volume, From: t.in.From, To: t.in.To,
-				Bytes: t.in.Bytes, Reason: "dry run: an interrupted move would be " + what})
-		}
-		return nil
-	}
 	var garbage []string
 	for _, r := range dirs {
 		if records[r.id] {
@@ -85,6 +73,18 @@ func (a *Agent) recover() error {
 			}
 		}
 		garbage = append(garbage, r.path)
+	}
+	if a.cfg.DryRun {
+		// Report what a real start would do, change nothing.
+		for _, t := range todo {
+			what := "rolled back (it had not committed)"
+			if t.in.Phase == PhaseCommit {
+				what = "completed (it had committed)"
+			}
+			a.emit(Event{Kind: EventSkip, Replica: t.in.Replica, Volume: t.in.Volume, From: t.in.From, To: t.in.To,
+				Bytes: t.in.Bytes, Reason: "dry run: an interrupted move would be " + what})
+		}
+		return nil
 	}
 	for _, g := range garbage {
 		if err := removeAll(g); err != nil {

@@ -243,6 +243,27 @@ func TestRules(t *testing.T) {
 		require.Equal(t, map[string]string{repName(0): "d3"}, checkClean(t, cfg, sums))
 	})
 
+	t.Run("pressure-percent-zero-turns-moves-off", func(t *testing.T) {
+		empty(t, d[:]...)
+		sums := map[string]string{}
+		fill(t, d[0], 0, 1, sums)
+		cfg := base()
+		cfg.PressurePercent = ptr(0)
+		res, rec := pass(t, cfg)
+		require.False(t, res.Disks[0].Pressured)
+		require.Empty(t, res.Planned)
+		require.Empty(t, rec.events)
+		require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, cfg, sums))
+		// Unset is Longhorn's default, 90: d1 is under pressure.
+		cfg.PressurePercent = nil
+		cfg.DryRun = true
+		res, rec = pass(t, cfg)
+		require.True(t, res.Disks[0].Pressured)
+		require.Len(t, res.Planned, 1)
+		require.Len(t, rec.kinds(disks.EventPressure), 1)
+		require.Contains(t, rec.kinds(disks.EventPressure)[0].Reason, "below 10%")
+	})
+
 	t.Run("second-agent-refused", func(t *testing.T) {
 		a, err := disks.New(base())
 		require.NoError(t, err)
@@ -256,7 +277,12 @@ func TestRules(t *testing.T) {
 		orphan := filepath.Join(d[1], disks.AgentDir, "vol00-000000a0.12345678", "new")
 		require.NoError(t, os.MkdirAll(orphan, 0o700))
 		require.NoError(t, os.WriteFile(filepath.Join(orphan, "volume.meta"), []byte("{}"), 0o600))
-		_, err := disks.New(base())
+		// A dry run says what a real start would: it refuses too.
+		dry := base()
+		dry.DryRun = true
+		_, err := disks.New(dry)
+		require.ErrorIs(t, err, disks.ErrRecovery)
+		_, err = disks.New(base())
 		require.ErrorIs(t, err, disks.ErrRecovery)
 		require.Contains(t, err.Error(), orphan[:len(orphan)-len("/new")])
 		_, err = os.Stat(filepath.Join(orphan, "volume.meta"))
