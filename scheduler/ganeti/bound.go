@@ -30,8 +30,21 @@ import (
 // above the best exact one, by more than the estimates' rounding, which
 // estimateWindow bounds). The candidates kept are then put back in Ganeti's
 // scan order, so the exact re-scoring picks the same first-best move as the
-// full scan. DRBD moves (three nodes, peer-dependent N+1 memory) are all
-// scored, as in the full scan, on GOMAXPROCS goroutines.
+// full scan.
+//
+// DRBD disk moves (replace-secondary, replace-and-failover, replace-primary,
+// failover-and-replace) touch the instance's own nodes and the target; the
+// two sides are coupled only through the N+1 reserve of the node that
+// becomes secondary, which depends on what it already reserves for the new
+// primary (between 0 and its largest reserve; every metric grows with it)
+// and, with location tags, the location score (bounded runs only without
+// tags on online nodes, so a moved instance's is 0). Each side is then an
+// interval per metric (ivEntry) and the same chord gives
+//
+//	score(i, kind, t) >= K(i, kind) + T(shape(i), role(kind), t)
+//
+// with the cross term bounded by the largest |D| of the targets. Failovers
+// (no target) are all scored.
 
 // sdMask has the bits of the standard-deviation metrics.
 var sdMask = func() uint32 {
@@ -52,7 +65,6 @@ type boundScratch struct {
 	alpha  []float64 // per instance × metric
 	key    []float64 // per instance: K(i)
 	order  []int32   // migration instances
-	other  []int32   // movable DRBD instances
 	tOrder [][]tEntry
 	tMin   []float64
 	sigma  metricVec
@@ -328,7 +340,6 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	}
 
 	// DRBD failovers (one per instance, no target): all of them.
-	bs.other = bs.other[:0]
 	for ii := range s.insts {
 		in := &s.insts[ii]
 		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && b.filter.allows(in) &&
