@@ -229,8 +229,12 @@ type balancer struct {
 	fresh   []int // nodes changed since then (tried for every instance)
 	// bounded scores only the migrations a lower bound cannot rule out
 	// (see scanBounded); it takes the same decisions as the full scan.
-	bounded  bool
-	bound    boundScratch
+	bounded bool
+	bound   boundScratch
+	// onBound, set by tests, sees every DRBD disk move's bound next to
+	// its estimate (the bound must not exceed it) and the two sides the
+	// bound was built from.
+	onBound  func(ii int, kind MoveKind, tdx int, bound, est float64, own, tgt *ivEntry)
 	extShape []bool   // shape is externally mirrored
 	nodeVer  []uint32 // bumped whenever a node changes
 	// Stats

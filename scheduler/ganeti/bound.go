@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"sync"
 )
 
 // Bounded scan: the exact step (every move of every instance is a
@@ -31,8 +30,21 @@ import (
 // above the best exact one, by more than the estimates' rounding, which
 // estimateWindow bounds). The candidates kept are then put back in Ganeti's
 // scan order, so the exact re-scoring picks the same first-best move as the
-// full scan. DRBD moves (three nodes, peer-dependent N+1 memory) are all
-// scored, as in the full scan, on GOMAXPROCS goroutines.
+// full scan.
+//
+// DRBD disk moves (replace-secondary, replace-and-failover, replace-primary,
+// failover-and-replace) touch the instance's own nodes and the target; the
+// two sides are coupled only through the N+1 reserve of the node that
+// becomes secondary, which depends on what it already reserves for the new
+// primary (between 0 and its largest reserve; every metric grows with it)
+// and, with location tags, the location score (bounded runs only without
+// tags on online nodes, so a moved instance's is 0). Each side is then an
+// interval per metric (ivEntry) and the same chord gives
+//
+//	score(i, kind, t) >= K(i, kind) + T(shape(i), role(kind), t)
+//
+// with the cross term bounded by the largest |D| of the targets. Failovers
+// (no target) are all scored.
 
 // sdMask has the bits of the standard-deviation metrics.
 var sdMask = func() uint32 {
@@ -53,7 +65,6 @@ type boundScratch struct {
 	alpha  []float64 // per instance × metric
 	key    []float64 // per instance: K(i)
 	order  []int32   // migration instances
-	other  []int32   // movable DRBD instances
 	tOrder [][]tEntry
 	tMin   []float64
 	sigma  metricVec
@@ -69,6 +80,40 @@ type boundScratch struct {
 	needed []bool   // (shape, flag) used by some instance
 	hs     []int    // the needed ones
 	sorted []bool   // tOrder[h] is sorted
+
+	// DRBD moves (see drbdItem): per node, shape and role the target
+	// side, built at the node's version dVer; the (instance, kind) items
+	// of this step with their α; T per (shape, role) as for migrations.
+	dt      []ivEntry
+	dVer    []uint32
+	dTw     bool // twins flag dt was built with
+	items   []drbdItem
+	dAlpha  []metricVec
+	owns    []ivEntry // per item: the instance's own nodes
+	dNeeded []bool
+	dOrder  [][]tEntry
+	dMin    []float64
+	dSorted []bool
+}
+
+// ivEntry is one side of a DRBD move (the target, or the instance's own
+// nodes) as intervals: over every peer the side's N+1 reserve can take,
+// each deviation metric's shifted-sum change lies in [dlo, dhi] and its
+// sum-of-squares change is at least qlo; lin is a lower bound of the
+// weighted change of the sums.
+type ivEntry struct {
+	ok            bool
+	lin           float64
+	dlo, dhi, qlo metricVec
+}
+
+// drbdItem is a DRBD instance with one of its four disk moves; the target
+// node is what the bound ranks.
+type drbdItem struct {
+	ii   int32
+	kind MoveKind
+	hr   int32 // 2·shape + role of the target (0: new primary, 1: new secondary)
+	key  float64
 }
 
 // bEntry is a cached migration target (tc entry) reduced to what the bound
@@ -226,6 +271,8 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			aHi[k] = max(aHi[k], x)
 		}
 	}
+	// DRBD disk moves: their own α and β ranges.
+	da := b.drbdPrepare(noDiskMoves)
 	// Chords.
 	var lconst float64 = a.base
 	for _, k := range a.active {
@@ -234,6 +281,9 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 		v0 := a.q[k]*a.invN - (a.s[k]*a.invN)*(a.s[k]*a.invN)
 		lo, hi := aLo[k]+bs.bLo[k], aHi[k]+bs.bHi[k]
+		if da.any {
+			lo, hi = min(lo, da.aLo[k]+da.bLo[k]), max(hi, da.aHi[k]+da.bHi[k])
+		}
 		lo = max(lo, -v0)
 		g := func(u float64) float64 { return math.Sqrt(max(0, v0+u)) }
 		sig, l := 0.0, 0.0
@@ -289,41 +339,57 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 	}
 
-	// DRBD and other non-migration moves: all of them, as in scan, split
-	// over the workers (each keeps a superset of what one scan would).
-	bs.other = bs.other[:0]
+	// DRBD failovers (one per instance, no target): all of them.
 	for ii := range s.insts {
 		in := &s.insts[ii]
-		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && b.filter.allows(in) {
-			bs.other = append(bs.other, int32(ii))
+		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && b.filter.allows(in) &&
+			in.sNode >= 0 && !s.nodes[in.sNode].offline {
+			if est, ok := b.evaluate(&w.r, ii, Failover, -1, force); ok {
+				w.evals++
+				w.record(ii, Failover, -1, est)
+			}
 		}
 	}
-	nw := len(b.workers)
-	if len(bs.other)*len(b.online)*4 < parallelThreshold {
-		nw = 1
-	}
-	var wg sync.WaitGroup
-	per := (len(bs.other) + nw - 1) / max(nw, 1)
-	for k := 1; k < nw; k++ {
-		lo, hi := min(k*per, len(bs.other)), min((k+1)*per, len(bs.other))
-		wg.Add(1)
-		go func(x *scanWorker) {
-			defer wg.Done()
-			x.reset()
-			for _, ii := range bs.other[lo:hi] {
-				b.scanInst(x, int(ii), force, noDiskMoves)
+	// DRBD disk moves: T per (shape, role) and K per item, as for
+	// migrations.
+	firstD := -1
+	if da.any {
+		for h := range bs.dMin {
+			bs.dMin[h] = math.Inf(1)
+			bs.dSorted[h] = false
+			bs.dOrder[h] = bs.dOrder[h][:0]
+		}
+		for _, t := range b.online {
+			for hr, ok := range bs.dNeeded {
+				if !ok {
+					continue
+				}
+				e := &bs.dt[t*2*ns+hr]
+				if !e.ok {
+					continue
+				}
+				k := e.lin
+				for _, kk := range a.active {
+					if metricKinds[kk] == mStdDev {
+						k += ws[kk] * a.ivBeta(kk, e)
+					}
+				}
+				bs.dOrder[hr] = append(bs.dOrder[hr], tEntry{t: int32(t), key: k})
+				bs.dMin[hr] = min(bs.dMin[hr], k)
 			}
-		}(&b.workers[k])
-	}
-	for _, ii := range bs.other[:min(per, len(bs.other))] {
-		b.scanInst(w, int(ii), force, noDiskMoves)
-	}
-	wg.Wait()
-	for k := 1; k < nw; k++ {
-		x := &b.workers[k]
-		w.cands = append(w.cands, x.cands...)
-		w.best = min(w.best, x.best)
-		w.evals += x.evals
+		}
+		for j := range bs.items {
+			it := &bs.items[j]
+			it.key += lconst
+			for _, k := range a.active {
+				if metricKinds[k] == mStdDev {
+					it.key += ws[k] * bs.dAlpha[j][k]
+				}
+			}
+			if it.key+bs.dMin[it.hr] < firstKey {
+				firstD, firstKey = j, it.key+bs.dMin[it.hr]
+			}
+		}
 	}
 	limit := func(x float64) bool { return x-boundSlack*(1+math.Abs(x)) > w.best+estimateWindow }
 	migrations := func(ii int) {
@@ -351,25 +417,324 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			w.record(ii, Migrate, tdx, a.estimate2(&bs.srcD[ii], &e.d))
 		}
 	}
-	// The most promising instance first, for a low best estimate early;
-	// then every other one whose bound still allows it.
-	if first >= 0 {
+	disk := func(j int) {
+		it := &bs.items[j]
+		if limit(it.key + bs.dMin[it.hr]) {
+			return
+		}
+		if !bs.dSorted[it.hr] {
+			slices.SortFunc(bs.dOrder[it.hr], func(x, y tEntry) int { return cmp.Compare(x.key, y.key) })
+			bs.dSorted[it.hr] = true
+		}
+		in := &s.insts[it.ii]
+		if b.onBound != nil {
+			// Test hook: every target's bound against its estimate.
+			for _, te := range bs.dOrder[it.hr] {
+				tdx := int(te.t)
+				if tdx == in.pNode || tdx == in.sNode {
+					continue
+				}
+				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
+					b.onBound(int(it.ii), it.kind, tdx, it.key+te.key, est, &bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
+				}
+			}
+		}
+		for _, te := range bs.dOrder[it.hr] {
+			if limit(it.key + te.key) {
+				break
+			}
+			tdx := int(te.t)
+			if tdx == in.pNode || tdx == in.sNode {
+				continue
+			}
+			if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
+				w.evals++
+				w.record(int(it.ii), it.kind, tdx, est)
+			}
+		}
+	}
+	// The most promising migration or DRBD move first, for a low best
+	// estimate early; then every other one whose bound still allows it.
+	if firstD >= 0 {
+		disk(firstD)
+	} else if first >= 0 {
 		migrations(first)
 	}
 	for _, ii := range bs.order {
-		if int(ii) != first {
+		if int(ii) != first || firstD >= 0 {
 			migrations(int(ii))
 		}
 	}
+	for j := range bs.items {
+		if j != firstD {
+			disk(j)
+		}
+	}
 	// Back to Ganeti's scan order: by instance, then target (a DRBD
-	// instance's failover, tdx -1, first; its moves per target are already
-	// in order and the sort is stable).
-	slices.SortStableFunc(w.cands, func(x, y cand) int {
+	// instance's failover, tdx -1, first), then a DRBD instance's moves
+	// to one target in scanInst's order.
+	slices.SortFunc(w.cands, func(x, y cand) int {
 		if c := cmp.Compare(x.ii, y.ii); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.tdx, y.tdx)
+		if c := cmp.Compare(x.tdx, y.tdx); c != 0 {
+			return c
+		}
+		return cmp.Compare(kindRank[x.kind], kindRank[y.kind])
 	})
+}
+
+// kindRank is the order in which scanInst tries a DRBD instance's moves to
+// one target.
+var kindRank = [...]int{Failover: 0, Migrate: 0, ReplaceSecondary: 1, ReplaceAndFailover: 2, ReplacePrimary: 3, FailoverAndReplace: 4}
+
+// drbdRanges are the ranges of α and β over the DRBD moves of a step.
+type drbdRanges struct {
+	any                bool
+	aLo, aHi, bLo, bHi metricVec
+}
+
+// drbdPrepare brings the DRBD target sides up to date and computes, for
+// every movable DRBD instance and each of its disk moves, the interval of
+// its own nodes' change (bs.items, bs.dAlpha holding α with the cross-term
+// bound folded in, item.key the sums' part). The target side of a move is
+// the node taking the instance as primary (its change does not depend on
+// the instance's other node) or as secondary (its N+1 reserve depends on
+// the memory it already reserves for the new primary, which lies between
+// 0 and its largest reserve, and every metric grows with it). Without
+// location tags on online nodes (the bound's precondition, !hasMap) a
+// moved DRBD instance's location score is 0.
+func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
+	s := b.s
+	a := &b.agg
+	bs := &b.bound
+	ns := len(b.shapeOf)
+	var r drbdRanges
+	bs.items = bs.items[:0]
+	bs.dAlpha = bs.dAlpha[:0]
+	if noDiskMoves {
+		return r
+	}
+	if len(bs.dt) != len(s.nodes)*2*ns || bs.dTw != a.twins {
+		// The entries hold weighted sums over the active metrics,
+		// which the load twins change.
+		bs.dt = make([]ivEntry, len(s.nodes)*2*ns)
+		bs.dVer = make([]uint32, len(s.nodes))
+		bs.dTw = a.twins
+	}
+	if len(bs.dNeeded) != 2*ns {
+		bs.dNeeded = make([]bool, 2*ns)
+		bs.dOrder = make([][]tEntry, 2*ns)
+		bs.dMin = make([]float64, 2*ns)
+		bs.dSorted = make([]bool, 2*ns)
+	}
+	clear(bs.dNeeded)
+	// Target sides of the nodes that changed.
+	for _, t := range b.online {
+		if v := b.nodeVer[t] + 1; bs.dVer[t] != v {
+			for h, rep := range b.shapeOf {
+				if b.extShape[h] {
+					continue
+				}
+				ni := s.insts[rep]
+				// Only auto-balanced instances move, and the shape
+				// does not tell (a secondary's reserve counts them
+				// only).
+				ni.locScore, ni.autoBalance = 0, true
+				b.drbdTarget(t, &ni, &bs.dt[t*2*ns+2*h], &bs.dt[t*2*ns+2*h+1])
+			}
+			bs.dVer[t] = v
+		}
+	}
+	// The instance's own nodes, per move.
+	own := bs.dAlpha[:0] // reused below for α
+	var fe ivEntry
+	owns := bs.owns[:0]
+	for ii := range s.insts {
+		in := &s.insts[ii]
+		if in.tmpl.Mirror() != MirrorInternal || !in.movable || !in.autoBalance || !b.filter.allows(in) || in.sNode < 0 {
+			continue
+		}
+		useSec := !s.nodes[in.sNode].offline
+		for _, kind := range [...]MoveKind{ReplaceSecondary, ReplaceAndFailover, ReplacePrimary, FailoverAndReplace} {
+			if !useSec && (kind == ReplacePrimary || kind == FailoverAndReplace) {
+				continue
+			}
+			if !b.drbdOwn(ii, kind, &fe) {
+				continue // fails whatever the target
+			}
+			role := 0
+			if kind == ReplaceSecondary || kind == FailoverAndReplace {
+				role = 1
+			}
+			hr := 2*int(b.shape[ii]) + role
+			bs.dNeeded[hr] = true
+			bs.items = append(bs.items, drbdItem{ii: int32(ii), kind: kind, hr: int32(hr), key: fe.lin})
+			owns = append(owns, fe)
+		}
+	}
+	bs.owns = owns
+	if len(bs.items) == 0 {
+		return r
+	}
+	r.any = true
+	// Target side: ranges of β and the largest |D| per metric.
+	var absD metricVec
+	for _, t := range b.online {
+		for hr, ok := range bs.dNeeded {
+			if !ok {
+				continue
+			}
+			e := &bs.dt[t*2*ns+hr]
+			if !e.ok {
+				continue
+			}
+			for _, k := range a.active {
+				if metricKinds[k] != mStdDev {
+					continue
+				}
+				v := a.ivBeta(k, e)
+				r.bLo[k], r.bHi[k] = min(r.bLo[k], v), max(r.bHi[k], v)
+				absD[k] = max(absD[k], math.Abs(e.dlo[k]), math.Abs(e.dhi[k]))
+			}
+		}
+	}
+	// Own side: α with the cross term -2·D_own·D_target/n² bounded below.
+	for j := range owns {
+		fe := &owns[j]
+		var al metricVec
+		for _, k := range a.active {
+			if metricKinds[k] != mStdDev {
+				continue
+			}
+			x := a.ivBeta(k, fe) - 2*max(math.Abs(fe.dlo[k]), math.Abs(fe.dhi[k]))*absD[k]*a.invN*a.invN
+			al[k] = x
+			r.aLo[k], r.aHi[k] = min(r.aLo[k], x), max(r.aHi[k], x)
+		}
+		own = append(own, al)
+	}
+	bs.dAlpha = own
+	return r
+}
+
+// ivBeta is an interval side's least part of V_k (see ivEntry): the
+// sum-of-squares change at its least, and −(2·s·D + D²)/n², concave in D,
+// at the worse end of [dlo, dhi].
+func (a *aggregates) ivBeta(k int, e *ivEntry) float64 {
+	g := func(d float64) float64 { return 2*a.s[k]*d + d*d }
+	return e.qlo[k]*a.invN - max(g(e.dlo[k]), g(e.dhi[k]))*a.invN*a.invN
+}
+
+// ivAdd adds to e the change of one node from old to a vector lying,
+// metric by metric, between lo and hi.
+func (a *aggregates) ivAdd(e *ivEntry, old, lo, hi *metricVec, offline bool) {
+	for _, k := range a.active {
+		kind := metricKinds[k]
+		if (kind == mSumOffline) != offline {
+			continue
+		}
+		o := old[k]
+		if kind != mStdDev {
+			e.lin += a.w[k] * min(lo[k]-o, hi[k]-o)
+			continue
+		}
+		uo, u1, u2 := o-a.shift[k], lo[k]-a.shift[k], hi[k]-a.shift[k]
+		d1, d2 := u1-uo, u2-uo
+		e.dlo[k] += min(d1, d2)
+		e.dhi[k] += max(d1, d2)
+		m := min(u1*u1, u2*u2)
+		if (u1 < 0) != (u2 < 0) {
+			m = 0 // the shift lies between: the square can reach 0
+		}
+		e.qlo[k] += m - uo*uo
+	}
+}
+
+// drbdTarget computes node t's side of taking DRBD instance ni as new
+// primary (pri) or new secondary (sec). Only the hard checks are applied:
+// a side that fails them fails for every move.
+func (b *balancer) drbdTarget(t int, ni *instState, pri, sec *ivEntry) {
+	n := &b.s.nodes[t]
+	*pri, *sec = ivEntry{}, ivEntry{}
+	p := *n
+	if p.addPri(ni, true) {
+		v := p.vector()
+		pri.ok = true
+		b.agg.ivAdd(pri, &b.vecs[t], &v, &v, n.offline)
+	}
+	lo, hi := *n, *n
+	if lo.addSecBase(ni, -1, 0, true, true) && hi.addSecBase(ni, -1, maxPeer(n.peers), true, true) {
+		vl, vh := lo.vector(), hi.vector()
+		sec.ok = true
+		b.agg.ivAdd(sec, &b.vecs[t], &vl, &vh, n.offline)
+	}
+}
+
+// drbdOwn computes the change of DRBD instance ii's own nodes under a disk
+// move (as applyMove makes it, with the soft checks off), into e. It
+// reports false when the move fails for every target.
+func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
+	s := b.s
+	in := &s.insts[ii]
+	pdx, sdx := in.pNode, in.sNode
+	ni := *in
+	ni.locScore = 0
+	*e = ivEntry{}
+	p, sn := s.nodes[pdx], s.nodes[sdx]
+	add := func(i int, lo, hi *nodeState) {
+		vl, vh := lo.vector(), hi.vector()
+		b.agg.ivAdd(e, &b.vecs[i], &vl, &vh, s.nodes[i].offline)
+	}
+	// sec takes ni as a secondary of the target: the interval over the
+	// memory it already reserves for the target.
+	sec := func(n *nodeState) (lo, hi nodeState, ok bool) {
+		lo, hi = *n, *n
+		ok = lo.addSecBase(&ni, -1, 0, true, true) && hi.addSecBase(&ni, -1, maxPeer(n.peers), true, true)
+		return lo, hi, ok
+	}
+	switch kind {
+	case ReplaceSecondary:
+		p.removePri(in)
+		sn.removeSec(in, true)
+		if !p.addPri(&ni, true) {
+			return false
+		}
+		add(pdx, &p, &p)
+		add(sdx, &sn, &sn)
+	case ReplaceAndFailover:
+		p.removePri(in)
+		sn.removeSec(in, true)
+		lo, hi, ok := sec(&p)
+		if !ok {
+			return false
+		}
+		add(pdx, &lo, &hi)
+		add(sdx, &sn, &sn)
+	case ReplacePrimary:
+		p.removePri(in)
+		sn.removeSec(in, true)
+		if !sn.addPri(&ni, true) {
+			return false
+		}
+		sn.removePri(&ni)
+		lo, hi, ok := sec(&sn)
+		if !ok {
+			return false
+		}
+		add(pdx, &p, &p)
+		add(sdx, &lo, &hi)
+	case FailoverAndReplace:
+		p.removePri(in)
+		sn.removeSec(in, true)
+		if !sn.addPri(&ni, true) {
+			return false
+		}
+		add(pdx, &p, &p)
+		add(sdx, &sn, &sn)
+	default:
+		return false
+	}
+	return true
 }
 
 // sideKey is one side's part of the bound: Σ σ_k·w_k·x_k over the deviation

@@ -476,12 +476,20 @@ func rejectTags(m map[string]int, tags []string) bool {
 // addSec is Ganeti's Node.addSecExEx with ignoreDisks false; pdx is the
 // instance's (new) primary node. dry is as for removeSec.
 func (n *nodeState) addSec(in *instState, pdx int, force, dry bool) bool {
+	return n.addSecBase(in, pdx, peerFind(n.peers, pdx), force, dry)
+}
+
+// addSecBase is addSec with the memory the node already reserves for pdx
+// given as base. The result grows with base (rMem, pRem, N+1 failure), and
+// only the soft checks depend on it; the DRBD bound evaluates it at the
+// least and the largest base a peer can have.
+func (n *nodeState) addSecBase(in *instState, pdx, base int, force, dry bool) bool {
 	strict := !force
 	secMem := 0
 	if in.usesSecMem() {
 		secMem = in.mem
 	}
-	newPeem := peerFind(n.peers, pdx) + secMem
+	newPeem := base + secMem
 	dskFth := n.fDskFth - in.dsk
 	spFth := n.calcFreeSpindles(true, in, n.fSpindFth)
 	instSpFth := n.calcSpindleUse(true, in, n.instSpFth)

@@ -198,7 +198,7 @@ func Squeeze(c *Cluster, opts SqueezeOptions) (*SqueezeResult, error) {
 		}
 	}
 	size := len(base.insts) * online
-	drbd := 0 // DRBD moves the bounded search scores in full
+	drbd := 0 // movable DRBD instances (see ExactLimit)
 	for i := range base.insts {
 		in := &base.insts[i]
 		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && sq.filter.allows(in) {
