@@ -73,8 +73,31 @@ func newRootCommand(g *globalOpts) *cobra.Command {
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd(g))
 	}
+	// Cobra adds "completion" and "help" only when it executes, after
+	// enforceUsage would have run: add them now so they keep the contract
+	// too ("completion" alone or with an unknown shell, "help bogus": 2).
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			strictHelp(c)
+		}
+	}
 	enforceUsage(root)
 	return root
+}
+
+// strictHelp makes `help TOPIC` fail with a usage error when TOPIC names no
+// command (cobra prints "Unknown help topic" and succeeds).
+func strictHelp(help *cobra.Command) {
+	show := help.Run
+	help.RunE = func(cmd *cobra.Command, args []string) error {
+		if found, rest, err := cmd.Root().Find(args); found == nil || err != nil || len(rest) > 0 {
+			return usageError{fmt.Errorf("no help topic %q (see %s --help)", strings.Join(args, " "), cmd.Root().Name())}
+		}
+		show(cmd, args)
+		return nil
+	}
 }
 
 // enforceUsage makes every way of calling a command wrongly a usageError
