@@ -113,6 +113,7 @@ func TestNetworkPermanentErrorsFailAtOnce(t *testing.T) {
 			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 			require.Contains(t, stderr, tc.want)
 			require.NotContains(t, stderr, "tcpsync: ", "no package prefix: %q", stderr)
+			require.NotContains(t, stderr, "dial: dial", "no doubled prefix: %q", stderr)
 			require.True(t, strings.HasPrefix(stderr, "sparsesync: "+tc.args[0]+" "), stderr)
 			want := int32(0)
 			if tc.proxy != nil {
