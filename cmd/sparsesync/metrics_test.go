@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -80,6 +82,17 @@ func TestServeMetrics(t *testing.T) {
 		require.Equal(t, typ, fams[name].GetType(), name)
 	}
 	require.NotContains(t, fams, "sparsesync_errors_total", "failures are syncs_total{result=\"error\"}")
+	// The README's Metrics table, row by row, and nothing undocumented.
+	documented := readmeServeMetrics(t)
+	for name, typ := range documented {
+		require.Contains(t, fams, name, "README documents %s", name)
+		require.Equal(t, typ, strings.ToLower(fams[name].GetType().String()), "README's type of %s", name)
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "sparsesync_") {
+			require.Contains(t, documented, name, "%s is not in the README's Metrics table", name)
+		}
+	}
 	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "push", "result": "ok"}))
 	// The failed pull may be counted a moment after the client saw the error.
 	require.Eventually(t, func() bool {
@@ -109,4 +122,21 @@ func TestServeMetrics(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "--pprof serves profiles")
+}
+
+// readmeServeMetrics reads the README's "Metrics" table of serve: metric
+// name to type ("counter", "histogram"), for the sparsesync_ rows.
+func readmeServeMetrics(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(b), "- **Metrics:** `serve --metrics ADDR`")
+	require.True(t, ok, "README has the serve Metrics paragraph")
+	row := regexp.MustCompile("(?m)^\\s*\\| `(sparsesync_[a-z_]+)` \\| ([a-z]+) \\|")
+	got := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(after[:strings.Index(after, "\n- **")], -1) {
+		got[m[1]] = m[2]
+	}
+	require.Len(t, got, 3, "the table's sparsesync_ rows: %v", got)
+	return got
 }
