@@ -58,7 +58,7 @@ func TestExitStatusContract(t *testing.T) {
 		{"replica create without --size", []string{"replica", "create", filepath.Join(dir, "r")}, 2, "replica create: required flag --size not given"},
 		{"balance without -t", []string{"balance"}, 2, "balance: required flag --text-data not given"},
 		{"squeeze without -t", []string{"squeeze"}, 2, "squeeze: required flag --text-data not given"},
-		{"unknown flag", []string{"local", "--nope", "a", "b"}, 2, "unknown flag: --nope"},
+		{"unknown flag", []string{"local", "--nope", "a", "b"}, 2, "local: unknown flag: --nope"},
 		{"bad --progress", []string{"local", "--progress", "sometimes", "a", "b"}, 2, `--progress: unknown value "sometimes" (want auto, always or never)`},
 		{"bad --compress", []string{"push", "--no-auth", "--compress", "gzip", "a", "127.0.0.1:1", "x"}, 2, ""},
 		{"bad --size", []string{"replica", "create", "--size", "lots", filepath.Join(dir, "r")}, 2, `replica create: --size: invalid size "lots"`},
@@ -68,6 +68,8 @@ func TestExitStatusContract(t *testing.T) {
 		{"serve on a malformed address", []string{"serve", "--root", dir, "--no-auth", "--listen", "7373"}, 2, `serve: --listen "7373": want host:port`},
 		{"push to a port out of range", []string{"push", "--no-auth", "a", "127.0.0.1:70000", "x"}, 2, `push a to 127.0.0.1:70000 x: ADDR "127.0.0.1:70000": port out of range 0-65535`},
 		{"serve on a missing root", []string{"serve", "--root", missing, "--no-auth", "--listen", "127.0.0.1:0"}, 1, "serve: --root " + missing + ": no such file or directory"},
+		{"library error under the command's name", []string{"replica", "rebuild", missing, filepath.Join(dir, "rep")}, 1,
+			"replica rebuild: rebuild " + filepath.Join(dir, "rep") + ": " + missing + ": not a replica directory: open " + missing + "/volume.meta: no such file or directory"},
 		{"failure", []string{"local", missing, filepath.Join(dir, "out")}, 1, "local " + missing + " -> " + filepath.Join(dir, "out") + ": open " + missing + ": no such file or directory"},
 		{"version", []string{"version"}, 0, ""},
 	} {
@@ -100,6 +102,8 @@ func TestJSONErrors(t *testing.T) {
 	}{
 		{[]string{"local", "--json", missing, filepath.Join(dir, "out")}, 1},
 		{[]string{"local", "--json", "--method", "teleport", missing, filepath.Join(dir, "out")}, 2},
+		{[]string{"local", "--nope", "--json", missing, filepath.Join(dir, "out")}, 2}, // parsing stops before --json
+		{[]string{"replica", "rebuild", "--json", missing, filepath.Join(dir, "rep")}, 1},
 		{[]string{"replica", "info", "--json", missing}, 1},
 		{[]string{"extents", "--json", missing}, 1},
 		{[]string{"pull", "--json", "--no-auth", "127.0.0.1:1", "x", filepath.Join(dir, "out")}, 1},

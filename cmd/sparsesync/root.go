@@ -67,7 +67,9 @@ func newRootCommand(g *globalOpts) *cobra.Command {
 	}
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%s%w", commandName(cmd), err)}
+	})
 	root.Version = versionString()
 	root.SetVersionTemplate("{{.Version}}\n")
 	for _, newCmd := range subcommands {
@@ -127,6 +129,9 @@ func enforceUsage(c *cobra.Command) {
 	}
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
+			if strings.Contains(err.Error(), "arg(s)") {
+				err = fmt.Errorf("%s%w", commandName(cmd), err) // cobra's count errors name no command
+			}
 			return usageError{err}
 		}
 		return requiredFlags(cmd)
