@@ -266,6 +266,7 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		want string
 	}{
 		{[]string{"local", src, "/dev/null"}, "character device"},
+		{[]string{"local", "--atomic", src, filepath.Join(dir, "gone", "dst.img")}, "create temporary copy of " + filepath.Join(dir, "gone", "dst.img") + ": no such file or directory"},
 		{[]string{"push", "--no-auth", src, addr, "vm1"}, `"vm1" is a directory`},
 		{[]string{"pull", "--no-auth", addr, "vm1", filepath.Join(dir, "out")}, `"vm1" is a directory`},
 	} {
@@ -273,6 +274,7 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		require.Equal(t, 1, code, stderr)
 		require.Contains(t, stderr, tc.want)
 		require.NotRegexp(t, modeString, stderr)
+		require.NotContains(t, stderr, ".sparsesync-", "no temporary name the user never gave")
 		for _, p := range libraryPrefixes {
 			require.NotContains(t, stderr, p, "no package prefix in %q", stderr)
 		}
