@@ -164,7 +164,7 @@ func (e usageError) Unwrap() error { return e.err }
 
 // isTerminal reports whether w is a terminal that can draw (not TERM=dumb).
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := osFile(w)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return false
 	}
@@ -174,10 +174,20 @@ func isTerminal(w io.Writer) bool {
 
 // terminalWidth returns the width of w if it is a terminal, else def.
 func terminalWidth(w io.Writer, def int) int {
-	if f, ok := w.(*os.File); ok {
+	if f, ok := osFile(w); ok {
 		if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 0 {
 			return width
 		}
 	}
 	return def
+}
+
+// osFile is the file beneath w: w itself, or the file a countingWriter
+// (what commands get as stdout) writes to.
+func osFile(w io.Writer) (*os.File, bool) {
+	if c, ok := w.(*countingWriter); ok {
+		w = c.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok
 }
