@@ -266,6 +266,7 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		want string
 	}{
 		{[]string{"local", src, "/dev/null"}, "character device"},
+		{[]string{"local", "/dev/zero", filepath.Join(dir, "z.img")}, "/dev/zero: not a regular file or block device (character device)"},
 		{[]string{"local", "--atomic", src, filepath.Join(dir, "gone", "dst.img")}, "create temporary copy of " + filepath.Join(dir, "gone", "dst.img") + ": no such file or directory"},
 		{[]string{"push", "--no-auth", src, addr, "vm1"}, `"vm1" is a directory`},
 		{[]string{"pull", "--no-auth", addr, "vm1", filepath.Join(dir, "out")}, `"vm1" is a directory`},
