@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -68,7 +69,17 @@ func TestServeMetrics(t *testing.T) {
 	_, _, code, _ = runCLI(t, "pull", "--no-auth", addr, "missing.img", filepath.Join(dir, "out.img"))
 	require.Equal(t, 1, code)
 
-	fams := scrapeMetrics(t, metrics)
+	// A session is counted when the server has finished it, which may be
+	// a moment after the client saw its result: wait for both.
+	var fams map[string]*dto.MetricFamily
+	require.Eventually(t, func() bool {
+		fams = scrapeMetrics(t, metrics)
+		n := 0
+		for _, m := range fams["sparsesync_syncs_total"].GetMetric() {
+			n += int(m.GetCounter().GetValue())
+		}
+		return n == 2
+	}, 10*time.Second, 10*time.Millisecond)
 	for name, typ := range map[string]dto.MetricType{
 		"sparsesync_syncs_total":           dto.MetricType_COUNTER,
 		"sparsesync_bytes_total":           dto.MetricType_COUNTER,
@@ -94,16 +105,7 @@ func TestServeMetrics(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "push", "result": "ok"}))
-	// The failed pull may be counted a moment after the client saw the error.
-	require.Eventually(t, func() bool {
-		f := scrapeMetrics(t, metrics)["sparsesync_syncs_total"]
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) == 2 && m.GetLabel()[0].GetValue() == "pull" && m.GetLabel()[1].GetValue() == "error" {
-				return m.GetCounter().GetValue() == 1
-			}
-		}
-		return false
-	}, 10e9, 10e6)
+	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "pull", "result": "error"}))
 	require.Equal(t, 2*4096.0, counterValue(t, fams, "sparsesync_bytes_total", map[string]string{"kind": "copied"}))
 	for _, kind := range byteKinds {
 		counterValue(t, fams, "sparsesync_bytes_total", map[string]string{"kind": kind})
