@@ -168,7 +168,14 @@ func sanitize(s string) string {
 // host, unreachable network): the server was never reached.
 type dialError struct{ err error }
 
-func (e *dialError) Error() string { return "dial: " + e.err.Error() }
+// Error says "dial" once: net's own errors already start with "dial tcp".
+func (e *dialError) Error() string {
+	msg := e.err.Error()
+	if strings.HasPrefix(msg, "dial ") {
+		return msg
+	}
+	return "dial: " + msg
+}
 func (e *dialError) Unwrap() error { return e.err }
 
 // tlsError is a failed TLS handshake: a certificate that does not verify

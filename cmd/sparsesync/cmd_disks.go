@@ -195,6 +195,11 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 	if opts.interval < 0 {
 		return usageError{fmt.Errorf("--interval %v is negative", opts.interval)}
 	}
+	if opts.metrics != "" {
+		if err := checkAddr("--metrics", opts.metrics); err != nil {
+			return err
+		}
+	}
 	cfg, err := disksConfig(opts, changed)
 	if err != nil {
 		return err

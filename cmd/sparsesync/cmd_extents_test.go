@@ -95,9 +95,9 @@ func TestExtentsErrors(t *testing.T) {
 	}{
 		{"missing", []string{"extents", filepath.Join(dir, "nope")}, 1, "sparsesync: extents: open " + filepath.Join(dir, "nope") + ": no such file or directory"},
 		{"directory", []string{"extents", dir}, 1, "sparsesync: extents: walk " + dir + ": is a directory"},
-		{"character device", []string{"extents", "/dev/null"}, 1, "sparsesync: extents: walk /dev/null: not a regular file or block device"},
-		{"no argument", []string{"extents"}, 2, "sparsesync: accepts 1 arg(s), received 0"},
-		{"bad flag", []string{"extents", "--nope", dir}, 2, "sparsesync: unknown flag: --nope"},
+		{"character device", []string{"extents", "/dev/null"}, 1, "sparsesync: extents: walk /dev/null: not a regular file or block device (character device)"},
+		{"no argument", []string{"extents"}, 2, "sparsesync: extents: accepts 1 arg(s), received 0"},
+		{"bad flag", []string{"extents", "--nope", dir}, 2, "sparsesync: extents: unknown flag: --nope"},
 		{"bad map", []string{"extents", "--map", "sometimes", dir}, 2, `sparsesync: extents: --map must be auto, always or never, not "sometimes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

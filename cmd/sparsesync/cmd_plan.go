@@ -197,6 +197,11 @@ func runPlanRebalance(ctx context.Context, g *globalOpts, opts *planOpts) error 
 }
 
 func runPlanCPU(ctx context.Context, g *globalOpts, opts *planOpts) error {
+	// The CPU plan has no waits to evaluate, but a bad --now (inherited
+	// from plan) is still bad usage, not silently ignored.
+	if _, err := planNow(opts); err != nil {
+		return err
+	}
 	c, err := loadPlanState(ctx, g, opts)
 	if err != nil {
 		return err

@@ -56,6 +56,9 @@ func (o *netOptions) register(f *pflag.FlagSet) {
 
 // clientOptions turns the flags into library options.
 func (o *netOptions) clientOptions(addr string) (*tcpsync.Options, error) {
+	if err := checkAddr("ADDR", addr); err != nil {
+		return nil, err
+	}
 	c, err := tcpsync.ParseCompression(o.compress)
 	if err != nil {
 		return nil, usageError{err}

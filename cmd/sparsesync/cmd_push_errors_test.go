@@ -4,10 +4,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,18 +28,56 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
+// countingProxy forwards every connection to addr and counts them: the
+// number of attempts a client made, seen from outside the client.
+type countingProxy struct {
+	ln    net.Listener
+	conns atomic.Int32
+}
+
+func newCountingProxy(t *testing.T, addr string) *countingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &countingProxy{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.conns.Add(1)
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go func() { _, _ = io.Copy(s, c); s.Close() }()
+				_, _ = io.Copy(c, s)
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *countingProxy) addr() string { return p.ln.Addr().String() }
+
 // TestNetworkPermanentErrorsFailAtOnce: every failure that another attempt
 // cannot cure ends the first time, with exit status 1, one line on stderr
-// naming the cause, and no retry announced (the default --retries 5 is in
-// force, so a retry would have been announced).
+// naming the cause, and no retry: none announced (the default --retries 5
+// is in force) and, where a server is involved, exactly one connection
+// reached it (counted by a proxy in front of it).
 func TestNetworkPermanentErrorsFailAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	require.NoError(t, os.Mkdir(root, 0o755))
 	tok := writeToken(t, dir)
 	certFile, keyFile, pin := selfSigned(t, dir)
-	plain, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok})
+	plainAddr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok})
 	tlsAddr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok, tlsCert: certFile, tlsKey: keyFile})
+	plain, tlsSrv := newCountingProxy(t, plainAddr), newCountingProxy(t, tlsAddr)
 	src := filepath.Join(dir, "src.img")
 	sparseFile(t, src, 1<<20, map[int64]string{0: "a"})
 	sparseFile(t, filepath.Join(root, "there.img"), 1<<20, map[int64]string{0: "b"})
@@ -47,21 +87,25 @@ func TestNetworkPermanentErrorsFailAtOnce(t *testing.T) {
 	wrongPin := strings.Repeat("00", 32)
 
 	for _, tc := range []struct {
-		name string
-		args []string
-		want string // in the error line
+		name  string
+		args  []string
+		want  string         // in the error line
+		proxy *countingProxy // the server's proxy; nil: no server reached
 	}{
-		{"nothing listening", []string{"push", "--token-file", tok, src, closedPort(t), "x.img"}, "connection refused"},
-		{"unknown host", []string{"push", "--token-file", tok, src, "host.invalid:7373", "x.img"}, "host.invalid"},
-		{"plain client, TLS server", []string{"push", "--token-file", tok, src, tlsAddr, "x.img"}, "push " + src},
-		{"TLS client, plain server", []string{"push", "--token-file", tok, "--tls-pin", pin, src, plain, "x.img"}, "TLS handshake"},
-		{"pin mismatch", []string{"push", "--token-file", tok, "--tls-pin", wrongPin, src, tlsAddr, "x.img"}, "does not match the pin"},
-		{"wrong token", []string{"push", "--token-file", otherTok, src, plain, "x.img"}, "authentication failed"},
-		{"missing remote file", []string{"pull", "--token-file", tok, plain, "nope.img", filepath.Join(dir, "out.img")}, "no such remote file"},
-		{"local destination under a file (ENOTDIR)", []string{"pull", "--token-file", tok, plain, "there.img", filepath.Join(aFile, "out.img")}, "not a directory"},
-		{"missing source", []string{"push", "--token-file", tok, filepath.Join(dir, "nope"), plain, "x.img"}, filepath.Join(dir, "nope")},
+		{"nothing listening", []string{"push", "--token-file", tok, src, closedPort(t), "x.img"}, "connection refused", nil},
+		{"unknown host", []string{"push", "--token-file", tok, src, "host.invalid:7373", "x.img"}, "host.invalid", nil},
+		{"unknown port", []string{"push", "--token-file", tok, src, "127.0.0.1:no-such-service", "x.img"}, "unknown port", nil},
+		{"plain client, TLS server", []string{"push", "--token-file", tok, src, tlsSrv.addr(), "x.img"}, "push " + src, tlsSrv},
+		{"TLS client, plain server", []string{"push", "--token-file", tok, "--tls-pin", pin, src, plain.addr(), "x.img"}, "TLS handshake", plain},
+		{"pin mismatch", []string{"push", "--token-file", tok, "--tls-pin", wrongPin, src, tlsSrv.addr(), "x.img"}, "does not match the pin", tlsSrv},
+		{"wrong token", []string{"push", "--token-file", otherTok, src, plain.addr(), "x.img"}, "authentication failed", plain},
+		{"missing remote file", []string{"pull", "--token-file", tok, plain.addr(), "nope.img", filepath.Join(dir, "out.img")}, "no such remote file", plain},
+		{"local destination under a file (ENOTDIR)", []string{"pull", "--token-file", tok, plain.addr(), "there.img", filepath.Join(aFile, "out.img")}, "not a directory", plain},
+		{"missing source", []string{"push", "--token-file", tok, filepath.Join(dir, "nope"), plain.addr(), "x.img"}, filepath.Join(dir, "nope"), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			plain.conns.Store(0)
+			tlsSrv.conns.Store(0)
 			stdout, stderr, code, _ := runCLI(t, tc.args...)
 			require.Equal(t, 1, code, stderr)
 			require.Empty(t, stdout)
@@ -69,11 +113,60 @@ func TestNetworkPermanentErrorsFailAtOnce(t *testing.T) {
 			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 			require.Contains(t, stderr, tc.want)
 			require.NotContains(t, stderr, "tcpsync: ", "no package prefix: %q", stderr)
+			require.NotContains(t, stderr, "dial: dial", "no doubled prefix: %q", stderr)
 			require.True(t, strings.HasPrefix(stderr, "sparsesync: "+tc.args[0]+" "), stderr)
+			want := int32(0)
+			if tc.proxy != nil {
+				want = 1
+				require.Eventually(t, func() bool { return tc.proxy.conns.Load() >= 1 }, 10*time.Second, time.Millisecond)
+			}
+			require.Equal(t, want, plain.conns.Load()+tlsSrv.conns.Load(), "connections that reached a server")
 		})
 	}
 	_, err := os.Stat(filepath.Join(root, "x.img"))
 	require.ErrorIs(t, err, os.ErrNotExist, "no failed push created its target")
+
+	t.Run("local destination not writable (EACCES)", func(t *testing.T) {
+		pullNotWritable(t, root)
+	})
+}
+
+// pullNotWritable pulls into a directory the caller may not write: as
+// root (which may write anywhere) the built binary runs as uid 65534.
+// It fails at once (EACCES), in one line, with one connection.
+func pullNotWritable(t *testing.T, root string) {
+	sparseFile(t, filepath.Join(root, "open.img"), 1<<20, map[int64]string{0: "c"})
+	addr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", noAuth: true})
+	p := newCountingProxy(t, addr)
+	base, err := os.MkdirTemp(reachableTempDir(), "sparsesync-eacces-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o555))
+	dst := filepath.Join(base, "out.img")
+	args := []string{"pull", "--no-auth", p.addr(), "open.img", dst}
+	var stdout, stderr string
+	var code int
+	if os.Geteuid() == 0 {
+		if testing.Short() {
+			t.Skip("as root: builds the binary to run it as uid 65534 (-short)")
+		}
+		c := exec.Command(buildBinary(t), args...)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var out, errOut strings.Builder
+		c.Stdout, c.Stderr = &out, &errOut
+		_ = c.Run()
+		stdout, stderr, code = out.String(), errOut.String(), c.ProcessState.ExitCode()
+	} else {
+		stdout, stderr, code, _ = runCLI(t, args...)
+	}
+	require.Equal(t, 1, code, stderr)
+	require.Empty(t, stdout)
+	require.NotRegexp(t, "retrying", stderr)
+	require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	require.Contains(t, stderr, "permission denied")
+	require.Contains(t, stderr, dst)
+	require.LessOrEqual(t, p.conns.Load(), int32(1), "at most one attempt reached the server")
+	require.NoFileExists(t, dst)
 }
 
 // resetProxy forwards connections to addr; the first one is reset (RST)
@@ -173,6 +266,8 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		want string
 	}{
 		{[]string{"local", src, "/dev/null"}, "character device"},
+		{[]string{"local", "/dev/zero", filepath.Join(dir, "z.img")}, "/dev/zero: not a regular file or block device (character device)"},
+		{[]string{"local", "--atomic", src, filepath.Join(dir, "gone", "dst.img")}, "create temporary copy of " + filepath.Join(dir, "gone", "dst.img") + ": no such file or directory"},
 		{[]string{"push", "--no-auth", src, addr, "vm1"}, `"vm1" is a directory`},
 		{[]string{"pull", "--no-auth", addr, "vm1", filepath.Join(dir, "out")}, `"vm1" is a directory`},
 	} {
@@ -180,6 +275,7 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		require.Equal(t, 1, code, stderr)
 		require.Contains(t, stderr, tc.want)
 		require.NotRegexp(t, modeString, stderr)
+		require.NotContains(t, stderr, ".sparsesync-", "no temporary name the user never gave")
 		for _, p := range libraryPrefixes {
 			require.NotContains(t, stderr, p, "no package prefix in %q", stderr)
 		}

@@ -227,7 +227,7 @@ Exit status 1 when no replica is RW.
 	f := cmd.Flags()
 	f.BoolVar(&opts.salvage, "salvage", false, "with the counter off, keep exactly one replica")
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
-	f.StringVar(&opts.counter, "revision-counter", "auto", "the volume's counter setting: auto, on or off")
+	f.StringVar(&opts.counter, "revision-counter", "auto", "the volume's counter setting: auto, on (per-write: the same) or off")
 	return cmd
 }
 
@@ -238,11 +238,13 @@ func runReplicaCheck(ctx context.Context, g *globalOpts, opts replicaCheckOption
 	co := replica.CheckOptions{Salvage: opts.salvage}
 	switch opts.counter {
 	case "auto":
-	case "on", "off":
-		on := opts.counter == "on"
+	case "on", "per-write", "off":
+		// The words of create and bench: per-write is a way of keeping
+		// the counter on (Longhorn's), so the volume's setting is on.
+		on := opts.counter != "off"
 		co.Counter = &on
 	default:
-		return usageError{fmt.Errorf("replica check: --revision-counter: %q is not auto, on or off", opts.counter)}
+		return usageError{fmt.Errorf("replica check: --revision-counter: %q is not auto, on, per-write or off", opts.counter)}
 	}
 	rep, checkErr := replica.Check(dirs, co)
 	if rep.Replicas == nil && checkErr != nil {

@@ -98,6 +98,11 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	case opts.remote == "" && (opts.tokenFile != "" || opts.noAuth):
 		return usageError{fmt.Errorf("replica rebuild: --token-file and --no-auth need --remote")}
 	}
+	if opts.remote != "" {
+		if err := checkAddr("replica rebuild: --remote", opts.remote); err != nil {
+			return err
+		}
+	}
 	ro.TCP.NoAuth = opts.noAuth
 	ro.TCP.Retries = opts.retries
 	if opts.retries <= 0 {

@@ -29,6 +29,12 @@ func TestReplicaCreateInfoCheck(t *testing.T) {
 		stdout, stderr, code, _ := runCLI(t, "replica", "create", "--size", "64K", "--revision-counter", tc.flag, dir)
 		require.Equal(t, 0, code, stderr)
 		require.Equal(t, "created "+dir+": 65536 bytes, revision counter "+tc.want+"\n", stdout)
+		// check takes create's word for the same replica.
+		stdout, stderr, code, _ = runCLI(t, "replica", "check", "--revision-counter", tc.flag, dir)
+		if tc.flag == "per-write" {
+			require.Equal(t, 0, code, stderr)
+			require.True(t, strings.HasPrefix(stdout, "RW "), stdout)
+		}
 	}
 	_, stderr, code, _ := runCLI(t, "replica", "create", "--size", "64K", "--revision-counter", "sometimes", filepath.Join(root, "bad"))
 	require.Equal(t, 2, code)

@@ -96,7 +96,16 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 		return usageError{errors.New("serve: --tls-cert and --tls-key go together")}
 	case opts.pprof && opts.metrics == "":
 		return usageError{errors.New("serve: --pprof needs --metrics ADDR")}
-	case opts.tokenFile != "":
+	}
+	if err := checkAddr("serve: --listen", opts.listen); err != nil {
+		return err
+	}
+	if opts.metrics != "" {
+		if err := checkAddr("serve: --metrics", opts.metrics); err != nil {
+			return err
+		}
+	}
+	if opts.tokenFile != "" {
 		tok, err := tcpsync.LoadToken(opts.tokenFile)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,8 +26,25 @@ func execute(ctx context.Context, g *globalOpts, args []string) (*cobra.Command,
 	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay})
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && cmd != nil && !jsonRequested(cmd) && slices.ContainsFunc(beforeDashes(args), isJSONFlag) {
+		// Parsing stopped at a bad flag before reaching --json: the user
+		// still asked for a JSON error.
+		if f := cmd.Flags().Lookup("json"); f != nil {
+			_ = f.Value.Set("true")
+		}
+	}
 	return cmd, out.n > 0, err
 }
+
+// beforeDashes is args up to a "--" (after it, nothing is a flag).
+func beforeDashes(args []string) []string {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return args[:i]
+	}
+	return args
+}
+
+func isJSONFlag(arg string) bool { return arg == "--json" || arg == "--json=true" }
 
 // countingWriter counts the bytes written through it.
 type countingWriter struct {
@@ -54,6 +72,15 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 		line = "sparsesync: " + commandName(cmd) + "interrupted"
 	} else {
 		line = errorLine(err)
+		// A library error returned as is starts with its package's
+		// prefix ("replica: rebuild ..."): the command's name replaces it.
+		msg := strings.TrimPrefix(line, "sparsesync: ")
+		for _, p := range libraryPrefixes {
+			if rest, ok := strings.CutPrefix(msg, p); ok && commandName(cmd) != "" {
+				line = "sparsesync: " + commandName(cmd) + rest
+				break
+			}
+		}
 	}
 	g.stderrLine(line)
 	if cmd != nil && jsonRequested(cmd) && !wroteStdout {

@@ -4,7 +4,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 )
+
+// checkAddr refuses an address that is not host:port, or whose numeric
+// port is out of range, as bad usage (exit status 2), before anything is
+// dialled or bound. what names it in the message ("--listen", "ADDR").
+// A host or a named port that does not resolve is left to the dial or
+// listen (a failure, exit status 1).
+func checkAddr(what, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError{fmt.Errorf("%s %q: want host:port", what, addr)}
+	}
+	if n, err := strconv.Atoi(port); port == "" || err == nil && (n < 0 || n > 65535) {
+		return usageError{fmt.Errorf("%s %q: port out of range 0-65535", what, addr)}
+	}
+	return nil
+}
 
 // humanBytes renders a byte count in binary units (KiB, MiB, ...).
 func humanBytes(n int64) string {

@@ -4,7 +4,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -66,7 +69,17 @@ func TestServeMetrics(t *testing.T) {
 	_, _, code, _ = runCLI(t, "pull", "--no-auth", addr, "missing.img", filepath.Join(dir, "out.img"))
 	require.Equal(t, 1, code)
 
-	fams := scrapeMetrics(t, metrics)
+	// A session is counted when the server has finished it, which may be
+	// a moment after the client saw its result: wait for both.
+	var fams map[string]*dto.MetricFamily
+	require.Eventually(t, func() bool {
+		fams = scrapeMetrics(t, metrics)
+		n := 0
+		for _, m := range fams["sparsesync_syncs_total"].GetMetric() {
+			n += int(m.GetCounter().GetValue())
+		}
+		return n == 2
+	}, 10*time.Second, 10*time.Millisecond)
 	for name, typ := range map[string]dto.MetricType{
 		"sparsesync_syncs_total":           dto.MetricType_COUNTER,
 		"sparsesync_bytes_total":           dto.MetricType_COUNTER,
@@ -80,17 +93,19 @@ func TestServeMetrics(t *testing.T) {
 		require.Equal(t, typ, fams[name].GetType(), name)
 	}
 	require.NotContains(t, fams, "sparsesync_errors_total", "failures are syncs_total{result=\"error\"}")
-	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "push", "result": "ok"}))
-	// The failed pull may be counted a moment after the client saw the error.
-	require.Eventually(t, func() bool {
-		f := scrapeMetrics(t, metrics)["sparsesync_syncs_total"]
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) == 2 && m.GetLabel()[0].GetValue() == "pull" && m.GetLabel()[1].GetValue() == "error" {
-				return m.GetCounter().GetValue() == 1
-			}
+	// The README's Metrics table, row by row, and nothing undocumented.
+	documented := readmeServeMetrics(t)
+	for name, typ := range documented {
+		require.Contains(t, fams, name, "README documents %s", name)
+		require.Equal(t, typ, strings.ToLower(fams[name].GetType().String()), "README's type of %s", name)
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "sparsesync_") {
+			require.Contains(t, documented, name, "%s is not in the README's Metrics table", name)
 		}
-		return false
-	}, 10e9, 10e6)
+	}
+	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "push", "result": "ok"}))
+	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "pull", "result": "error"}))
 	require.Equal(t, 2*4096.0, counterValue(t, fams, "sparsesync_bytes_total", map[string]string{"kind": "copied"}))
 	for _, kind := range byteKinds {
 		counterValue(t, fams, "sparsesync_bytes_total", map[string]string{"kind": kind})
@@ -109,4 +124,21 @@ func TestServeMetrics(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "--pprof serves profiles")
+}
+
+// readmeServeMetrics reads the README's "Metrics" table of serve: metric
+// name to type ("counter", "histogram"), for the sparsesync_ rows.
+func readmeServeMetrics(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(b), "- **Metrics:** `serve --metrics ADDR`")
+	require.True(t, ok, "README has the serve Metrics paragraph")
+	row := regexp.MustCompile("(?m)^\\s*\\| `(sparsesync_[a-z_]+)` \\| ([a-z]+) \\|")
+	got := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(after[:strings.Index(after, "\n- **")], -1) {
+		got[m[1]] = m[2]
+	}
+	require.Len(t, got, 3, "the table's sparsesync_ rows: %v", got)
+	return got
 }

@@ -127,3 +127,21 @@ func TestProgressNeverOnStdout(t *testing.T) {
 	require.NotContains(t, outBuf.String(), "\r")
 	require.Equal(t, 1, strings.Count(outBuf.String(), "\n"))
 }
+
+// TestExtentsMapOnTerminal: extents draws its one-line map when stdout is a
+// terminal (--map auto), as the README's example shows, and not on a pipe.
+func TestExtentsMapOnTerminal(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "disk.img")
+	sparseFile(t, src, 1<<30, map[int64]string{300 << 20: "hello"})
+	tty, output := openPTY(t)
+	g := &globalOpts{stdout: tty, stderr: tty}
+	cmd, wrote, err := execute(t.Context(), g, []string{"extents", src})
+	require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err), "%v", err)
+	require.Regexp(t, `(?m)^\[\.+\+\.+\]$`, output())
+
+	var out bytes.Buffer
+	g = &globalOpts{stdout: &out, stderr: &bytes.Buffer{}}
+	cmd, wrote, err = execute(t.Context(), g, []string{"extents", src})
+	require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err))
+	require.NotContains(t, out.String(), "[.")
+}

@@ -67,14 +67,39 @@ func newRootCommand(g *globalOpts) *cobra.Command {
 	}
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%s%w", commandName(cmd), err)}
+	})
 	root.Version = versionString()
 	root.SetVersionTemplate("{{.Version}}\n")
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd(g))
 	}
+	// Cobra adds "completion" and "help" only when it executes, after
+	// enforceUsage would have run: add them now so they keep the contract
+	// too ("completion" alone or with an unknown shell, "help bogus": 2).
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			strictHelp(c)
+		}
+	}
 	enforceUsage(root)
 	return root
+}
+
+// strictHelp makes `help TOPIC` fail with a usage error when TOPIC names no
+// command (cobra prints "Unknown help topic" and succeeds).
+func strictHelp(help *cobra.Command) {
+	show := help.Run
+	help.RunE = func(cmd *cobra.Command, args []string) error {
+		if found, rest, err := cmd.Root().Find(args); found == nil || err != nil || len(rest) > 0 {
+			return usageError{fmt.Errorf("no help topic %q (see %s --help)", strings.Join(args, " "), cmd.Root().Name())}
+		}
+		show(cmd, args)
+		return nil
+	}
 }
 
 // enforceUsage makes every way of calling a command wrongly a usageError
@@ -104,6 +129,9 @@ func enforceUsage(c *cobra.Command) {
 	}
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
+			if strings.Contains(err.Error(), "arg(s)") {
+				err = fmt.Errorf("%s%w", commandName(cmd), err) // cobra's count errors name no command
+			}
 			return usageError{err}
 		}
 		return requiredFlags(cmd)
@@ -136,7 +164,7 @@ func (e usageError) Unwrap() error { return e.err }
 
 // isTerminal reports whether w is a terminal that can draw (not TERM=dumb).
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := osFile(w)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return false
 	}
@@ -146,10 +174,20 @@ func isTerminal(w io.Writer) bool {
 
 // terminalWidth returns the width of w if it is a terminal, else def.
 func terminalWidth(w io.Writer, def int) int {
-	if f, ok := w.(*os.File); ok {
+	if f, ok := osFile(w); ok {
 		if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 0 {
 			return width
 		}
 	}
 	return def
+}
+
+// osFile is the file beneath w: w itself, or the file a countingWriter
+// (what commands get as stdout) writes to.
+func osFile(w io.Writer) (*os.File, bool) {
+	if c, ok := w.(*countingWriter); ok {
+		w = c.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok
 }

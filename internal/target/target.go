@@ -97,7 +97,7 @@ func Create(path string, o Options) (*File, error) {
 	if o.Atomic {
 		f, tmp, err := createTemp(path, perm)
 		if err != nil {
-			return nil, err
+			return nil, tempError("create temporary copy of", path, err)
 		}
 		return &File{f: f, path: path, tmp: tmp}, nil
 	}
@@ -150,7 +150,7 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 			}
 		}
 		if err != nil {
-			return nil, err
+			return nil, tempError("create temporary copy of", name, err)
 		}
 		return adoptTemp(root, f, name, tmp, perm, o.TempName == "")
 	}
@@ -434,7 +434,7 @@ func (t *File) flush(sync bool) error {
 	}
 	if t.tmp != "" {
 		if err := t.f.Sync(); err != nil {
-			return &fs.PathError{Op: "fsync", Path: t.tmp, Err: errors.Unwrap(err)}
+			return tempError("fsync temporary copy of", t.path, err)
 		}
 		return nil
 	}
@@ -446,7 +446,7 @@ func (t *File) flush(sync bool) error {
 func (t *File) publish(sync bool) error {
 	if t.root != nil {
 		if err := t.root.Rename(t.tmp, t.path); err != nil {
-			return err
+			return tempError("rename temporary copy over", t.path, err)
 		}
 		if !sync {
 			return nil
@@ -458,12 +458,28 @@ func (t *File) publish(sync bool) error {
 		return syncClose(d)
 	}
 	if err := os.Rename(t.tmp, t.path); err != nil {
-		return err
+		return tempError("rename temporary copy over", t.path, err)
 	}
 	if sync {
 		return SyncDir(filepath.Dir(t.path))
 	}
 	return nil
+}
+
+// tempError reports a failure on the temporary file of an atomic Create
+// under the destination's name, which is the one the user gave: the
+// temporary name is ours, random, and gone after the failure. The cause
+// (the errno, for errors.Is) is kept.
+func tempError(op, dst string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return &fs.PathError{Op: op, Path: dst, Err: err}
 }
 
 func removeName(root *os.Root, name string) error {

@@ -84,3 +84,45 @@ func TestRefusesNonTargets(t *testing.T) {
 	_, err = f.Stat()
 	require.NoError(t, err, "Open closed the caller's file")
 }
+
+// TestAtomicErrorsNameTheDestination: a failure on the temporary file of an
+// atomic Create (creating it, renaming it over the destination) names the
+// destination the caller gave, never the random temporary name, and keeps
+// the errno.
+func TestAtomicErrorsNameTheDestination(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { root.Close() })
+	check := func(err error, name string) {
+		t.Helper()
+		require.Error(t, err)
+		require.Contains(t, err.Error(), name)
+		require.NotContains(t, err.Error(), ".sparsesync-", "no temporary name: %v", err)
+	}
+
+	missing := filepath.Join(dir, "missing", "dst")
+	_, err = Create(missing, Options{Atomic: true})
+	check(err, missing)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = Create("missing/dst", Options{Atomic: true, Root: root})
+	check(err, "missing/dst")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+
+	// The destination becomes a non-empty directory before the rename.
+	for _, r := range []*os.Root{nil, root} {
+		name := "dst"
+		if r == nil {
+			name = filepath.Join(dir, name)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "dst"), []byte("old"), 0o600))
+		tf, err := Create(name, Options{Atomic: true, Root: r})
+		require.NoError(t, err)
+		require.NoError(t, os.Remove(filepath.Join(dir, "dst")))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "dst", "sub"), 0o755))
+		err = tf.Commit(false)
+		check(err, name)
+		require.NoError(t, tf.Abort())
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, "dst")))
+	}
+}
