@@ -39,7 +39,10 @@ func buildBinary(t *testing.T) string {
 		}
 		_ = os.Chmod(dir, 0o755)
 		builtBin = filepath.Join(dir, "sparsesync")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		// -buildvcs=auto on the command line: a GOFLAGS=-buildvcs=false in
+		// the user's go env must not hide the revision TestVersionStamped
+		// checks.
+		out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", builtBin, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v: %s", err, out)
 		}
