@@ -79,7 +79,7 @@ func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
 	}
 	c, err := readCluster(opts.file)
 	if err != nil {
-		return err
+		return fmt.Errorf("balance: %w", err)
 	}
 	bo := ganeti.BalanceOptions{
 		MinGain: opts.minGain, MinGainLimit: opts.minGainLimit, MinScore: opts.minScore,
@@ -87,7 +87,7 @@ func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
 	}
 	res, err := ganeti.Balance(c, bo)
 	if err != nil {
-		return fmt.Errorf("%s: %w", opts.file, err)
+		return fmt.Errorf("balance: %s: %w", opts.file, err)
 	}
 	if res.Moves == nil {
 		res.Moves = []ganeti.PlannedMove{}

@@ -270,6 +270,8 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		{[]string{"local", "--atomic", src, filepath.Join(dir, "gone", "dst.img")}, "create temporary copy of " + filepath.Join(dir, "gone", "dst.img") + ": no such file or directory"},
 		{[]string{"push", "--no-auth", src, addr, "vm1"}, `"vm1" is a directory`},
 		{[]string{"pull", "--no-auth", addr, "vm1", filepath.Join(dir, "out")}, `"vm1" is a directory`},
+		{[]string{"balance", "-t", filepath.Join(dir, "nofile")}, "sparsesync: balance: open " + filepath.Join(dir, "nofile") + ": no such file"},
+		{[]string{"squeeze", "-t", filepath.Join(dir, "nofile")}, "sparsesync: squeeze: open " + filepath.Join(dir, "nofile") + ": no such file"},
 	} {
 		_, stderr, code, _ := runCLI(t, tc.args...)
 		require.Equal(t, 1, code, stderr)

@@ -69,8 +69,8 @@ func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOpti
 		return writeJSONLine(g.stdout, replicaExportResult{Dir: dir, Out: out, Size: st.Size, DataBytes: st.DataBytes,
 			Layers: st.Layers, Seconds: st.Elapsed.Seconds()})
 	}
-	_, err = fmt.Fprintf(g.stdout, "exported %s to %s: %s volume, %s data from %d layers, %.2f s\n",
-		dir, out, humanBytes(st.Size), humanBytes(st.DataBytes), st.Layers, st.Elapsed.Seconds())
+	_, err = fmt.Fprintf(g.stdout, "exported %s to %s: %s volume, %s data from %d %s, %.2f s\n",
+		dir, out, humanBytes(st.Size), humanBytes(st.DataBytes), st.Layers, plural(st.Layers, "layer", "layers"), st.Elapsed.Seconds())
 	return err
 }
 

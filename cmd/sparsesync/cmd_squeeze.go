@@ -110,11 +110,11 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 	}
 	c, err := readCluster(opts.file)
 	if err != nil {
-		return err
+		return fmt.Errorf("squeeze: %w", err)
 	}
 	res, err := ganeti.Squeeze(c, so)
 	if err != nil {
-		return fmt.Errorf("%s: %w", opts.file, err)
+		return fmt.Errorf("squeeze: %s: %w", opts.file, err)
 	}
 	if opts.verbose > 0 {
 		fmt.Fprintf(g.stderr, "search: %s (%d balancing runs, %d steps, %d candidate sets ruled out by resource totals)\n",

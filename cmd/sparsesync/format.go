@@ -51,3 +51,11 @@ func writeJSONLine(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false) // "->" stays readable
 	return enc.Encode(v)
 }
+
+// plural picks the word that agrees with n ("1 layer", "3 layers").
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
