@@ -220,7 +220,14 @@ func (p *resetProxy) forward(c net.Conn, addr string, reset bool) {
 		}
 		total += n
 	}
-	time.Sleep(50 * time.Millisecond) // let the client start its session
+	// The server's next bytes answer the client's OPEN, which the client
+	// sends only once it has taken the greeting: forward them, then reset.
+	// The session is established by then, whatever the machine's load.
+	if n, err := s.Read(buf); err != nil {
+		return
+	} else if _, err := c.Write(buf[:n]); err != nil {
+		return
+	}
 	_ = c.(*net.TCPConn).SetLinger(0)
 }
 
