@@ -54,25 +54,9 @@ func NewWalker(f *os.File) (*Walker, error) {
 	case info.Mode.IsDir():
 		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: syscall.EISDIR}
 	case !info.Mode.IsRegular() && !info.BlockDevice:
-		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("%w (%s)", ErrNotRegular, kindName(info.Mode))}
+		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("%w (%s)", ErrNotRegular, TypeName(info.Mode))}
 	}
 	return &Walker{f: f, info: info, holesKnown: true}, nil
-}
-
-// kindName says in words what a file that is neither regular nor a block
-// device is, for error messages ("character device", not "Dc---------").
-func kindName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	}
-	return "special file"
 }
 
 // Info returns what NewWalker found when it stat'ed the file.

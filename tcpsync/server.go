@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // Server receives pushes into, and serves pulls from, files beneath Root.
@@ -430,7 +431,7 @@ func (s *Server) checkDirs(name string) error {
 			return fmt.Errorf("%w: %q is a symlink", ErrPathOutsideRoot, sanitize(name))
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %q is a %s", ErrNotRegular, sanitize(name), wtarget.TypeName(fi.Mode()))
+			return fmt.Errorf("%w: %q is a %s", ErrNotRegular, sanitize(name), sparse.TypeName(fi.Mode()))
 		}
 	}
 	return nil

@@ -128,7 +128,7 @@ func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error
 		}
 		if !st.Mode().IsRegular() {
 			f.Close()
-			return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, display, wtarget.TypeName(st.Mode()))
+			return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, display, sparse.TypeName(st.Mode()))
 		}
 		if err := singleLink(f, display); err != nil {
 			f.Close()

@@ -82,7 +82,7 @@ func Create(path string, o Options) (*File, error) {
 		}
 		return fromFile(f, path, true)
 	case err == nil && !st.Mode().IsRegular():
-		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", TypeName(st.Mode()), ErrNotTarget)}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", sparse.TypeName(st.Mode()), ErrNotTarget)}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 		// The destination is only replaced by name at the end; refuse
 		// what a rename cannot or must not replace before writing.
 		if st, err := root.Lstat(name); err == nil && !st.Mode().IsRegular() {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", TypeName(st.Mode()), ErrNotTarget)}
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", sparse.TypeName(st.Mode()), ErrNotTarget)}
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
@@ -193,7 +193,7 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 func regular(root *os.Root, f *os.File, name string) (*File, error) {
 	info, err := sparse.Stat(f)
 	if err == nil && !info.Mode.IsRegular() {
-		err = &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", TypeName(info.Mode), ErrNotTarget)}
+		err = &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", sparse.TypeName(info.Mode), ErrNotTarget)}
 	}
 	if err != nil {
 		f.Close()
@@ -255,7 +255,7 @@ func Open(f *os.File) (*File, error) { return fromFile(f, f.Name(), false) }
 func fromFile(f *os.File, path string, own bool) (*File, error) {
 	info, err := sparse.Stat(f)
 	if err == nil && !info.Mode.IsRegular() && !info.BlockDevice {
-		err = &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", TypeName(info.Mode), ErrNotTarget)}
+		err = &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%s: %w", sparse.TypeName(info.Mode), ErrNotTarget)}
 	}
 	if err != nil {
 		if own {

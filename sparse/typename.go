@@ -1,4 +1,4 @@
-package target
+package sparse
 
 import "io/fs"
 
