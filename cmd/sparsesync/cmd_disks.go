@@ -62,7 +62,9 @@ flags given on the command line win.
 
 --json prints one event per line: {"time", "event": "pressure"|"move-start"|
 "move-done"|"move-failed"|"skip", "replica", "volume", "from", "to", "bytes",
-"seconds", "reason"}. --metrics ADDR serves Prometheus metrics at
+"seconds", "reason"}. move-done: the replica lives on "to" (a reason says
+when the cleanup after the commit failed and is left to the next start);
+move-failed: the move was rolled back, the replica lives on "from". --metrics ADDR serves Prometheus metrics at
 http://ADDR/metrics while the agent runs.
 
 Examples:
@@ -329,8 +331,12 @@ func (p *disksPrinter) summary(res disks.PassResult) {
 	if len(pressured) > 0 {
 		under = strings.Join(pressured, ", ")
 	}
-	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s), %d failed, %d skipped; under pressure when measured: %s\n",
-		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), len(res.Failed), len(res.Skipped), under)
+	pending := ""
+	if n := len(res.CleanupPending); n > 0 {
+		pending = fmt.Sprintf(" (%d with cleanup left to the next start)", n)
+	}
+	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s)%s, %d failed, %d skipped; under pressure when measured: %s\n",
+		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), pending, len(res.Failed), len(res.Skipped), under)
 	if err != nil && p.err == nil {
 		p.err = err
 	}
@@ -350,7 +356,7 @@ func newDisksMetrics(reg *prometheus.Registry) *disksMetrics {
 	m := &disksMetrics{
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_passes_total", Help: "Passes run."}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparsesync_disks_moves_total",
-			Help: "Moves by outcome: done, failed (rolled back), skipped."}, []string{"result"}),
+			Help: "Moves by outcome: done (the replica lives on its target, even if its cleanup was left to the next start), failed (rolled back), skipped."}, []string{"result"}),
 		movedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_moved_bytes_total",
 			Help: "Allocated bytes of the replicas moved."}),
 		moveSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sparsesync_disks_move_seconds",

@@ -55,6 +55,11 @@
 // neither: the replica is then in a hidden directory, under its lock until
 // a crash and under the record after one).
 //
+// A cleanup that fails after the commit (removing the retired source or
+// the record) does not undo the move: the replica lives on B, the move is
+// reported done (move-done with a Reason, PassResult.CleanupPending), and
+// the next start finishes the cleanup from the record.
+//
 // # Recovery
 //
 // New reads every record, on every configured disk (a record lies on its

@@ -16,6 +16,11 @@ import (
 // errSkipped marks a move that was not attempted (reported as a skip event).
 var errSkipped = errors.New("skipped")
 
+// errCleanupPending marks a move that committed (the replica lives on its
+// target, move-done was reported) but whose cleanup failed; the next start
+// finishes it.
+var errCleanupPending = errors.New("moved; cleanup pending")
+
 // move executes one planned move (see the package documentation for the
 // protocol and why each step is where it is).
 func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
@@ -64,14 +69,22 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 		}
 		return fail(err)
 	}
+	e := ev
+	e.Kind = EventMoveDone
 	if err := a.cleanup(in, p); err != nil {
-		// Committed: the replica lives at its new home; what is left is
-		// garbage the next start removes.
-		return fail(fmt.Errorf("moved, but cleaning up failed (the next start completes it): %w", err))
+		// Committed: the replica lives at its new home whatever
+		// happens now, so this is a move done, not failed. What is
+		// left (the retired source, the record) is garbage the next
+		// start removes.
+		a.cfg.Logger.Warn("disks: moved, but cleaning up failed; the next start completes it",
+			"replica", m.Replica, "from", m.From, "to", m.To, "err", err)
+		e.Reason = "moved; cleaning up failed, the next start completes it: " + err.Error()
+		e.Seconds = time.Since(start).Seconds()
+		a.emit(e)
+		return fmt.Errorf("%w: %w", errCleanupPending, err)
 	}
 	a.step("cleaned")
-	e := ev
-	e.Kind, e.Seconds = EventMoveDone, time.Since(start).Seconds()
+	e.Seconds = time.Since(start).Seconds()
 	a.emit(e)
 	return nil
 }
