@@ -55,7 +55,12 @@ A replica held open by a writer is skipped.
 A disk is NAME=PATH, PATH holding replica directories, optionally followed by
 ,reserved=BYTES (Longhorn's storageReserved; K, M, G, T suffixes are binary),
 ,no-scheduling (never a target) and ,allow-root-fs (PATH may be on the root
-filesystem; otherwise it must be a mounted disk). --config FILE reads the same
+filesystem). Otherwise PATH must be on a mounted filesystem other than the
+root one: neither its st_dev nor the filesystem of the mount holding it
+(/proc/self/mountinfo; a btrfs subvolume or a bind mount of the root counts
+as the root) may be the root's. Disks may share a filesystem. Make PATH a
+directory inside the mounted disk (/mnt/d1/replicas), so that it is missing,
+and refused, when the disk is not mounted. --config FILE reads the same
 as JSON: {"node": "...", "disks": [{"name", "path", "reserved_bytes",
 "no_scheduling", "allow_root_fs"}], "pressure_percent", "hard_anti_affinity"};
 flags given on the command line win.
