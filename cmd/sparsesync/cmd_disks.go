@@ -47,8 +47,9 @@ every disk (statfs) and replica (replica.Inspect), asks the Longhorn planner
 most one off each disk under pressure, and moves them with replica rebuild:
 reflink where both disks share a filesystem, else copy_file_range or
 read/write, every file verified before the source is retired. Each move
-keeps an intent record on the target disk (nothing of a move needs space on
-the source, which may be full); a move interrupted by a crash is
+keeps an intent record on the target disk, and the agent keeps a directory
+.sparsesync-disks on every disk (empty between moves), so that a move needs
+no space on its source, which may be full; a move interrupted by a crash is
 completed or rolled back when the agent starts again, before anything else.
 A replica held open by a writer is skipped.
 

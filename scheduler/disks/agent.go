@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -84,6 +85,18 @@ func New(cfg Config) (*Agent, error) {
 	if err := a.recover(); err != nil {
 		a.Close()
 		return nil, err
+	}
+	// Every disk keeps AgentDir, so that one that fills up later can
+	// still retire a replica (see AgentDir). A disk already too full for
+	// it is reported, not refused: moves off it fail until it is made.
+	for _, d := range cfg.Disks {
+		if cfg.DryRun {
+			break
+		}
+		if err := ensureAgentDir(d.Path); err != nil {
+			cfg.Logger.Warn("disks: cannot make the agent directory; moves off this disk fail until it exists",
+				"disk", d.Name, "path", filepath.Join(d.Path, AgentDir), "err", err)
+		}
 	}
 	return a, nil
 }

@@ -65,7 +65,7 @@ func TestCleanupFailsAfterCommit(t *testing.T) {
 		if step != "committed" {
 			return
 		}
-		m, err := filepath.Glob(filepath.Join(d1, disks.RetiredPrefix+"*", "volume.meta"))
+		m, err := filepath.Glob(filepath.Join(d1, disks.AgentDir, disks.RetiredPrefix+"*", "volume.meta"))
 		require.NoError(t, err)
 		require.Len(t, m, 1, "the retired source")
 		pinned = m[0]

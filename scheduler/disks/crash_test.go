@@ -105,7 +105,7 @@ func longhornVisible(t *testing.T, dirs map[string]string) map[string][]string {
 // authoritative returns the directory that holds the replica called name
 // after a kill, read the way the README documents recovery: with no move
 // record, its directory on the one disk holding it; with a record in phase
-// copy, the source (its home, or .sparsesync-retired.<id> beside it once
+// copy, the source (its home, or .sparsesync-disks/retired.<id> once
 // retired); in phase commit, the copy (its new home, or "new" beside the
 // record before the placement).
 func authoritative(t *testing.T, dirs map[string]string, name string) string {
@@ -149,7 +149,7 @@ func authoritative(t *testing.T, dirs map[string]string, name string) string {
 		return pick(filepath.Join(dirs[rec.To], name), filepath.Join(dirs[rec.To], disks.AgentDir, rec.ID, "new"))
 	}
 	require.Equal(t, "copy", rec.Phase)
-	return pick(filepath.Join(dirs[rec.From], name), filepath.Join(dirs[rec.From], disks.RetiredPrefix+rec.ID))
+	return pick(filepath.Join(dirs[rec.From], name), filepath.Join(dirs[rec.From], disks.AgentDir, disks.RetiredPrefix+rec.ID))
 }
 
 // childRun starts the crash child on cfg, blocking at killStep ("": only at

@@ -28,13 +28,15 @@
 // # A move, and why it is safe
 //
 // Replica R moves from disk A to disk B. Each move has an id ID = R.<8
-// hex>. Everything the move writes is on the target disk B, in
-// B/.sparsesync-disks/ID: the record and the copy being made. B has room
-// by construction (the planner only picks a target the replica fits on);
-// A may be full to the last block, which is when a move is most needed,
-// so the move must not need a byte of it. The only change on A before the
-// commit is a rename in A's own directory. Names starting with a dot are
-// never taken for replica directories, by this agent or by Longhorn.
+// hex>. The record and the copy being made are on the target disk B, in
+// B/.sparsesync-disks/ID: B has room by construction (the planner only
+// picks a target the replica fits on). A may be full to the last block,
+// which is when a move is most needed, so the move must not need a byte
+// of it: its only change on A is a rename of the source into
+// A/.sparsesync-disks, a directory New makes on every disk and keeps
+// (empty between moves), so it exists before a disk fills up and has room
+// for one more name. Names starting with a dot are never taken for
+// replica directories, by this agent or by Longhorn.
 //
 //	flock A/R                       the replica lock writers take: a writer
 //	                                has it → skip; we hold it to the end
@@ -43,11 +45,11 @@
 //	                                reflink, copy_file_range or read/write;
 //	                                every file compared and fdatasynced
 //	replica.Inspect both: same size, chain, revision, epoch
-//	rename A/R → A/.sparsesync-retired.ID, fsync A
+//	rename A/R → A/.sparsesync-disks/retired.ID, fsync both
 //	                                no writer can reach the source any more
 //	rewrite intent.json {phase: commit}, fsync    ← the commit point
 //	rename B/.sparsesync-disks/ID/new → B/R, fsync
-//	remove A/.sparsesync-retired.ID, then the record
+//	remove A/.sparsesync-disks/retired.ID, then the record
 //
 // At every instant the replica has exactly one authoritative directory:
 // the source until the record says commit, the copy after. Only one of

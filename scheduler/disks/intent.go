@@ -12,25 +12,24 @@ import (
 	"time"
 )
 
-// AgentDir is the directory the agent keeps its move records and staging
-// copies in, beneath each disk path. Only a move's TARGET disk gets one:
-// it has room by construction, while the source may be completely full. It
-// exists only while a move to the disk is under way (or was interrupted).
-// Its name starts with a dot, so it is never taken for a replica directory
-// (by the agent or by Longhorn, which looks for replica directories by
-// name).
+// AgentDir is the directory the agent keeps beneath each disk path. New
+// creates it on every disk and it stays, empty between moves, so that a
+// disk that fills up later still has it: on a full disk (XFS refuses even
+// a directory then) a move needs no new directory. A move's target holds
+// AgentDir/<id> with the record and the copy being made (the target has
+// room by construction); its source holds, once retired, the source
+// replica directory as AgentDir/RetiredPrefix<id>, a rename into this
+// nearly empty directory that needs no space. Its name starts with a dot,
+// so it is never taken for a replica directory (by the agent or by
+// Longhorn, which looks for replica directories by name, one level deep).
 const AgentDir = ".sparsesync-disks"
 
 // IntentFile is the move record inside AgentDir/<id>/ on the target disk.
 const IntentFile = "intent.json"
 
-// RetiredPrefix starts the name a move gives the source replica directory
-// when it retires it: <source disk>/.sparsesync-retired.<id>, a rename in
-// the disk directory itself, so that retiring needs no new directory on a
-// source that may be full. The name starts with a dot (the agent skips it)
-// and ends in ".<8 hex>", which Longhorn's pattern for replica directories
-// (-[a-zA-Z0-9]{8}$) does not match.
-const RetiredPrefix = ".sparsesync-retired."
+// RetiredPrefix starts the name, inside the source disk's AgentDir, of a
+// source replica directory retired by move <id>: RetiredPrefix + id.
+const RetiredPrefix = "retired."
 
 // Phases of a move record.
 const (
@@ -70,7 +69,7 @@ type intent struct {
 // movePaths are the paths one move uses.
 type movePaths struct {
 	src, dst         string // the replica's home on the source and target disk
-	retired          string // <source disk>/RetiredPrefix<id>
+	retired          string // <source disk>/AgentDir/RetiredPrefix<id>
 	agent            string // <target disk>/AgentDir
 	moveDir, staging string // AgentDir/<id> (holds the record) and its staging copy
 	fromDisk, toDisk string
@@ -79,7 +78,7 @@ type movePaths struct {
 func pathsOf(in *intent, from, to DiskConfig) movePaths {
 	p := movePaths{
 		src: filepath.Join(from.Path, in.Replica), dst: filepath.Join(to.Path, in.Replica),
-		retired:  filepath.Join(from.Path, RetiredPrefix+in.ID),
+		retired:  filepath.Join(from.Path, AgentDir, RetiredPrefix+in.ID),
 		agent:    filepath.Join(to.Path, AgentDir),
 		fromDisk: from.Path, toDisk: to.Path,
 	}
@@ -173,19 +172,17 @@ func mkdirSynced(dir string) error {
 	return syncDir(parent)
 }
 
-// removeIfEmpty removes an empty agent directory and syncs its parent.
-func removeIfEmpty(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+// ensureAgentDir creates AgentDir beneath disk if it is not there and
+// makes it durable.
+func ensureAgentDir(disk string) error {
+	err := os.Mkdir(filepath.Join(disk, AgentDir), 0o700)
+	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
-	if err != nil || len(ents) > 0 {
+	if err != nil {
 		return err
 	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return syncDir(filepath.Dir(dir))
+	return syncDir(disk)
 }
 
 func exists(p string) (bool, error) {

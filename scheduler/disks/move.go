@@ -92,8 +92,14 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 // copyAndCommit runs the move up to its commit point. It returns an error
 // only before the commit. Nothing in it needs space on the source disk:
 // the record and the copy are on the target, and retiring the source is a
-// rename in the source disk's directory.
+// rename into the source's AgentDir, which exists and is nearly empty.
 func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev Event) error {
+	// The source's AgentDir normally exists (New made it); if New could
+	// not make it (the disk was full already), making it now may fail
+	// too, before anything was copied.
+	if err := ensureAgentDir(p.fromDisk); err != nil {
+		return fmt.Errorf("no agent directory on the source disk to retire the replica into: %w", err)
+	}
 	if err := mkdirSynced(p.moveDir); err != nil {
 		return err
 	}
@@ -128,7 +134,7 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 	if err := os.Rename(p.src, p.retired); err != nil {
 		return err
 	}
-	if err := syncDir(p.fromDisk); err != nil {
+	if err := syncDirs(p.fromDisk, filepath.Dir(p.retired)); err != nil {
 		return err
 	}
 	a.step("retired")
@@ -222,7 +228,7 @@ func (a *Agent) rollback(in *intent, p movePaths) error {
 		if err := os.Rename(p.retired, p.src); err != nil {
 			return err
 		}
-		if err := syncDir(p.fromDisk); err != nil {
+		if err := syncDirs(filepath.Dir(p.retired), p.fromDisk); err != nil {
 			return err
 		}
 	case !home:
@@ -260,14 +266,14 @@ func (a *Agent) cleanup(in *intent, p movePaths) error {
 	if err := removeAll(p.retired); err != nil {
 		return fmt.Errorf("removing the retired source: %w", err)
 	}
-	if err := syncDir(p.fromDisk); err != nil {
+	if err := syncDir(filepath.Dir(p.retired)); err != nil {
 		return err
 	}
 	return a.dropRecord(p)
 }
 
 // dropRecord removes the record, then the move's directory (empty by now
-// but for a temporary record) and an empty AgentDir.
+// but for a temporary record). AgentDir stays.
 func (a *Agent) dropRecord(p movePaths) error {
 	if err := os.Remove(filepath.Join(p.moveDir, IntentFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -278,8 +284,5 @@ func (a *Agent) dropRecord(p movePaths) error {
 	if err := removeAll(p.moveDir); err != nil {
 		return err
 	}
-	if err := removeIfEmpty(p.agent); err != nil {
-		return err
-	}
-	return syncDir(p.toDisk)
+	return syncDir(p.agent)
 }

@@ -31,17 +31,8 @@ func (a *Agent) recover() error {
 	var dirs, retired []dirRef
 	records := map[string]pending{}
 	for _, d := range a.cfg.Disks {
-		ents, err := os.ReadDir(d.Path)
-		if err != nil {
-			return fmt.Errorf("disk %q: %w", d.Name, err)
-		}
-		for _, e := range ents {
-			if id, ok := strings.CutPrefix(e.Name(), RetiredPrefix); ok {
-				retired = append(retired, dirRef{d.Name, id, filepath.Join(d.Path, e.Name())})
-			}
-		}
 		agent := filepath.Join(d.Path, AgentDir)
-		ents, err = os.ReadDir(agent)
+		ents, err := os.ReadDir(agent)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -49,6 +40,10 @@ func (a *Agent) recover() error {
 			return fmt.Errorf("disk %q: %w", d.Name, err)
 		}
 		for _, e := range ents {
+			if id, ok := strings.CutPrefix(e.Name(), RetiredPrefix); ok {
+				retired = append(retired, dirRef{d.Name, id, filepath.Join(agent, e.Name())})
+				continue
+			}
 			dirs = append(dirs, dirRef{d.Name, e.Name(), filepath.Join(agent, e.Name())})
 			path := filepath.Join(agent, e.Name(), IntentFile)
 			in, err := readIntent(path)
@@ -117,7 +112,7 @@ func (a *Agent) recover() error {
 		if err := removeAll(g); err != nil {
 			return err
 		}
-		if err := removeIfEmpty(filepath.Dir(g)); err != nil {
+		if err := syncDir(filepath.Dir(g)); err != nil {
 			return err
 		}
 	}

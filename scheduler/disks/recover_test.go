@@ -66,7 +66,7 @@ func TestRecoveryNeedsBothDisks(t *testing.T) {
 				_, err = disks.New(withoutTarget)
 				require.ErrorIs(t, err, disks.ErrRecovery)
 				require.Contains(t, err.Error(), "is the move's target disk configured?")
-				require.Contains(t, err.Error(), filepath.Join(d1, disks.RetiredPrefix))
+				require.Contains(t, err.Error(), filepath.Join(d1, disks.AgentDir, disks.RetiredPrefix))
 			} else {
 				a, err := disks.New(withoutTarget)
 				require.NoError(t, err, "the source is home: nothing to decide on d1")

@@ -233,8 +233,11 @@ func TestRules(t *testing.T) {
 		require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, cfg, sums))
 		ents, err := os.ReadDir(d[2])
 		require.NoError(t, err)
-		require.Len(t, ents, 1)
-		require.Equal(t, "filler", ents[0].Name())
+		require.Len(t, ents, 2)
+		require.Equal(t, []string{disks.AgentDir, "filler"}, []string{ents[0].Name(), ents[1].Name()})
+		ents, err = os.ReadDir(filepath.Join(d[2], disks.AgentDir))
+		require.NoError(t, err)
+		require.Empty(t, ents)
 		// With the space back the move goes through.
 		require.NoError(t, os.Remove(filler))
 		cfg = base()
