@@ -43,6 +43,12 @@ type RebuildOptions struct {
 	// Logger receives the fallback warning and per-file debug records; nil
 	// discards them.
 	Logger *slog.Logger
+	// SourceLocked says the caller holds the source directory's lock (the
+	// one Open takes) and keeps it until Rebuild returns, so Rebuild does
+	// not take it itself (it would fail with ErrBusy). The caller owns the
+	// promise that no writer changes the source meanwhile. The disk agent
+	// (scheduler/disks) uses it: it holds the lock across a whole move.
+	SourceLocked bool
 
 	// fault, when set, is called before each step ("local", "tcp") with the
 	// file name; its error fails that step (tests only).
@@ -140,11 +146,14 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 	var res rebuildResult
 	if source != "" {
 		// No writer may change the source while it is copied: take its
-		// directory lock (Open takes the same one).
-		if sl, err := lockDir(source); errors.Is(err, ErrBusy) {
-			return st, fmt.Errorf("replica: rebuild from %w", err)
-		} else if err == nil {
-			defer sl.Close()
+		// directory lock (Open takes the same one), unless the caller
+		// holds it.
+		if !o.SourceLocked {
+			if sl, err := lockDir(source); errors.Is(err, ErrBusy) {
+				return st, fmt.Errorf("replica: rebuild from %w", err)
+			} else if err == nil {
+				defer sl.Close()
+			}
 		}
 		st.Path = PathLocal
 		res, err = rebuildLocal(ctx, source, target, &o)

@@ -178,6 +178,23 @@ func TestRebuildRefusesSameDirAndLiveSource(t *testing.T) {
 	require.NoError(t, r.Close())
 }
 
+// TestRebuildSourceLocked: a caller that holds the source's directory lock
+// itself (the disk agent) gets its copy with SourceLocked, and without it
+// Rebuild refuses the busy source.
+func TestRebuildSourceLocked(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	makeSource(t, src, 1<<20, 1<<20)
+	lock, err := lockDir(src)
+	require.NoError(t, err)
+	defer lock.Close()
+	dst := filepath.Join(t.TempDir(), "dst")
+	_, err = Rebuild(t.Context(), src, dst, nil)
+	require.ErrorIs(t, err, ErrBusy)
+	_, err = Rebuild(t.Context(), src, dst, &RebuildOptions{SourceLocked: true})
+	require.NoError(t, err)
+	requireSameReplica(t, src, dst)
+}
+
 func requireSameReplicaSelf(t *testing.T, dir string) {
 	r, err := Open(dir, Options{})
 	require.NoError(t, err)

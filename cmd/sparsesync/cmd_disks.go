@@ -47,21 +47,30 @@ every disk (statfs) and replica (replica.Inspect), asks the Longhorn planner
 most one off each disk under pressure, and moves them with replica rebuild:
 reflink where both disks share a filesystem, else copy_file_range or
 read/write, every file verified before the source is retired. Each move
-keeps an intent record on the source disk; a move interrupted by a crash is
+keeps an intent record on the target disk, and the agent keeps a directory
+.sparsesync-disks on every disk (empty between moves), so that a move needs
+no space on its source, which may be full; a move interrupted by a crash is
 completed or rolled back when the agent starts again, before anything else.
 A replica held open by a writer is skipped.
 
 A disk is NAME=PATH, PATH holding replica directories, optionally followed by
 ,reserved=BYTES (Longhorn's storageReserved; K, M, G, T suffixes are binary),
 ,no-scheduling (never a target) and ,allow-root-fs (PATH may be on the root
-filesystem; otherwise it must be a mounted disk). --config FILE reads the same
+filesystem). Otherwise PATH must be on a mounted filesystem other than the
+root one: neither its st_dev nor the filesystem of the mount holding it
+(/proc/self/mountinfo; a btrfs subvolume or a bind mount of the root counts
+as the root) may be the root's. Disks may share a filesystem. Make PATH a
+directory inside the mounted disk (/mnt/d1/replicas), so that it is missing,
+and refused, when the disk is not mounted. --config FILE reads the same
 as JSON: {"node": "...", "disks": [{"name", "path", "reserved_bytes",
 "no_scheduling", "allow_root_fs"}], "pressure_percent", "hard_anti_affinity"};
 flags given on the command line win.
 
 --json prints one event per line: {"time", "event": "pressure"|"move-start"|
 "move-done"|"move-failed"|"skip", "replica", "volume", "from", "to", "bytes",
-"seconds", "reason"}. --metrics ADDR serves Prometheus metrics at
+"seconds", "reason"}. move-done: the replica lives on "to" (a reason says
+when the cleanup after the commit failed and is left to the next start);
+move-failed: the move was rolled back, the replica lives on "from". --metrics ADDR serves Prometheus metrics at
 http://ADDR/metrics while the agent runs.
 
 Examples:
@@ -333,8 +342,12 @@ func (p *disksPrinter) summary(res disks.PassResult) {
 	if len(pressured) > 0 {
 		under = strings.Join(pressured, ", ")
 	}
-	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s), %d failed, %d skipped; under pressure when measured: %s\n",
-		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), len(res.Failed), len(res.Skipped), under)
+	pending := ""
+	if n := len(res.CleanupPending); n > 0 {
+		pending = fmt.Sprintf(" (%d with cleanup left to the next start)", n)
+	}
+	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s)%s, %d failed, %d skipped; under pressure when measured: %s\n",
+		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), pending, len(res.Failed), len(res.Skipped), under)
 	if err != nil && p.err == nil {
 		p.err = err
 	}
@@ -354,7 +367,7 @@ func newDisksMetrics(reg *prometheus.Registry) *disksMetrics {
 	m := &disksMetrics{
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_passes_total", Help: "Passes run."}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparsesync_disks_moves_total",
-			Help: "Moves by outcome: done, failed (rolled back), skipped."}, []string{"result"}),
+			Help: "Moves by outcome: done (the replica lives on its target, even if its cleanup was left to the next start), failed (rolled back), skipped."}, []string{"result"}),
 		movedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_moved_bytes_total",
 			Help: "Allocated bytes of the replicas moved."}),
 		moveSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sparsesync_disks_move_seconds",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -12,7 +13,7 @@ import (
 const (
 	EventPressure   = "pressure"    // a disk is under pressure (From)
 	EventMoveStart  = "move-start"  // a move began
-	EventMoveDone   = "move-done"   // a move completed; the replica lives on To
+	EventMoveDone   = "move-done"   // a move committed; the replica lives on To (a Reason says the cleanup was left to the next start)
 	EventMoveFailed = "move-failed" // a move failed and was rolled back; the replica lives on From
 	EventSkip       = "skip"        // a planned move (or a replica) was left alone, Reason says why
 )
@@ -38,9 +39,14 @@ type Event struct {
 type PassResult struct {
 	Disks   []DiskState
 	Planned []Move
-	// Moved are the moves completed; Failed those rolled back; Skipped
-	// those not attempted (writer, name clash, dry run).
+	// Moved are the moves completed (move-done: the replica lives on its
+	// target); Failed those rolled back (move-failed: it lives on its
+	// source); Skipped those not attempted (writer, name clash, dry run).
 	Moved, Failed, Skipped []Move
+	// CleanupPending are the moves of Moved whose cleanup failed after
+	// the commit: the replica lives on its target, but the retired source
+	// or the record is still there; the next start removes them.
+	CleanupPending []Move
 	// BytesMoved sums the allocated bytes of the moved replicas.
 	BytesMoved int64
 }
@@ -79,6 +85,18 @@ func New(cfg Config) (*Agent, error) {
 	if err := a.recover(); err != nil {
 		a.Close()
 		return nil, err
+	}
+	// Every disk keeps AgentDir, so that one that fills up later can
+	// still retire a replica (see AgentDir). A disk already too full for
+	// it is reported, not refused: moves off it fail until it is made.
+	for _, d := range cfg.Disks {
+		if cfg.DryRun {
+			break
+		}
+		if err := ensureAgentDir(d.Path); err != nil {
+			cfg.Logger.Warn("disks: cannot make the agent directory; moves off this disk fail until it exists",
+				"disk", d.Name, "path", filepath.Join(d.Path, AgentDir), "err", err)
+		}
 	}
 	return a, nil
 }
@@ -150,9 +168,12 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 			continue
 		}
 		switch err := a.move(ctx, m, reps[m.Replica]); {
-		case err == nil:
+		case err == nil || errors.Is(err, errCleanupPending):
 			res.Moved = append(res.Moved, m)
 			res.BytesMoved += m.Bytes
+			if err != nil {
+				res.CleanupPending = append(res.CleanupPending, m)
+			}
 		case errors.Is(err, errSkipped):
 		default:
 			res.Failed = append(res.Failed, m)

@@ -1,6 +1,8 @@
 package disks
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,8 +16,8 @@ type DiskConfig struct {
 	// Name identifies the disk in events and plans.
 	Name string `json:"name"`
 	// Path is the directory whose subdirectories are replica directories.
-	// It must be on its own mounted filesystem (not the root filesystem)
-	// unless AllowRootFS is set.
+	// It must be on a mounted filesystem other than the root filesystem
+	// unless AllowRootFS is set (see Config.Validate).
 	Path string `json:"path"`
 	// ReservedBytes is Longhorn's storageReserved: bytes the scheduler
 	// treats as unavailable.
@@ -63,6 +65,9 @@ type Config struct {
 	// step, when set (tests only), is called at every step of a move with
 	// its name; the crash tests block in it to be killed there.
 	step func(name string)
+	// root, when set (tests only), stands in for "/" as the root
+	// filesystem of the mount check.
+	root string
 }
 
 func (c *Config) setDefaults() {
@@ -91,9 +96,16 @@ func (c *Config) setDefaults() {
 
 // Validate checks the configuration against the machine, reading only:
 // every disk has a unique name and an absolute path that is an existing
-// directory, no two disks name one directory, and every disk is a mounted
-// filesystem of its own (unless AllowRootFS). The error names the disk and
-// the cause and matches ErrConfig.
+// directory, no two disks name one directory, and no disk is on the root
+// filesystem (unless AllowRootFS): its st_dev is not the root's, and the
+// mount holding it (/proc/self/mountinfo: the longest mount point above
+// the path, symlinks resolved) is not of the root's filesystem, which
+// catches btrfs subvolumes and bind mounts of root directories. Two disks
+// may share a filesystem. The check cannot tell that a disk failed to mount
+// when its path then lies on another filesystem that is not the root (a
+// separate /var, say); a path inside the disk's filesystem (a directory
+// made after mounting it) does not exist then, and is refused as missing.
+// The error names the disk and the cause and matches ErrConfig.
 func (c *Config) Validate() error {
 	if len(c.Disks) < 2 {
 		return configf("%d disk(s) configured: the agent moves replicas between disks and needs at least two", len(c.Disks))
@@ -107,8 +119,16 @@ func (c *Config) Validate() error {
 	if p := c.OverProvisioningPercent; p != nil && *p < 0 {
 		return configf("over-provisioning percent %d is negative", *p)
 	}
-	rootDev, err := device("/")
+	root := c.root
+	if root == "" {
+		root = "/"
+	}
+	rootDev, err := device(root)
 	if err != nil {
+		return err
+	}
+	rootMount, err := mountOf(root)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return err
 	}
 	names := map[string]bool{}
@@ -142,12 +162,26 @@ func (c *Config) Validate() error {
 				return configf("disk %q and disk %q: two names for one directory %s", c.Disks[j].Name, d.Name, d.Path)
 			}
 		}
+		if d.AllowRootFS {
+			continue
+		}
+		// On the root filesystem: the same st_dev as the root, or a mount
+		// of the root's filesystem (a btrfs subvolume has an st_dev of its
+		// own; a bind mount of a root directory keeps the root's).
 		dev, err := device(d.Path)
 		if err != nil {
 			return configf("disk %q: %v", d.Name, err)
 		}
-		if dev == rootDev && !d.AllowRootFS {
-			return configf("disk %q: %s: not a mounted disk (it is on the root filesystem; mount the disk there, or allow the root filesystem for it)", d.Name, d.Path)
+		m, err := mountOf(d.Path)
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return configf("disk %q: %v", d.Name, err)
+		}
+		if dev == rootDev || (m.fsID != "" && m.fsID == rootMount.fsID) {
+			where := ""
+			if m.point != "" {
+				where = fmt.Sprintf(", %s %s mounted at %s", m.fsType, m.source, m.point)
+			}
+			return configf("disk %q: %s: not a mounted disk (it is on the root filesystem%s; mount the disk there, or allow the root filesystem for it)", d.Name, d.Path, where)
 		}
 	}
 	return nil

@@ -39,7 +39,7 @@ type crashSpec struct {
 }
 
 // steps are the move's steps in order, then "end" (the pass is over).
-var steps = []string{"intent", "linked", "copy", "copied", "retired", "committed", "placed", "cleaned", "end"}
+var steps = []string{"intent", "copy", "copied", "retired", "committed", "placed", "cleaned", "end"}
 
 func TestCrashChild(t *testing.T) {
 	raw := os.Getenv(crashChildEnv)
@@ -105,8 +105,9 @@ func longhornVisible(t *testing.T, dirs map[string]string) map[string][]string {
 // authoritative returns the directory that holds the replica called name
 // after a kill, read the way the README documents recovery: with no move
 // record, its directory on the one disk holding it; with a record in phase
-// copy, the source (its home, or "old" once retired); in phase commit, the
-// copy (its new home, or "new" before the placement).
+// copy, the source (its home, or .sparsesync-disks/retired.<id> once
+// retired); in phase commit, the copy (its new home, or "new" beside the
+// record before the placement).
 func authoritative(t *testing.T, dirs map[string]string, name string) string {
 	t.Helper()
 	var recs []string
@@ -134,6 +135,7 @@ func authoritative(t *testing.T, dirs map[string]string, name string) string {
 	}
 	require.NoError(t, json.Unmarshal(b, &rec))
 	require.Equal(t, name, rec.Replica)
+	require.Equal(t, filepath.Join(dirs[rec.To], disks.AgentDir, rec.ID, disks.IntentFile), recs[0], "the record lies on the target disk")
 	pick := func(home, hidden string) string {
 		_, herr := os.Stat(home)
 		_, derr := os.Stat(hidden)
@@ -147,7 +149,7 @@ func authoritative(t *testing.T, dirs map[string]string, name string) string {
 		return pick(filepath.Join(dirs[rec.To], name), filepath.Join(dirs[rec.To], disks.AgentDir, rec.ID, "new"))
 	}
 	require.Equal(t, "copy", rec.Phase)
-	return pick(filepath.Join(dirs[rec.From], name), filepath.Join(dirs[rec.From], disks.AgentDir, rec.ID, "old"))
+	return pick(filepath.Join(dirs[rec.From], name), filepath.Join(dirs[rec.From], disks.AgentDir, disks.RetiredPrefix+rec.ID))
 }
 
 // childRun starts the crash child on cfg, blocking at killStep ("": only at

@@ -17,8 +17,10 @@ var (
 	ErrAgentRunning = errors.New("disks: another agent holds the disk")
 	// ErrRecovery: an interrupted move cannot be completed or rolled back
 	// without a decision the agent must not take alone (a directory
-	// appeared where the move record says none can be, or a move record
-	// lies on a disk that is not configured). Nothing was changed.
+	// appeared where the move record says none can be, a move record
+	// names a source disk that is not configured, or a retired source has
+	// no record because the move's target disk is not configured). Nothing
+	// was changed.
 	ErrRecovery = errors.New("disks: cannot recover an interrupted move")
 )
 

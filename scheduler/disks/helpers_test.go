@@ -89,7 +89,7 @@ func where(t *testing.T, cfg disks.Config) map[string][]string {
 		ents, err := os.ReadDir(d.Path)
 		require.NoError(t, err)
 		for _, e := range ents {
-			if e.IsDir() && e.Name() != "lost+found" {
+			if e.IsDir() && e.Name() != "lost+found" && e.Name() != disks.AgentDir {
 				out[e.Name()] = append(out[e.Name()], d.Name)
 			}
 		}
@@ -98,7 +98,7 @@ func where(t *testing.T, cfg disks.Config) map[string][]string {
 }
 
 // checkClean asserts that every disk holds exactly the replica
-// directories of want (name → one disk), nothing else (no agent
+// directories of want (name → one disk), nothing else (an empty agent
 // directory, no staging copy), and every replica exports to its sum.
 func checkClean(t *testing.T, cfg disks.Config, sums map[string]string) map[string]string {
 	t.Helper()
@@ -111,6 +111,13 @@ func checkClean(t *testing.T, cfg disks.Config, sums map[string]string) map[stri
 		ents, err := os.ReadDir(d.Path)
 		require.NoError(t, err)
 		for _, e := range ents {
+			if e.Name() == disks.AgentDir {
+				// The agent keeps it on every disk; empty between moves.
+				left, err := os.ReadDir(filepath.Join(d.Path, e.Name()))
+				require.NoError(t, err)
+				require.Empty(t, left, "disk %s: left behind in %s", d.Name, disks.AgentDir)
+				continue
+			}
 			_, isReplica := sums[e.Name()]
 			require.True(t, isReplica || e.Name() == "lost+found" || e.Name() == "filler",
 				"disk %s: left behind: %s", d.Name, e.Name())

@@ -12,15 +12,24 @@ import (
 	"time"
 )
 
-// AgentDir is the directory the agent keeps its move records and staging
-// directories in, beneath each disk path. It exists only while a move
-// touching the disk is under way (or was interrupted). Its name starts with
-// a dot, so it is never taken for a replica directory (by the agent or by
-// Longhorn, which looks for replica directories by name).
+// AgentDir is the directory the agent keeps beneath each disk path. New
+// creates it on every disk and it stays, empty between moves, so that a
+// disk that fills up later still has it: on a full disk (XFS refuses even
+// a directory then) a move needs no new directory. A move's target holds
+// AgentDir/<id> with the record and the copy being made (the target has
+// room by construction); its source holds, once retired, the source
+// replica directory as AgentDir/RetiredPrefix<id>, a rename into this
+// nearly empty directory that needs no space. Its name starts with a dot,
+// so it is never taken for a replica directory (by the agent or by
+// Longhorn, which looks for replica directories by name, one level deep).
 const AgentDir = ".sparsesync-disks"
 
-// IntentFile is the move record inside AgentDir/<id>/ on the source disk.
+// IntentFile is the move record inside AgentDir/<id>/ on the target disk.
 const IntentFile = "intent.json"
+
+// RetiredPrefix starts the name, inside the source disk's AgentDir, of a
+// source replica directory retired by move <id>: RetiredPrefix + id.
+const RetiredPrefix = "retired."
 
 // Phases of a move record.
 const (
@@ -31,48 +40,50 @@ const (
 	PhaseCommit = "commit"
 )
 
-// Names inside a move's directories.
-const (
-	linkName    = "link" // source disk: hard links to the source's files, Rebuild's source
-	retiredName = "old"  // source disk: the source directory once retired
-	stagingName = "new"  // target disk: Rebuild's target
-)
+// intentVersion is the record's format. Version 1 (agents before the
+// record moved to the target disk) kept the record, hard links and the
+// retired source on the source disk; this agent refuses such a record
+// rather than guess (see readIntent).
+const intentVersion = 2
 
-// intent is the move record, written and synced before the first byte is
-// copied and rewritten once, when the move commits.
+// stagingName is Rebuild's target inside the move's directory.
+const stagingName = "new"
+
+// intent is the move record, written and synced on the target disk before
+// the first byte is copied and rewritten once, when the move commits.
 type intent struct {
-	Version int       `json:"version"`
-	ID      string    `json:"id"`
-	Phase   string    `json:"phase"`
-	Replica string    `json:"replica"` // directory name, the same on both disks
-	Volume  string    `json:"volume"`
-	From    string    `json:"from"`    // source disk name
-	To      string    `json:"to"`      // target disk name
-	ToPath  string    `json:"to_path"` // target disk path when written (for the operator)
-	Size    int64     `json:"size"`    // the replica's volume size
-	Bytes   int64     `json:"bytes"`   // its allocated bytes
-	Created time.Time `json:"created"`
+	Version  int       `json:"version"`
+	ID       string    `json:"id"`
+	Phase    string    `json:"phase"`
+	Replica  string    `json:"replica"` // directory name, the same on both disks
+	Volume   string    `json:"volume"`
+	From     string    `json:"from"`      // source disk name
+	FromPath string    `json:"from_path"` // source disk path when written
+	To       string    `json:"to"`        // target disk name (the disk holding the record)
+	ToPath   string    `json:"to_path"`   // target disk path when written (for the operator)
+	Size     int64     `json:"size"`      // the replica's volume size
+	Bytes    int64     `json:"bytes"`     // its allocated bytes
+	Created  time.Time `json:"created"`
 }
 
-// movePaths are the directories one move uses.
+// movePaths are the paths one move uses.
 type movePaths struct {
-	src, dst           string // the replica's home on the source and target disk
-	fromDir, toDir     string // <disk>/AgentDir/<id> on each disk
-	link, retired      string // in fromDir
-	staging            string // in toDir
-	fromAgent, toAgent string
-	fromDisk, toDisk   string
+	src, dst         string // the replica's home on the source and target disk
+	retired          string // <source disk>/AgentDir/RetiredPrefix<id>
+	agent            string // <target disk>/AgentDir
+	moveDir, staging string // AgentDir/<id> (holds the record) and its staging copy
+	fromDisk, toDisk string
 }
 
 func pathsOf(in *intent, from, to DiskConfig) movePaths {
 	p := movePaths{
 		src: filepath.Join(from.Path, in.Replica), dst: filepath.Join(to.Path, in.Replica),
-		fromAgent: filepath.Join(from.Path, AgentDir), toAgent: filepath.Join(to.Path, AgentDir),
+		retired:  filepath.Join(from.Path, AgentDir, RetiredPrefix+in.ID),
+		agent:    filepath.Join(to.Path, AgentDir),
 		fromDisk: from.Path, toDisk: to.Path,
 	}
-	p.fromDir, p.toDir = filepath.Join(p.fromAgent, in.ID), filepath.Join(p.toAgent, in.ID)
-	p.link, p.retired = filepath.Join(p.fromDir, linkName), filepath.Join(p.fromDir, retiredName)
-	p.staging = filepath.Join(p.toDir, stagingName)
+	p.moveDir = filepath.Join(p.agent, in.ID)
+	p.staging = filepath.Join(p.moveDir, stagingName)
 	return p
 }
 
@@ -120,7 +131,10 @@ func readIntent(path string) (*intent, error) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, fmt.Errorf("%s: %w: not a move record: %v", path, ErrRecovery, err)
 	}
-	if in.Version != 1 || in.ID == "" || in.Replica == "" || filepath.Base(in.Replica) != in.Replica ||
+	if in.Version == 1 {
+		return nil, fmt.Errorf("%s: %w: a version 1 move record (an earlier agent, which kept it on the source disk); finish the move with that agent", path, ErrRecovery)
+	}
+	if in.Version != intentVersion || in.ID == "" || in.Replica == "" || filepath.Base(in.Replica) != in.Replica ||
 		in.ID != filepath.Base(filepath.Dir(path)) || (in.Phase != PhaseCopy && in.Phase != PhaseCommit) {
 		return nil, fmt.Errorf("%s: %w: malformed move record", path, ErrRecovery)
 	}
@@ -158,19 +172,17 @@ func mkdirSynced(dir string) error {
 	return syncDir(parent)
 }
 
-// removeIfEmpty removes an empty agent directory and syncs its parent.
-func removeIfEmpty(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+// ensureAgentDir creates AgentDir beneath disk if it is not there and
+// makes it durable.
+func ensureAgentDir(disk string) error {
+	err := os.Mkdir(filepath.Join(disk, AgentDir), 0o700)
+	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
-	if err != nil || len(ents) > 0 {
+	if err != nil {
 		return err
 	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return syncDir(filepath.Dir(dir))
+	return syncDir(disk)
 }
 
 func exists(p string) (bool, error) {

@@ -16,12 +16,17 @@ import (
 // errSkipped marks a move that was not attempted (reported as a skip event).
 var errSkipped = errors.New("skipped")
 
+// errCleanupPending marks a move that committed (the replica lives on its
+// target, move-done was reported) but whose cleanup failed; the next start
+// finishes it.
+var errCleanupPending = errors.New("moved; cleanup pending")
+
 // move executes one planned move (see the package documentation for the
 // protocol and why each step is where it is).
 func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 	from, to := a.disk(m.From), a.disk(m.To)
-	in := &intent{Version: 1, ID: newID(m.Replica), Phase: PhaseCopy, Replica: m.Replica, Volume: m.Volume,
-		From: m.From, To: m.To, ToPath: to.Path, Size: r.Size, Bytes: m.Bytes, Created: a.cfg.Now().UTC()}
+	in := &intent{Version: intentVersion, ID: newID(m.Replica), Phase: PhaseCopy, Replica: m.Replica, Volume: m.Volume,
+		From: m.From, FromPath: from.Path, To: m.To, ToPath: to.Path, Size: r.Size, Bytes: m.Bytes, Created: a.cfg.Now().UTC()}
 	p := pathsOf(in, from, to)
 	ev := Event{Replica: m.Replica, Volume: m.Volume, From: m.From, To: m.To, Bytes: m.Bytes}
 	skip := func(reason string) error {
@@ -64,38 +69,44 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 		}
 		return fail(err)
 	}
+	e := ev
+	e.Kind = EventMoveDone
 	if err := a.cleanup(in, p); err != nil {
-		// Committed: the replica lives at its new home; what is left is
-		// garbage the next start removes.
-		return fail(fmt.Errorf("moved, but cleaning up failed (the next start completes it): %w", err))
+		// Committed: the replica lives at its new home whatever
+		// happens now, so this is a move done, not failed. What is
+		// left (the retired source, the record) is garbage the next
+		// start removes.
+		a.cfg.Logger.Warn("disks: moved, but cleaning up failed; the next start completes it",
+			"replica", m.Replica, "from", m.From, "to", m.To, "err", err)
+		e.Reason = "moved; cleaning up failed, the next start completes it: " + err.Error()
+		e.Seconds = time.Since(start).Seconds()
+		a.emit(e)
+		return fmt.Errorf("%w: %w", errCleanupPending, err)
 	}
 	a.step("cleaned")
-	e := ev
-	e.Kind, e.Seconds = EventMoveDone, time.Since(start).Seconds()
+	e.Seconds = time.Since(start).Seconds()
 	a.emit(e)
 	return nil
 }
 
-// copyAndCommit runs the move up to its commit point and through the
-// placement of the copy. It returns an error only before the commit.
+// copyAndCommit runs the move up to its commit point. It returns an error
+// only before the commit. Nothing in it needs space on the source disk:
+// the record and the copy are on the target, and retiring the source is a
+// rename into the source's AgentDir, which exists and is nearly empty.
 func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev Event) error {
-	if err := mkdirSynced(p.fromDir); err != nil {
+	// The source's AgentDir normally exists (New made it); if New could
+	// not make it (the disk was full already), making it now may fail
+	// too, before anything was copied.
+	if err := ensureAgentDir(p.fromDisk); err != nil {
+		return fmt.Errorf("no agent directory on the source disk to retire the replica into: %w", err)
+	}
+	if err := mkdirSynced(p.moveDir); err != nil {
 		return err
 	}
-	if err := writeIntent(p.fromDir, in); err != nil {
+	if err := writeIntent(p.moveDir, in); err != nil {
 		return fmt.Errorf("writing the move record: %w", err)
 	}
 	a.step("intent")
-	if err := mkdirSynced(p.toDir); err != nil {
-		return err
-	}
-	// Rebuild takes the source directory's lock, which we hold: give it
-	// a directory of hard links to the same files instead. No writer can
-	// change them: the lock on the real directory keeps writers out.
-	if err := linkFiles(p.src, p.link); err != nil {
-		return fmt.Errorf("linking the source files: %w", err)
-	}
-	a.step("linked")
 	e := ev
 	e.Kind = EventMoveStart
 	e.Progress = func() (int64, int64) {
@@ -104,14 +115,17 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 	}
 	a.emit(e)
 	a.step("copy")
-	if _, err := replica.Rebuild(ctx, p.link, p.staging, &replica.RebuildOptions{Logger: a.cfg.Logger}); err != nil {
+	// We hold the source's lock (no writer can change it); Rebuild reads
+	// it in place under that lock.
+	if _, err := replica.Rebuild(ctx, p.src, p.staging,
+		&replica.RebuildOptions{Logger: a.cfg.Logger, SourceLocked: true}); err != nil {
 		return err
 	}
 	a.step("copied")
 	if err := sameReplica(p.src, p.staging); err != nil {
 		return err
 	}
-	if err := syncDir(p.toDir); err != nil {
+	if err := syncDir(p.moveDir); err != nil {
 		return err
 	}
 	// Retire the source before the commit, while we hold its lock: from
@@ -120,12 +134,12 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 	if err := os.Rename(p.src, p.retired); err != nil {
 		return err
 	}
-	if err := syncDirs(p.fromDisk, p.fromDir); err != nil {
+	if err := syncDirs(p.fromDisk, filepath.Dir(p.retired)); err != nil {
 		return err
 	}
 	a.step("retired")
 	in.Phase = PhaseCommit
-	if err := writeIntent(p.fromDir, in); err != nil {
+	if err := writeIntent(p.moveDir, in); err != nil {
 		in.Phase = PhaseCopy
 		return fmt.Errorf("committing the move record: %w", err)
 	}
@@ -159,26 +173,6 @@ func sameReplica(src, dst string) error {
 	return nil
 }
 
-// linkFiles makes dir hold a hard link to every file of src.
-func linkFiles(src, dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			return fmt.Errorf("%s: %s is not a regular file", src, e.Name())
-		}
-		if err := os.Link(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func syncDirs(dirs ...string) error {
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
@@ -195,30 +189,27 @@ func removeAll(p string) error {
 	return nil
 }
 
-// rollback undoes a move that did not commit: the copy and the links go,
-// the retired source (if it was retired) returns to its name, then the
-// record goes. Every step is idempotent, so a rollback interrupted by a
-// crash is finished by the next start.
+// rollback undoes a move that did not commit: the copy goes, the retired
+// source (if it was retired) returns to its name, then the record goes.
+// Every step is idempotent, so a rollback interrupted by a crash is
+// finished by the next start.
 func (a *Agent) rollback(in *intent, p movePaths) error {
 	// A failed commit may have left a record saying commit: say copy
 	// again before the copy goes, or a crash in between would leave a
 	// record pointing at a copy that no longer exists.
-	if ok, err := exists(filepath.Join(p.fromDir, IntentFile)); err != nil {
+	if ok, err := exists(filepath.Join(p.moveDir, IntentFile)); err != nil {
 		return err
 	} else if ok && in.Phase != PhaseCopy {
 		c := *in
 		c.Phase = PhaseCopy
-		if err := writeIntent(p.fromDir, &c); err != nil {
+		if err := writeIntent(p.moveDir, &c); err != nil {
 			return err
 		}
 	}
-	if err := removeAll(p.toDir); err != nil {
+	if err := removeAll(p.staging); err != nil {
 		return err
 	}
-	if err := syncDir(p.toAgent); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := removeAll(p.link); err != nil {
+	if err := syncDir(p.moveDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	a.step("unstaged")
@@ -237,7 +228,7 @@ func (a *Agent) rollback(in *intent, p movePaths) error {
 		if err := os.Rename(p.retired, p.src); err != nil {
 			return err
 		}
-		if err := syncDirs(p.fromDir, p.fromDisk); err != nil {
+		if err := syncDirs(filepath.Dir(p.retired), p.fromDisk); err != nil {
 			return err
 		}
 	case !home:
@@ -247,8 +238,8 @@ func (a *Agent) rollback(in *intent, p movePaths) error {
 }
 
 // cleanup finishes a committed move: the copy takes the replica's name on
-// the target disk (if it has not yet), then the retired source, the links
-// and the record go. Idempotent like rollback.
+// the target disk (if it has not yet), then the retired source and the
+// record go. Idempotent like rollback.
 func (a *Agent) cleanup(in *intent, p movePaths) error {
 	staged, err := exists(p.staging)
 	if err != nil {
@@ -265,50 +256,33 @@ func (a *Agent) cleanup(in *intent, p movePaths) error {
 		if err := os.Rename(p.staging, p.dst); err != nil {
 			return err
 		}
-		if err := syncDirs(p.toDir, p.toDisk); err != nil {
+		if err := syncDirs(p.moveDir, p.toDisk); err != nil {
 			return err
 		}
 		a.step("placed")
 	case !placed:
 		return fmt.Errorf("%w: move %s: committed copy of %s is neither at %s nor at %s", ErrRecovery, in.ID, in.Replica, p.staging, p.dst)
 	}
-	if err := removeAll(p.toDir); err != nil {
-		return err
-	}
-	if err := removeIfEmpty(p.toAgent); err != nil {
-		return err
-	}
-	if err := syncDir(p.toDisk); err != nil {
-		return err
-	}
 	if err := removeAll(p.retired); err != nil {
-		return err
+		return fmt.Errorf("removing the retired source: %w", err)
 	}
-	if err := removeAll(p.link); err != nil {
+	if err := syncDir(filepath.Dir(p.retired)); err != nil {
 		return err
 	}
 	return a.dropRecord(p)
 }
 
-// dropRecord removes the record (the last file of the source side's move
-// directory), then the directory and an empty AgentDir.
+// dropRecord removes the record, then the move's directory (empty by now
+// but for a temporary record). AgentDir stays.
 func (a *Agent) dropRecord(p movePaths) error {
-	if err := os.Remove(filepath.Join(p.fromDir, IntentFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(p.moveDir, IntentFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := syncDir(p.fromDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := syncDir(p.moveDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := removeAll(p.fromDir); err != nil {
+	if err := removeAll(p.moveDir); err != nil {
 		return err
 	}
-	if err := removeIfEmpty(p.fromAgent); err != nil {
-		return err
-	}
-	if p.toAgent != p.fromAgent {
-		if err := removeIfEmpty(p.toAgent); err != nil {
-			return err
-		}
-	}
-	return syncDir(p.fromDisk)
+	return syncDir(p.agent)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -18,15 +19,17 @@ type pending struct {
 
 // recover completes or rolls back every move a previous agent left: with a
 // record in phase commit the copy is authoritative and the move is
-// completed; otherwise the source is and the move is undone. Everything is
-// examined first; if anything cannot be decided (a record whose target
-// disk is not configured, move directories with no record on any
-// configured disk) nothing is touched and the error says what and where.
+// completed; otherwise the source is and the move is undone. The records
+// lie on the moves' target disks, so every configured disk is read.
+// Everything is examined first; if anything cannot be decided (a record
+// whose source disk is not configured, a retired source or a move
+// directory with no record on any configured disk) nothing is touched and
+// the error says what and where.
 func (a *Agent) recover() error {
 	var todo []pending
 	type dirRef struct{ disk, id, path string }
-	var dirs []dirRef
-	records := map[string]bool{}
+	var dirs, retired []dirRef
+	records := map[string]pending{}
 	for _, d := range a.cfg.Disks {
 		agent := filepath.Join(d.Path, AgentDir)
 		ents, err := os.ReadDir(agent)
@@ -37,29 +40,49 @@ func (a *Agent) recover() error {
 			return fmt.Errorf("disk %q: %w", d.Name, err)
 		}
 		for _, e := range ents {
+			if id, ok := strings.CutPrefix(e.Name(), RetiredPrefix); ok {
+				retired = append(retired, dirRef{d.Name, id, filepath.Join(agent, e.Name())})
+				continue
+			}
 			dirs = append(dirs, dirRef{d.Name, e.Name(), filepath.Join(agent, e.Name())})
-			in, err := readIntent(filepath.Join(agent, e.Name(), IntentFile))
+			path := filepath.Join(agent, e.Name(), IntentFile)
+			in, err := readIntent(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			to, ok := a.resolve(in.To, in.ToPath)
+			// The record lies on the move's target disk, whatever it
+			// is called now; the source is found by name, else path.
+			from, ok := a.resolve(in.From, in.FromPath)
 			if !ok {
-				return fmt.Errorf("%w: move record %s: its target disk %q (%s) is not configured; configure it so the move can be finished",
-					ErrRecovery, filepath.Join(agent, e.Name(), IntentFile), in.To, in.ToPath)
+				return fmt.Errorf("%w: move record %s: its source disk %q (%s) is not configured; configure it so the move can be finished",
+					ErrRecovery, path, in.From, in.FromPath)
 			}
-			todo = append(todo, pending{in: in, from: d, to: to})
-			records[in.ID] = true
+			if from.Name == d.Name {
+				return fmt.Errorf("%w: move record %s: its source disk %q is the disk the record lies on", ErrRecovery, path, in.From)
+			}
+			t := pending{in: in, from: from, to: d}
+			todo = append(todo, t)
+			records[in.ID] = t
+		}
+	}
+	// A retired source belongs to a record naming its disk as the source;
+	// without one the replica's authoritative copy is unknown (the record
+	// is on a disk that is not configured).
+	for _, r := range retired {
+		if t, ok := records[r.id]; !ok || t.from.Name != r.disk {
+			return fmt.Errorf("%w: %s is a replica directory retired by move %s, but no move record for it from disk %q is on any configured disk (is the move's target disk configured?)",
+				ErrRecovery, r.path, r.id, r.disk)
 		}
 	}
 	// Directories without a record: a move interrupted before its record
 	// was written (nothing in them but a temporary record) is garbage;
-	// anything else belongs to a record we cannot see.
+	// anything else the protocol does not leave.
 	var garbage []string
 	for _, r := range dirs {
-		if records[r.id] {
+		if _, ok := records[r.id]; ok {
 			continue
 		}
 		ents, err := os.ReadDir(r.path)
@@ -68,8 +91,7 @@ func (a *Agent) recover() error {
 		}
 		for _, e := range ents {
 			if e.Name() != IntentFile+".tmp" {
-				return fmt.Errorf("%w: %s holds %s but no move record %s is on any configured disk (is the move's source disk configured?)",
-					ErrRecovery, r.path, e.Name(), r.id)
+				return fmt.Errorf("%w: %s holds %s but no move record %s", ErrRecovery, r.path, e.Name(), IntentFile)
 			}
 		}
 		garbage = append(garbage, r.path)
@@ -90,7 +112,7 @@ func (a *Agent) recover() error {
 		if err := removeAll(g); err != nil {
 			return err
 		}
-		if err := removeIfEmpty(filepath.Dir(g)); err != nil {
+		if err := syncDir(filepath.Dir(g)); err != nil {
 			return err
 		}
 	}

@@ -25,46 +25,67 @@ func TestVolumeOf(t *testing.T) {
 
 type crashHere struct{}
 
-// TestRecoveryNeedsTargetDisk: a move interrupted after the copy, then a
-// start without the move's target disk configured: refused, nothing
-// touched; with it configured: rolled back.
-func TestRecoveryNeedsTargetDisk(t *testing.T) {
+// TestRecoveryNeedsBothDisks: a move interrupted before and after the
+// source was retired, then starts with one of its two disks missing from
+// the configuration. The record lies on the target disk. Killed after the
+// retirement: without the target, the retired source on d1 has no record
+// and the start is refused; without the source, the record names a disk
+// that is not configured and the start is refused; neither touches
+// anything. Killed before the retirement: the source is home and
+// authoritative, so a start without the target finds nothing to decide on
+// d1 and goes on (the record waits on d2). With both disks: rolled back.
+func TestRecoveryNeedsBothDisks(t *testing.T) {
 	d1 := subdir(t, mount(t, loopfs.Ext4), "r")
 	d2 := subdir(t, mount(t, loopfs.Ext4), "r")
 	d3 := subdir(t, mount(t, loopfs.Ext4), "r")
 	sums := map[string]string{repName(0): writeReplica(t, filepath.Join(d1, repName(0)), 8*mib, 4*mib, 1)}
 	full := disks.Config{Disks: []disks.DiskConfig{
 		{Name: "d1", Path: d1, ReservedBytes: 1 << 40}, {Name: "d2", Path: d2}, {Name: "d3", Path: d3, NoScheduling: true}}}
-	cfg := full
-	disks.SetStepHook(&cfg, func(step string) {
-		if step == "copied" {
-			panic(crashHere{}) // unwinds without the rollback, as a kill would leave it
-		}
-	})
-	a, err := disks.New(cfg)
-	require.NoError(t, err)
-	func() {
-		defer func() { require.Equal(t, crashHere{}, recover()) }()
-		a.Pass(t.Context())
-	}()
-	require.NoError(t, a.Close())
+	for _, crashAt := range []string{"retired", "copied"} {
+		t.Run(crashAt, func(t *testing.T) {
+			cfg := full
+			disks.SetStepHook(&cfg, func(step string) {
+				if step == crashAt {
+					panic(crashHere{}) // unwinds without the rollback, as a kill would leave it
+				}
+			})
+			a, err := disks.New(cfg)
+			require.NoError(t, err)
+			func() {
+				defer func() { require.Equal(t, crashHere{}, recover()) }()
+				a.Pass(t.Context())
+			}()
+			require.NoError(t, a.Close())
+			recs, err := filepath.Glob(filepath.Join(d2, disks.AgentDir, "*", disks.IntentFile))
+			require.NoError(t, err)
+			require.Len(t, recs, 1, "the record is on the target disk")
 
-	before := snapshotTree(t, d1, d2, d3)
-	_, err = disks.New(disks.Config{Disks: []disks.DiskConfig{full.Disks[0], full.Disks[2]}})
-	require.ErrorIs(t, err, disks.ErrRecovery)
-	require.Contains(t, err.Error(), `its target disk "d2" (`+d2+`) is not configured`)
-	require.Equal(t, before, snapshotTree(t, d1, d2, d3), "a refused recovery must not touch anything")
-	// Without the source disk, d2's half of the move has no record.
-	_, err = disks.New(disks.Config{Disks: []disks.DiskConfig{full.Disks[1], full.Disks[2]}})
-	require.ErrorIs(t, err, disks.ErrRecovery)
-	require.Contains(t, err.Error(), "is the move's source disk configured?")
-	require.Equal(t, before, snapshotTree(t, d1, d2, d3))
+			before := snapshotTree(t, d1, d2, d3)
+			withoutTarget := disks.Config{Disks: []disks.DiskConfig{full.Disks[0], full.Disks[2]}}
+			if crashAt == "retired" {
+				_, err = disks.New(withoutTarget)
+				require.ErrorIs(t, err, disks.ErrRecovery)
+				require.Contains(t, err.Error(), "is the move's target disk configured?")
+				require.Contains(t, err.Error(), filepath.Join(d1, disks.AgentDir, disks.RetiredPrefix))
+			} else {
+				a, err := disks.New(withoutTarget)
+				require.NoError(t, err, "the source is home: nothing to decide on d1")
+				require.NoError(t, a.Close())
+			}
+			require.Equal(t, before, snapshotTree(t, d1, d2, d3), "a refused recovery must not touch anything")
+			_, err = disks.New(disks.Config{Disks: []disks.DiskConfig{full.Disks[1], full.Disks[2]}})
+			require.ErrorIs(t, err, disks.ErrRecovery)
+			require.Contains(t, err.Error(), `its source disk "d1" (`+d1+`) is not configured`)
+			require.Equal(t, before, snapshotTree(t, d1, d2, d3))
 
-	var rec recorder
-	full.OnEvent = rec.on
-	a, err = disks.New(full)
-	require.NoError(t, err)
-	require.NoError(t, a.Close())
-	require.Len(t, rec.kinds(disks.EventMoveFailed), 1)
-	require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, full, sums))
+			var rec recorder
+			c := full
+			c.OnEvent = rec.on
+			a, err = disks.New(c)
+			require.NoError(t, err)
+			require.NoError(t, a.Close())
+			require.Len(t, rec.kinds(disks.EventMoveFailed), 1)
+			require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, full, sums))
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -232,8 +233,11 @@ func TestRules(t *testing.T) {
 		require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, cfg, sums))
 		ents, err := os.ReadDir(d[2])
 		require.NoError(t, err)
-		require.Len(t, ents, 1)
-		require.Equal(t, "filler", ents[0].Name())
+		require.Len(t, ents, 2)
+		require.Equal(t, []string{disks.AgentDir, "filler"}, []string{ents[0].Name(), ents[1].Name()})
+		ents, err = os.ReadDir(filepath.Join(d[2], disks.AgentDir))
+		require.NoError(t, err)
+		require.Empty(t, ents)
 		// With the space back the move goes through.
 		require.NoError(t, os.Remove(filler))
 		cfg = base()
@@ -343,4 +347,42 @@ func TestBadConfig(t *testing.T) {
 	res, err := a2.Pass(t.Context())
 	require.NoError(t, err)
 	require.Len(t, res.Moved, 1)
+}
+
+// TestRootFSCheck: the "not mounted" check looks at the filesystem, not
+// only at st_dev. A btrfs filesystem stands in for the root filesystem;
+// a subvolume of it has an st_dev of its own but is the same filesystem,
+// so a disk in it is refused like a plain directory of the root, while a
+// disk in another mounted filesystem, and two disks sharing it, pass.
+func TestRootFSCheck(t *testing.T) {
+	root := mount(t, loopfs.Btrfs)
+	other := mount(t, loopfs.Ext4)
+	sub := filepath.Join(root, "sub")
+	out, err := exec.Command("btrfs", "subvolume", "create", sub).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	subDisk, plainDisk := subdir(t, sub, "replicas"), subdir(t, root, "replicas")
+	o1, o2 := subdir(t, other, "a"), subdir(t, other, "b")
+	var rootSt, subSt unix.Stat_t
+	require.NoError(t, unix.Stat(root, &rootSt))
+	require.NoError(t, unix.Stat(subDisk, &subSt))
+	require.NotEqual(t, rootSt.Dev, subSt.Dev, "a btrfs subvolume has an st_dev of its own")
+
+	check := func(disk disks.DiskConfig) error {
+		cfg := disks.Config{Disks: []disks.DiskConfig{{Name: "o1", Path: o1}, {Name: "o2", Path: o2}, disk}}
+		disks.SetRoot(&cfg, root)
+		return cfg.Validate()
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+	}{{"subvolume", subDisk}, {"plain-directory", plainDisk}} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := check(disks.DiskConfig{Name: "d", Path: tc.path})
+			require.ErrorIs(t, err, disks.ErrConfig)
+			require.Contains(t, err.Error(), `disk "d": `+tc.path+`: not a mounted disk (it is on the root filesystem, btrfs `)
+			require.Contains(t, err.Error(), "mounted at "+root)
+			require.NoError(t, check(disks.DiskConfig{Name: "d", Path: tc.path, AllowRootFS: true}))
+		})
+	}
+	require.NoError(t, check(disks.DiskConfig{Name: "d", Path: subdir(t, other, "c")}), "three disks on one mounted filesystem")
 }
