@@ -243,6 +243,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 		r, oerr := Open(target, Options{})
 		if oerr == nil {
 			require.NoError(t, r.Close())
+			require.NoDirExists(t, stagingPath(target), "%s: Open keeps a committed rebuild's staging directory", what)
 		}
 		require.Equal(t, adopted, oerr == nil, "%s: Longhorn adopts: %v (%s); our Open: %v", what, adopted, why, oerr)
 		if committed != nil && *committed {

@@ -68,15 +68,20 @@ func topLevelOrder(target string) (names []string, move map[string]bool, err err
 	vm, verr := ReadVolumeMeta(target)
 	for _, e := range ents {
 		n := e.Name()
+		if e.IsDir() {
+			// Not ours (the staging directory included); a directory named
+			// *.meta makes Longhorn's readMetadata fail anyway.
+			continue
+		}
 		tmp, isTmp := strings.CutSuffix(n, ".tmp")
 		switch {
-		case n == StagingDir || n == VolumeMetaFile:
+		case n == VolumeMetaFile:
 		case verr == nil && n == MetaName(vm.Head):
 			first, move[n] = append(first, n), true
 		case strings.HasSuffix(n, metaSuffix) && strings.Contains(n, "volume-head"):
-			heads, move[n] = append(heads, n), !e.IsDir()
+			heads, move[n] = append(heads, n), true
 		case strings.HasSuffix(n, metaSuffix):
-			metas, move[n] = append(metas, n), !e.IsDir() && isChainFile(n)
+			metas, move[n] = append(metas, n), isChainFile(n)
 		case isChainFile(n):
 			rest, move[n] = append(rest, n), true
 		case n == RevisionCounterFile || n == HeaderFile || n == LiveCounterFile ||
@@ -112,7 +117,7 @@ func demote(target string, o *RebuildOptions) (string, error) {
 		if move[n] {
 			err = os.Rename(p, filepath.Join(stage, n))
 		} else {
-			err = os.RemoveAll(p)
+			err = os.Remove(p)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", err
@@ -140,7 +145,7 @@ func removeTopLevel(target string) error {
 		return err
 	}
 	for _, n := range names {
-		if err := os.RemoveAll(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
