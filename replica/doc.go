@@ -80,17 +80,48 @@
 // replica directory can be pushed as one volume.
 //
 // Rebuild copies a replica directory the way Longhorn's sync agent does,
-// but verified and crash-safe:
+// but verified and crash-safe. Longhorn opens a directory whatever its
+// Rebuilding flag says: every top-level *.meta is a disk, a missing
+// volume.meta is re-created from the first name containing volume-head,
+// and a missing chain image is created empty (longhorn-engine
+// pkg/replica/replica.go construct, tryRecoverVolumeMetaFile,
+// readMetadata, openLiveChain). So the copy is made in target/StagingDir,
+// which Longhorn never reads, and published by renames:
 //
-//	volume.meta := source's, Rebuilding: true       (target stops opening)
-//	per image and .meta, oldest first:
+//	read the source's volume.meta (the target is not touched before)
+//	demote: move target's images and .meta into the staging directory,
+//	    the head's .meta first (from here on nothing adopts the old
+//	    copy), drop its counters, volume.meta last
+//	remove staged files the source does not have
+//	per image and .meta, oldest first, into the staging directory:
 //	    localsync.Copy (reflink, copy_file_range, read/write; only what
-//	    differs), compare bytes, fdatasync
+//	    differs from the staged older copy), compare bytes, fdatasync
 //	on a local failure: remove what the local attempt created, warn,
 //	    tcpsync.Pull every file instead (hash compare, verified)
-//	revision.counter, replica.hdr := source's count, mode, volume, epoch
-//	volume.meta: Rebuilding: false                   (target opens)
-//	on failure: remove the incomplete copy            (Longhorn would adopt it)
+//	staged revision.counter, replica.hdr := source's count, mode,
+//	    volume, epoch; staged volume.meta := source's
+//	publish: rename counters, volume.meta, every image and .meta but
+//	    the head's, the head image; fsync target
+//	rename the head's .meta; fsync target             <- the commit
+//	remove the staging directory
+//	on failure: remove the staging directory and, unless committed,
+//	    the top-level files (head .meta first, volume.meta last)
+//
+// The state at each instant, for Longhorn and for us (Open, Check, Export
+// fail with ErrRebuilding while a staging directory exists and the head's
+// .meta does not):
+//
+//	before demote          the older copy as it was (adoptable: it is whole)
+//	demote, publish        no head .meta at the top level, so Longhorn's
+//	                       Chain fails or it finds no disk; ErrRebuilding
+//	after the commit       a complete replica (a leftover staging
+//	                       directory is ignored and removed by the next
+//	                       rebuild)
+//
+// A rebuild killed anywhere is completed by the next one, which moves what
+// a half-done publish left at the top level back into the staging
+// directory and reuses every staged file (over TCP their tcpsync resume
+// records too).
 //
 // Every disk the source lists is copied (the snapshots of a branch a revert
 // abandoned too), as Longhorn's rebuild does; over TCP the server's listing
@@ -100,10 +131,11 @@
 // clean replica.hdr ahead of revision.counter is a leftover of Longhorn's
 // Delete and ignored (see staleHeader).
 //
-// Volume.AddReplica does it under writes: the target joins write-only,
-// every member snapshots with no write in flight, the now immutable
-// snapshots are copied, and the target switches to RW with no write in
-// flight, taking the source's count and a new epoch.
+// Volume.AddReplica does it under writes: the target, in its staging
+// directory, joins write-only, every member snapshots with no write in
+// flight, the now immutable snapshots are copied, and with no write in
+// flight the target takes the source's count and the epoch, is published
+// as above and switches to RW.
 //
 // # Concurrency
 //

@@ -17,8 +17,9 @@ var (
 	// ErrBusy: another Replica (in this or another process) has the
 	// directory open for writing.
 	ErrBusy = errors.New("replica: directory is open by another writer")
-	// ErrRebuilding: volume.meta says Rebuilding: the directory is being
-	// (or was, when interrupted) rebuilt and is incomplete. Rebuild it again.
+	// ErrRebuilding: volume.meta says Rebuilding, or a rebuild's staged
+	// copy (StagingDir) is not published: the directory is being (or was,
+	// when interrupted) rebuilt and is incomplete. Rebuild it again.
 	ErrRebuilding = errors.New("replica: directory is being rebuilt (incomplete)")
 	// ErrNoHealthyReplica: the start check left no replica RW.
 	ErrNoHealthyReplica = errors.New("replica: no healthy replica")

@@ -149,7 +149,9 @@ func ReadDiskMeta(dir, img string) (DiskMeta, error) {
 
 // Chain returns the image names of the live chain of dir, head first, by
 // walking Parent links from volume.meta's head. Every image must exist. A
-// directory marked Rebuilding fails with ErrRebuilding: it is incomplete.
+// directory marked Rebuilding, or whose rebuild has not committed (a
+// staging directory and no head .meta), fails with ErrRebuilding: it is
+// incomplete.
 func Chain(dir string) ([]string, VolumeMeta, error) { return chainOf(dir, false) }
 
 // chainOf is Chain; rebuilding accepts a directory marked Rebuilding (the
@@ -157,9 +159,14 @@ func Chain(dir string) ([]string, VolumeMeta, error) { return chainOf(dir, false
 func chainOf(dir string, rebuilding bool) ([]string, VolumeMeta, error) {
 	vm, err := ReadVolumeMeta(dir)
 	if err != nil {
+		if errors.Is(err, ErrNotReplica) && pendingRebuild(dir, "") {
+			return nil, vm, fmt.Errorf("%s: %w (%w)", dir, ErrRebuilding, err)
+		}
 		return nil, vm, err
 	}
-	if vm.Rebuilding && !rebuilding {
+	if vm.Rebuilding && !rebuilding || pendingRebuild(dir, vm.Head) {
+		// Marked, or a rebuild's staged copy is not published: the head's
+		// .meta, published last, is missing (see publish).
 		return nil, vm, fmt.Errorf("%s: %w", dir, ErrRebuilding)
 	}
 	chain := []string{vm.Head}

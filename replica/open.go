@@ -119,6 +119,11 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A rebuild killed after its commit may have left its staging
+	// directory (chainOf refuses one before the commit): it is ours alone.
+	if err := os.RemoveAll(stagingPath(dir)); err != nil {
+		return nil, err
+	}
 	if vm.Size%BlockSize != 0 {
 		return nil, corruptf(filepath.Join(dir, VolumeMetaFile), "size %d is not a multiple of %d", vm.Size, BlockSize)
 	}

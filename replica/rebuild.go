@@ -97,20 +97,26 @@ type RebuildStats struct {
 // differs there too. With no local source, Rebuild goes straight to TCP.
 //
 //	lock target; read the source's volume.meta
-//	write target/volume.meta = source's, Rebuilding: true (fsynced)
-//	remove target files that are not in the source's chain
-//	copy + verify + fdatasync each image and .meta, oldest snapshot first
-//	revision.counter, replica.hdr := the source's count, mode, volume and epoch
-//	write target/volume.meta, Rebuilding: false (fsynced)
+//	demote: move target's images and .meta into target/StagingDir (the
+//	    head's .meta first), drop its counters, volume.meta last
+//	remove staged files that are not in the source's listing
+//	copy + verify + fdatasync each image and .meta into the staging
+//	    directory, oldest snapshot first (what differs only)
+//	staged revision.counter, replica.hdr := the source's count, mode,
+//	    volume and epoch; staged volume.meta := the source's
+//	publish: rename every staged file to the top level, the head's .meta
+//	    last (the commit); remove the staging directory
 //
 // Every disk the source lists is copied, including the snapshots of a
 // branch a revert abandoned (see sourceFiles); over TCP the server's
 // listing of the directory (tcpsync.List) finds them.
 //
-// Until the last step the target does not open (Open, Check and OpenChain
-// fail with ErrRebuilding); a rebuild that was killed is completed by the
-// next. A rebuild that fails removes the incomplete copy (see purgeFailed):
-// Longhorn would open it despite the Rebuilding mark.
+// Until the commit no tool takes the target for a replica: Longhorn reads
+// only the top level and finds no head .meta there (or no disk at all),
+// and Open, Check and OpenChain fail with ErrRebuilding. A rebuild that
+// was killed is completed by the next, which reuses the staged files. A
+// rebuild that fails removes the staging directory and, unless it holds a
+// committed replica, the top level (see purgeFailed).
 func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (RebuildStats, error) {
 	start := time.Now()
 	var o RebuildOptions
@@ -182,41 +188,20 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 // purgeFailed removes what a failed rebuild leaves in target, so that no
 // tool takes it for a replica: Longhorn opens a directory whatever its
 // Rebuilding flag says, and re-creates a missing volume.meta from the
-// first volume-head-* file it finds (replica.go tryRecoverVolumeMetaFile).
-// A target that is still a complete replica (volume.meta without
-// Rebuilding: the rebuild failed before touching it) is left alone.
-// Heads go first and volume.meta last, so an interrupted purge leaves a
-// directory marked Rebuilding, which the next rebuild completes.
+// first entry whose name contains volume-head (replica.go
+// tryRecoverVolumeMetaFile). The staging directory goes; the top level
+// goes too unless it holds a committed replica (the rebuild failed before
+// it demoted an older copy, or after its commit). The top level is
+// removed in topLevelOrder, so an interrupted purge leaves nothing
+// adoptable either.
 func purgeFailed(target string) error {
-	vm, err := ReadVolumeMeta(target)
-	switch {
-	case err == nil && !vm.Rebuilding:
-		return nil
-	case err != nil && !errors.Is(err, ErrNotReplica) && !errors.Is(err, ErrCorrupt):
-		return err
-	}
-	ents, err := os.ReadDir(target)
-	if err != nil {
-		return err
-	}
-	var heads, rest []string
-	for _, e := range ents {
-		n := e.Name()
-		base := strings.TrimSuffix(strings.TrimSuffix(n, ".tmp"), ".tcpsync")
-		switch {
-		case strings.HasPrefix(n, headPrefix) && strings.HasSuffix(n, imgSuffix):
-			heads = append(heads, n)
-		case isChainFile(base) || strings.HasPrefix(n, ".rebuild-") ||
-			strings.HasSuffix(n, ".tcpsync.new") || strings.HasSuffix(n, ".tcpsync-tmp") ||
-			n == RevisionCounterFile || n == HeaderFile || n == LiveCounterFile ||
-			base == RevisionCounterFile || base == HeaderFile || base == VolumeMetaFile:
-			rest = append(rest, n)
-		}
-	}
-	for _, n := range append(append(heads, rest...), VolumeMetaFile) {
-		if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if !committed(target) {
+		if err := removeTopLevel(target); err != nil {
 			return err
 		}
+	}
+	if err := os.RemoveAll(stagingPath(target)); err != nil {
+		return err
 	}
 	return syncDir(target)
 }
@@ -375,32 +360,31 @@ func isChainFile(name string) bool {
 			strings.HasSuffix(name, imgSuffix+metaSuffix+".tcpsync"))
 }
 
-// removeStale deletes chain files of an older copy that the source's chain
-// does not have, our live counter (it belongs to the old copy), and the
-// temporary files a killed rebuild may have left.
-func removeStale(target string, keep []string) error {
-	ents, err := os.ReadDir(target)
+// cleanStage deletes from the staging directory everything but the
+// files to copy (keep) and their tcpsync resume records: the chain files
+// of an older copy that the source does not have, the counter files and
+// volume.meta (finish writes them anew), and the temporary files a killed
+// rebuild may have left.
+func cleanStage(stage string, keep []string) error {
+	ents, err := os.ReadDir(stage)
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
 		n := e.Name()
-		base := strings.TrimSuffix(n, ".tcpsync")
-		tmp, isTmp := strings.CutSuffix(n, ".tmp")
-		leftover := strings.HasPrefix(n, ".rebuild-") || // staging files of a killed network copy
-			strings.HasSuffix(n, ".tcpsync.new") || strings.HasSuffix(n, ".tcpsync-tmp") || // tcpsync's half-written sidecar or atomic temp
-			isTmp && (isChainFile(tmp) || tmp == VolumeMetaFile || tmp == HeaderFile || tmp == RevisionCounterFile)
-		if (isChainFile(n) && !slices.Contains(keep, base)) || n == LiveCounterFile || leftover {
-			if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
+		if slices.Contains(keep, strings.TrimSuffix(n, ".tcpsync")) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(stage, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
 }
 
-// finish gives the target the source's counter state and clears the
-// rebuilding mark. Every data file is already copied, verified and synced.
+// finish gives the staged copy in dir the source's counter state and a
+// volume.meta not marked Rebuilding. Every data file is already copied,
+// verified and synced; publish then moves the copy to the target.
 func finish(target string, vm VolumeMeta, cf counterFiles) (int64, error) {
 	boot, err := currentBootID()
 	if err != nil {
@@ -440,18 +424,10 @@ func finish(target string, vm VolumeMeta, cf counterFiles) (int64, error) {
 	return rev, nil
 }
 
-// rebuildLocal copies from a source directory on this machine. On error it
-// removes the files it created in target.
+// rebuildLocal copies from a source directory on this machine into the
+// staging directory and publishes the copy. On error the files it created
+// in the staging directory are removed (copyLocal).
 func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions) (res rebuildResult, err error) {
-	var created []string
-	defer func() {
-		if err != nil {
-			for _, p := range slices.Backward(created) {
-				os.Remove(p)
-			}
-		}
-	}()
-	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
 	chain, vm, err := Chain(source)
 	if err != nil {
 		return res, err
@@ -468,40 +444,34 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 			return res, err
 		}
 	}
-	vmPath := filepath.Join(target, VolumeMetaFile)
-	if !exists(vmPath) {
-		created = append(created, vmPath)
-	}
-	if err := markRebuilding(target, vm); err != nil {
-		return res, err
-	}
 	names, err := sourceFiles(source, chain)
 	if err != nil {
 		return res, err
 	}
-	if err := removeStale(target, names); err != nil {
+	stage, err := demote(target, o)
+	if err != nil {
+		return res, err
+	}
+	if err := cleanStage(stage, names); err != nil {
 		return res, err
 	}
 	// A network copy's resume records no longer describe files the local
 	// copy is about to rewrite.
 	for _, name := range names {
-		if err := os.Remove(filepath.Join(target, name+".tcpsync")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(stage, name+".tcpsync")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return res, err
 		}
 	}
-	if res.files, err = copyLocal(ctx, source, target, names, o); err != nil {
+	if res.files, err = copyLocal(ctx, source, stage, names, o); err != nil {
 		return res, err
-	}
-	for _, p := range []string{filepath.Join(target, RevisionCounterFile), filepath.Join(target, HeaderFile)} {
-		if !exists(p) {
-			created = append(created, p)
-		}
 	}
 	if err := o.injected("local", VolumeMetaFile); err != nil {
 		return res, err
 	}
-	res.revision, err = finish(target, vm, cf)
-	return res, err
+	if res.revision, err = finish(stage, vm, cf); err != nil {
+		return res, err
+	}
+	return res, publish(target, names, o)
 }
 
 func (o *RebuildOptions) injected(step, name string) error {
@@ -562,16 +532,22 @@ func verifyCopy(ctx context.Context, src, dst string) error {
 	return nil
 }
 
-// rebuildTCP pulls the source directory from the tcpsync server.
+// rebuildTCP pulls the source directory from the tcpsync server into the
+// staging directory and publishes the copy.
 func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebuildResult, err error) {
 	if o.Remote == "" {
 		return res, errors.New("no remote server for the network copy")
 	}
 	remote := func(name string) string { return path.Join(filepath.ToSlash(o.RemoteDir), name) }
-	// Small files go through a staging name first: volume.meta must not
-	// appear unmarked, and optional files may be missing remotely.
+	dir := stagingPath(target)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return res, err
+	}
+	// The source's volume.meta and counter files are read through a
+	// temporary name: finish writes the target's own, and optional files
+	// may be missing remotely.
 	stage := func(name string) ([]byte, error) {
-		tmp := filepath.Join(target, ".rebuild-"+name)
+		tmp := filepath.Join(dir, ".pull-"+name)
 		defer os.Remove(tmp)
 		defer os.Remove(tmp + ".tcpsync")
 		if err := o.injected("tcp", name); err != nil {
@@ -590,7 +566,9 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	if err != nil {
 		return res, err
 	}
-	if err := markRebuilding(target, vm); err != nil {
+	// The source answers: from here on the target's older copy, if any,
+	// is taken apart (and reused for an incremental copy).
+	if _, err := demote(target, o); err != nil {
 		return res, err
 	}
 	var cf counterFiles
@@ -620,12 +598,12 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 		if err := o.injected("tcp", name); err != nil {
 			return res, err
 		}
-		st, err := tcpsync.Pull(ctx, o.Remote, remote(name), filepath.Join(target, name), &o.TCP)
+		st, err := tcpsync.Pull(ctx, o.Remote, remote(name), filepath.Join(dir, name), &o.TCP)
 		if err != nil {
 			return res, err
 		}
 		res.files = append(res.files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
-		dm, err := ReadDiskMeta(target, img)
+		dm, err := ReadDiskMeta(dir, img)
 		if err != nil {
 			return res, err
 		}
@@ -646,13 +624,14 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	for _, img := range extra {
 		names = append(names, MetaName(img), img)
 	}
-	if err := removeStale(target, append(slices.Clone(names), chainFiles(chain)...)); err != nil {
+	all := append(slices.Clone(names), chainFiles(chain)...)
+	if err := cleanStage(dir, all); err != nil {
 		return res, err
 	}
 	for _, img := range slices.Backward(chain) {
 		names = append(names, img)
 	}
-	files, err := copyTCP(ctx, target, names, o)
+	files, err := copyTCP(ctx, dir, names, o)
 	res.files = append(res.files, files...)
 	if err != nil {
 		return res, err
@@ -660,8 +639,10 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	if err := o.injected("tcp", VolumeMetaFile); err != nil {
 		return res, err
 	}
-	res.revision, err = finish(target, vm, cf)
-	return res, err
+	if res.revision, err = finish(dir, vm, cf); err != nil {
+		return res, err
+	}
+	return res, publish(target, all, o)
 }
 
 // copyTCP pulls names from the source directory on the tcpsync server into

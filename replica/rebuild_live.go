@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparsesync/sparsesync/localsync"
@@ -22,21 +23,24 @@ const ModeWO = "WO"
 // first healthy replica while the volume keeps taking writes, and adds it
 // as a healthy (RW) member, the way Longhorn's engine does:
 //
-//	target/volume.meta := Rebuilding; an empty head named as the source's
+//	demote target's older copy into target/StagingDir (as Rebuild does);
+//	there: volume.meta := Rebuilding; an empty head named as the source's
 //	join the volume write-only (WO): every write from now on reaches it;
 //	    unaligned writes are widened to whole blocks read from a RW replica
 //	snapshot every member (no write in flight): the source's snapshots are
 //	    now immutable and hold every write the target missed
 //	copy each snapshot image and .meta to the target (local first, TCP
 //	    fallback from opts.Remote as in Rebuild), verified and synced
-//	with no write in flight: the target gets the source's revision
-//	    counter and the volume's epoch, Rebuilding is cleared, it reopens
-//	    and becomes RW; the epoch is bumped on every member
+//	with no write in flight: the staged copy gets the source's revision
+//	    counter and the volume's epoch, Rebuilding is cleared, it is
+//	    published (the head's .meta last: the commit), reopens and
+//	    becomes RW; the epoch is bumped on every member
 //
 // Only opts.Remote, RemoteDir, TCP and Logger are used. Unmaps are no-ops
-// while the rebuild runs. On failure the target is dropped, closed and
-// its incomplete copy removed (as a failed Rebuild's: Longhorn would adopt
-// it); the volume goes on with its other members.
+// while the rebuild runs. Until the commit the target's top level holds
+// nothing Longhorn or we would open, even if the process is killed. On
+// failure the target is dropped, closed and its incomplete copy removed
+// (as a failed Rebuild's); the volume goes on with its other members.
 func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOptions) (RebuildStats, error) {
 	start := time.Now()
 	var o RebuildOptions
@@ -72,7 +76,12 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	}
 	src := hs[0]
 	st.Source = src.Dir()
-	wo, err := prepareTarget(src, target, v.opts.Replica)
+	wo, tlock, err := prepareTarget(src, target, v.opts.Replica, &o)
+	defer func() {
+		if tlock != nil {
+			tlock.Close()
+		}
+	}()
 	if err == nil {
 		v.wo, v.woErr = wo, nil
 		v.all = append(v.all, wo)
@@ -120,7 +129,8 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	}
 	names = append(names, chainFiles(chain)...)
 
-	files, err := copyLocal(ctx, src.Dir(), target, names, &o)
+	stage := wo.Dir()
+	files, err := copyLocal(ctx, src.Dir(), stage, names, &o)
 	if err != nil && o.Remote != "" && ctx.Err() == nil {
 		st.FallbackReason, st.Path = err.Error(), PathLocalTCP
 		o.Logger.Warn("replica add: local copy failed, falling back to TCP",
@@ -128,13 +138,13 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 		if o.RemoteDir == "" {
 			o.RemoteDir = filepath.Base(src.Dir())
 		}
-		files, err = copyTCP(ctx, target, names, &o)
+		files, err = copyTCP(ctx, stage, names, &o)
 	}
 	st.Files = files
 	if err != nil {
 		return abort(err)
 	}
-	if err := syncDir(target); err != nil {
+	if err := syncDir(stage); err != nil {
 		return abort(err)
 	}
 
@@ -150,13 +160,22 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	rev := src.Revision()
 	err = wo.Close()
 	if err == nil {
-		err = setRebuilt(target, rev, v.epoch)
+		err = setRebuilt(stage, rev, v.epoch)
 	}
+	if err == nil {
+		head := wo.vm.Head
+		err = publish(target, append(names, head, MetaName(head)), &o)
+	}
+	tlock.Close()
+	tlock = nil
 	var r *Replica
 	if err == nil {
 		r, err = Open(target, v.opts.Replica)
 	}
 	if err != nil {
+		if !committed(target) {
+			err = errors.Join(err, purgeFailed(target))
+		}
 		v.wo = nil
 		v.storeWritersLocked()
 		v.setMemberLocked(target, ModeERR, err.Error())
@@ -198,7 +217,7 @@ func (v *Volume) discardTarget(wo *Replica, cause error) error {
 func (v *Volume) discardTargetLocked(wo *Replica, cause error) error {
 	v.all = slices.DeleteFunc(v.all, func(x *Replica) bool { return x == wo })
 	wo.Close() // it may have latched an error: the files go anyway
-	if err := purgeFailed(wo.Dir()); err != nil {
+	if err := purgeFailed(woTarget(wo)); err != nil {
 		return errors.Join(cause, fmt.Errorf("removing the incomplete copy: %w", err))
 	}
 	return cause
@@ -214,76 +233,104 @@ func (v *Volume) woFailed(wo *Replica) error {
 	return nil
 }
 
-// prepareTarget marks target Rebuilding (first of all, so an older copy
-// there stops opening), removes its old heads, creates an empty head named
-// as src's with src's volume id and counter mode, and opens it.
-func prepareTarget(src *Replica, target string, opts Options) (*Replica, error) {
+// woTarget is the target directory of the WO replica r of AddReplica,
+// which lives in the target's staging directory.
+func woTarget(r *Replica) string { return filepath.Dir(r.Dir()) }
+
+// prepareTarget locks target, demotes an older copy there into the
+// staging directory (so it stops being adoptable; its snapshot images
+// are kept, the copy then writes only what differs) and prepares the
+// staging directory as a replica marked Rebuilding: src's head name,
+// volume id and counter mode, an empty head. It returns the staged
+// replica, open, and the lock on target.
+func prepareTarget(src *Replica, target string, opts Options, o *RebuildOptions) (wo *Replica, lock *os.File, err error) {
 	if sameDir(src.Dir(), target) {
-		return nil, errors.New("source and target are the same directory")
+		return nil, nil, errors.New("source and target are the same directory")
 	}
 	if err := os.MkdirAll(target, 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if lock, err = lockDir(target); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			if wo != nil {
+				wo.Close()
+				wo = nil
+			}
+			if perr := purgeFailed(target); perr != nil {
+				err = errors.Join(err, fmt.Errorf("removing the incomplete copy: %w", perr))
+			}
+			lock.Close()
+			lock = nil
+		}
+	}()
+	stage, err := demote(target, o)
+	if err != nil {
+		return nil, nil, err
 	}
 	src.gate.RLock()
 	head := src.vm.Head
 	src.gate.RUnlock()
 	vm := VolumeMeta{Size: src.size, Head: head, SectorSize: 512}
-	if err := markRebuilding(target, vm); err != nil {
-		return nil, err
+	if err := markRebuilding(stage, vm); err != nil {
+		return nil, nil, err
 	}
 	// Keep old snapshot images (the copy then writes only what differs);
 	// drop every head, their metas and the old counter state.
-	ents, err := os.ReadDir(target)
+	ents, err := os.ReadDir(stage)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if _, ok := headIndex(n); ok || (isChainFile(n) && len(n) > len(headPrefix) && n[:len(headPrefix)] == headPrefix) ||
+		if _, ok := headIndex(n); ok || (isChainFile(n) && strings.HasPrefix(n, headPrefix)) ||
 			n == LiveCounterFile || n == HeaderFile || n == RevisionCounterFile {
-			if err := os.Remove(filepath.Join(target, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, err
+			if err := os.Remove(filepath.Join(stage, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, nil, err
 			}
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(target, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
+	f, err := os.OpenFile(filepath.Join(stage, head), os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode(head))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = f.Truncate(src.size)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := writeJSONAtomic(target, MetaName(head), newDiskMeta(head, "", time.Now())); err != nil {
-		return nil, err
+	if err := writeJSONAtomic(stage, MetaName(head), newDiskMeta(head, "", time.Now())); err != nil {
+		return nil, nil, err
 	}
 	src.hmu.Lock()
 	sh := src.hf.cur
 	src.hmu.Unlock()
 	if sh.mode.Enabled() {
-		if err := writeFileAtomic(target, RevisionCounterFile, FormatRevisionCounter(0)); err != nil {
-			return nil, err
+		if err := writeFileAtomic(stage, RevisionCounterFile, FormatRevisionCounter(0)); err != nil {
+			return nil, nil, err
 		}
 	}
 	boot, err := opts.bootID()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := header{gen: 1, mode: sh.mode, clean: true, epoch: sh.epoch, volumeID: sh.volumeID, replicaID: newID(), bootID: boot}
 	b := make([]byte, headerFileSize)
 	h.encode(b[:headerSlotSize])
-	if err := writeFileAtomic(target, HeaderFile, b); err != nil {
-		return nil, err
+	if err := writeFileAtomic(stage, HeaderFile, b); err != nil {
+		return nil, nil, err
 	}
 	opts.rebuilding = true
-	return Open(target, opts)
+	wo, err = Open(stage, opts)
+	return wo, lock, err
 }
 
-// setRebuilt gives a closed, fully copied target the revision count rev
-// and the epoch, and clears Rebuilding: from here on it opens.
+// setRebuilt gives a closed, fully copied staged replica the revision
+// count rev and the epoch, and clears Rebuilding: publish may move it.
 func setRebuilt(target string, rev int64, epoch uint64) error {
 	h, _, ok, err := readHeaderSlot(filepath.Join(target, HeaderFile))
 	if err != nil {

@@ -214,7 +214,7 @@ func (v *Volume) dropWO(r *Replica, err error) bool {
 	}
 	v.wo, v.woErr = nil, err
 	v.storeWritersLocked()
-	v.setMemberLocked(r.Dir(), ModeERR, err.Error())
+	v.setMemberLocked(woTarget(r), ModeERR, err.Error())
 	return true
 }
 
