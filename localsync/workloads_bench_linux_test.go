@@ -25,10 +25,6 @@ var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's name
 //	go test -run '^$' -bench Workloads -benchtime 3x ./localsync -args -workload-scale 1
 func BenchmarkWorkloads(b *testing.B) {
 	g := bench.GenOptions{Scale: *workloadScale, Seed: 1}
-	scenarios := []string{bench.ScenarioCopy}
-	for _, c := range bench.Changes() {
-		scenarios = append(scenarios, c.Name)
-	}
 	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS) {
 		inPlace(b, place, func(b *testing.B, dir string) {
 			for _, w := range bench.Workloads() {
@@ -38,7 +34,7 @@ func BenchmarkWorkloads(b *testing.B) {
 						b.Skip(err) // vm-image without mkfs.ext4
 					}
 					defer os.Remove(base)
-					for _, sc := range scenarios {
+					for _, sc := range bench.Scenarios() {
 						b.Run(sc, func(b *testing.B) { benchScenario(b, dir, base, sc, g.Seed) })
 					}
 				})
