@@ -1,0 +1,104 @@
+package replica_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/bench/stats"
+	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/replica"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// workloadScale scales bench's named workloads for BenchmarkWorkloadExport
+// (1: their full sizes, 2 GiB to 8 GiB).
+var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's named workloads in BenchmarkWorkloadExport (1: full size)")
+
+// BenchmarkWorkloadExport exports a replica written with each of bench's
+// named, seeded workloads (the ones "sparsesync bench" uses): the
+// workload's data extents written into a new replica's head, then Export
+// to an image on the same filesystem (a fresh ext4 loop filesystem when
+// root, else a temporary directory), caches dropped before each run. It
+// reports the median time per export (ms).
+//
+//	go test -run '^$' -bench WorkloadExport -benchtime 3x ./replica -args -workload-scale 1
+func BenchmarkWorkloadExport(b *testing.B) {
+	g := bench.GenOptions{Scale: *workloadScale, Seed: 1}
+	dir := b.TempDir()
+	if os.Geteuid() == 0 {
+		dir = loopfs.Mount(b, loopfs.Ext4, 12<<30)
+	}
+	for _, w := range bench.Workloads() {
+		b.Run(w.Name, func(b *testing.B) {
+			base, rdir, out := filepath.Join(dir, w.Name), filepath.Join(dir, "r"), filepath.Join(dir, "vol.img")
+			if err := w.Generate(b.Context(), base, g); err != nil {
+				b.Skip(err) // vm-image without mkfs.ext4
+			}
+			defer os.Remove(base)
+			defer os.RemoveAll(rdir)
+			defer os.Remove(out)
+			data, err := writeReplica(b.Context(), rdir, base)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(data)
+			var times []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				os.Remove(out)
+				loopfs.DropCaches(b)
+				b.StartTimer()
+				start := time.Now()
+				st, err := replica.Export(b.Context(), rdir, out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+				if st.Size != w.ScaledSize(g) {
+					b.Fatalf("exported a volume of %d bytes, want %d", st.Size, w.ScaledSize(g))
+				}
+			}
+			b.ReportMetric(float64(stats.Median(times).Microseconds())/1000, "median_ms")
+		})
+	}
+}
+
+// writeReplica creates a replica in dir as large as the file at path and
+// writes the file's data extents into it. It returns the bytes written.
+func writeReplica(ctx context.Context, dir, path string) (int64, error) {
+	m, info, err := sparse.ReadMap(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r, err := replica.Create(dir, info.Size, replica.Options{})
+	if err != nil {
+		return 0, err
+	}
+	buf := coldread.AlignedBuffer(1 << 20)
+	for _, e := range m.Extents() {
+		for off := e.Off; off < e.End() && err == nil; off += int64(len(buf)) {
+			b := buf[:min(int64(len(buf)), e.End()-off)]
+			if _, err = f.ReadAt(b, off); err == nil {
+				_, err = r.WriteAt(b, off)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if cerr := r.Close(); err == nil {
+		err = cerr
+	}
+	return m.Bytes(), err
+}
