@@ -2,7 +2,6 @@ package replica_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,13 +11,10 @@ import (
 	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/workloadbench"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/sparse"
 )
-
-// workloadScale scales bench's named workloads for BenchmarkWorkloadExport
-// (1: their full sizes, 2 GiB to 8 GiB).
-var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's named workloads in BenchmarkWorkloadExport (1: full size)")
 
 // BenchmarkWorkloadExport exports a replica written with each of bench's
 // named, seeded workloads (the ones "sparsesync bench" uses): the
@@ -29,44 +25,37 @@ var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's name
 //
 //	go test -run '^$' -bench WorkloadExport -benchtime 3x ./replica -args -workload-scale 1
 func BenchmarkWorkloadExport(b *testing.B) {
-	g := bench.GenOptions{Scale: *workloadScale, Seed: 1}
 	dir := b.TempDir()
 	if os.Geteuid() == 0 {
 		dir = loopfs.Mount(b, loopfs.Ext4, 12<<30)
 	}
-	for _, w := range bench.Workloads() {
-		b.Run(w.Name, func(b *testing.B) {
-			base, rdir, out := filepath.Join(dir, w.Name), filepath.Join(dir, "r"), filepath.Join(dir, "vol.img")
-			if err := w.Generate(b.Context(), base, g); err != nil {
-				b.Skip(err) // vm-image without mkfs.ext4
-			}
-			defer os.Remove(base)
-			defer os.RemoveAll(rdir)
-			defer os.Remove(out)
-			data, err := writeReplica(b.Context(), rdir, base)
+	workloadbench.Each(b, dir, func(b *testing.B, w bench.Workload, base string) {
+		rdir, out := filepath.Join(dir, "r"), filepath.Join(dir, "vol.img")
+		defer os.RemoveAll(rdir)
+		defer os.Remove(out)
+		data, err := writeReplica(b.Context(), rdir, base)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(data)
+		var times []time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			os.Remove(out)
+			loopfs.DropCaches(b)
+			b.StartTimer()
+			start := time.Now()
+			st, err := replica.Export(b.Context(), rdir, out)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(data)
-			var times []time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				os.Remove(out)
-				loopfs.DropCaches(b)
-				b.StartTimer()
-				start := time.Now()
-				st, err := replica.Export(b.Context(), rdir, out)
-				if err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, time.Since(start))
-				if st.Size != w.ScaledSize(g) {
-					b.Fatalf("exported a volume of %d bytes, want %d", st.Size, w.ScaledSize(g))
-				}
+			times = append(times, time.Since(start))
+			if want := w.ScaledSize(workloadbench.Gen()); st.Size != want {
+				b.Fatalf("exported a volume of %d bytes, want %d", st.Size, want)
 			}
-			b.ReportMetric(float64(stats.Median(times).Microseconds())/1000, "median_ms")
-		})
-	}
+		}
+		b.ReportMetric(float64(stats.Median(times).Microseconds())/1000, "median_ms")
+	})
 }
 
 // writeReplica creates a replica in dir as large as the file at path and

@@ -2,7 +2,6 @@ package tcpsync_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,13 +10,10 @@ import (
 	"github.com/sparsesync/sparsesync/bench"
 	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/workloadbench"
 	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
-
-// workloadScale scales bench's named workloads for BenchmarkWorkloads (1:
-// their full sizes, 2 GiB to 8 GiB).
-var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's named workloads in BenchmarkWorkloads (1: full size)")
 
 // BenchmarkWorkloads pushes each of bench's named, seeded workloads (the
 // ones "sparsesync bench" compares with the other tools) over loopback to
@@ -29,7 +25,6 @@ var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's name
 //
 //	go test -run '^$' -bench Workloads -benchtime 3x ./tcpsync -args -workload-scale 1
 func BenchmarkWorkloads(b *testing.B) {
-	g := bench.GenOptions{Scale: *workloadScale, Seed: 1}
 	dir := b.TempDir()
 	if os.Geteuid() == 0 {
 		dir = loopfs.Mount(b, loopfs.Ext4, 12<<30)
@@ -49,38 +44,17 @@ func BenchmarkWorkloads(b *testing.B) {
 			b.Error(err)
 		}
 	}()
-	for _, w := range bench.Workloads() {
-		b.Run(w.Name, func(b *testing.B) {
-			base := filepath.Join(dir, w.Name)
-			if err := w.Generate(b.Context(), base, g); err != nil {
-				b.Skip(err) // vm-image without mkfs.ext4
-			}
-			defer os.Remove(base)
-			for _, sc := range bench.Scenarios() {
-				b.Run(sc, func(b *testing.B) { benchPush(b, addr, root, base, sc, g.Seed) })
-			}
-		})
-	}
+	workloadbench.Each(b, dir, func(b *testing.B, _ bench.Workload, base string) {
+		for _, sc := range bench.Scenarios() {
+			b.Run(sc, func(b *testing.B) { benchPush(b, addr, root, base, sc) })
+		}
+	})
 }
 
 // benchPush times pushes of the workload at base, changed by scenario
 // (unless it is the copy), to the server at addr whose root is root.
-func benchPush(b *testing.B, addr, root, base, scenario string, seed uint64) {
-	src := base
-	if scenario != bench.ScenarioCopy {
-		src = base + "." + scenario
-		defer os.Remove(src)
-		if _, err := localsync.Copy(b.Context(), base, src, localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
-			b.Fatal(err)
-		}
-		ch, err := bench.ChangeNamed(scenario)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := ch.Apply(b.Context(), src, seed); err != nil {
-			b.Fatal(err)
-		}
-	}
+func benchPush(b *testing.B, addr, root, base, scenario string) {
+	src := workloadbench.Source(b, base, scenario)
 	defer emptyDir(b, root)
 	var times []time.Duration
 	var wire []int64
