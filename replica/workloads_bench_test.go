@@ -25,10 +25,7 @@ import (
 //
 //	go test -run '^$' -bench WorkloadExport -benchtime 3x ./replica -args -workload-scale 1
 func BenchmarkWorkloadExport(b *testing.B) {
-	dir := b.TempDir()
-	if os.Geteuid() == 0 {
-		dir = loopfs.Mount(b, loopfs.Ext4, 12<<30)
-	}
+	dir := workloadbench.Dir(b)
 	workloadbench.Each(b, dir, func(b *testing.B, w bench.Workload, base string) {
 		rdir, out := filepath.Join(dir, "r"), filepath.Join(dir, "vol.img")
 		defer os.RemoveAll(rdir)

@@ -25,10 +25,7 @@ import (
 //
 //	go test -run '^$' -bench Workloads -benchtime 3x ./tcpsync -args -workload-scale 1
 func BenchmarkWorkloads(b *testing.B) {
-	dir := b.TempDir()
-	if os.Geteuid() == 0 {
-		dir = loopfs.Mount(b, loopfs.Ext4, 12<<30)
-	}
+	dir := workloadbench.Dir(b)
 	root := filepath.Join(dir, "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
@@ -20,6 +21,17 @@ var scale = flag.Float64("workload-scale", 1.0/16, "size of bench's named worklo
 
 // Gen returns the generation options: the flag's scale, seed 1.
 func Gen() bench.GenOptions { return bench.GenOptions{Scale: *scale, Seed: 1} }
+
+// Dir returns a directory to run the workloads in: a fresh ext4 loop
+// filesystem (room for the largest at full scale, a source, its changed
+// copy and a target) when running as root, else a temporary directory.
+func Dir(b *testing.B) string {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		return b.TempDir()
+	}
+	return loopfs.Mount(b, loopfs.Ext4, 12<<30)
+}
 
 // Each runs fn as a sub-benchmark of b for each workload, named after it,
 // with the workload generated (Gen) at path in dir and removed afterwards.
