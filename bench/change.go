@@ -30,6 +30,16 @@ func Changes() []Change {
 	}
 }
 
+// Scenarios returns the name of every scenario: ScenarioCopy, then each
+// change script's, in report order.
+func Scenarios() []string {
+	names := []string{ScenarioCopy}
+	for _, c := range Changes() {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
 // ChangeNamed returns the change script called name.
 func ChangeNamed(name string) (Change, error) {
 	for _, c := range Changes() {

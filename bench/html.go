@@ -5,6 +5,8 @@ import (
 	"html"
 	"io"
 	"strings"
+
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 )
 
 // Colours of the charts (the screenshot test looks for the first two).
@@ -34,7 +36,7 @@ svg text{font:12px system-ui,sans-serif}
 </style></head><body>
 `)
 	fmt.Fprintf(&b, "<h1>sparsesync benchmark</h1>\n<p class=note>%s, %s, %d CPUs, %s RAM, %s; load average %.1f at the start, %.1f at the end; %d rounds per case, tools interleaved (order rotated each round)%s. Bars are medians, whiskers min to max, the red line is the physical floor. Ratios are medians of per-round ratios.</p>\n",
-		esc(r.Host.Hostname), esc(r.Host.Kernel), r.Host.CPUs, humanBytes(r.Host.MemBytes), esc(r.Host.Go),
+		esc(r.Host.Hostname), esc(r.Host.Kernel), r.Host.CPUs, bytesize.Format(r.Host.MemBytes), esc(r.Host.Go),
 		r.Host.Load1Start, r.Host.Load1End, r.Runs, map[bool]string{true: ", caches dropped before each run", false: ", caches not dropped (not root, or asked not to)"}[r.Host.DropCaches])
 	for i := range r.Cases {
 		writeCaseHTML(&b, &r.Cases[i], i)
@@ -48,9 +50,9 @@ func esc(s string) string { return html.EscapeString(s) }
 
 func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 	fmt.Fprintf(b, "<h2 id=case%d>%s &middot; %s &middot; %s (%s)</h2>\n", idx, esc(c.Workload), esc(c.Scenario), esc(c.Place), esc(c.FSType))
-	fmt.Fprintf(b, "<p class=note>source %s, %s of data", humanBytes(c.Size), humanBytes(c.DataBytes))
+	fmt.Fprintf(b, "<p class=note>source %s, %s of data", bytesize.Format(c.Size), bytesize.Format(c.DataBytes))
 	if c.ChangedBytes > 0 {
-		fmt.Fprintf(b, ", %s changed since the target's version", humanBytes(c.ChangedBytes))
+		fmt.Fprintf(b, ", %s changed since the target's version", bytesize.Format(c.ChangedBytes))
 	}
 	b.WriteString("</p>\n")
 	var measured []Tool
@@ -79,15 +81,15 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 		}
 		written := "n/a"
 		if c.DeviceStats && t.DeviceWritten.N > 0 {
-			written = humanBytes(t.DeviceWritten.Median)
+			written = bytesize.Format(t.DeviceWritten.Median)
 		}
 		rss := "n/a"
 		if t.PeakRSS.Median > 0 {
-			rss = humanBytes(t.PeakRSS.Median)
+			rss = bytesize.Format(t.PeakRSS.Median)
 		}
 		wire := ""
 		if t.WireBytes.N > 0 {
-			wire = humanBytes(t.WireBytes.Median)
+			wire = bytesize.Format(t.WireBytes.Median)
 		}
 		if t.RatioBase != "" && ratio != "" {
 			ratio += " (" + esc(t.RatioBase) + ")"
@@ -203,23 +205,9 @@ func writtenChart(b *strings.Builder, c *Case, tools []Tool) {
 		cy := float64(y) + barH/2
 		fmt.Fprintf(b, `<text x="%d" y="%.0f" text-anchor="end">%s</text>`, labelW-6, cy+4, esc(t.Name))
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`, labelW, y, max(x(float64(t.DeviceWritten.Median))-labelW, 1), barH, colorWritten)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.0f">%s</text>`+"\n", x(float64(t.DeviceWritten.Median))+6, cy+4, humanBytes(t.DeviceWritten.Median))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f">%s</text>`+"\n", x(float64(t.DeviceWritten.Median))+6, cy+4, bytesize.Format(t.DeviceWritten.Median))
 	}
 	nx := x(float64(need))
 	fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="6 3"/>`+"\n", nx, chartTM-4, nx, h-6, colorFloor)
 	b.WriteString("</svg>\n")
-}
-
-// humanBytes formats n in binary units.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, u := float64(n), 0
-	for v >= unit && u < 4 {
-		v /= unit
-		u++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[u-1])
 }

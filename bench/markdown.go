@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 )
 
 // WriteMarkdown writes the report as one Markdown table (for a README):
@@ -48,9 +50,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\n|---|---|---|---|---|---|---|" + strings.Repeat("---|", netCols+len(peers)) + "\n")
 	for _, c := range r.Cases {
 		ss := c.Tools[0]
-		data := humanBytes(c.DataBytes)
+		data := bytesize.Format(c.DataBytes)
 		if c.ChangedBytes > 0 {
-			data = humanBytes(c.ChangedBytes) + " of " + data
+			data = bytesize.Format(c.ChangedBytes) + " of " + data
 		}
 		if !ss.Measured() {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | failed: %s | | |%s\n", c.Workload, c.Scenario, c.FSType, data, ss.Error, strings.Repeat(" |", netCols+len(peers)))
@@ -62,7 +64,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			cells := " skip | | |"
 			for _, t := range c.Tools {
 				if t.Name == SparsesyncNet && t.Measured() {
-					cells = fmt.Sprintf(" %.3f (%.3f-%.3f) | %.2f | %s |", t.Wall.Median, t.Wall.Min, t.Wall.Max, t.FloorRatio, humanBytes(t.WireBytes.Median))
+					cells = fmt.Sprintf(" %.3f (%.3f-%.3f) | %.2f | %s |", t.Wall.Median, t.Wall.Min, t.Wall.Max, t.FloorRatio, bytesize.Format(t.WireBytes.Median))
 				}
 			}
 			b.WriteString(cells)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 )
 
 // WriteTable writes the report as a terminal table: one row per tool and
@@ -38,16 +40,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 				}
 			}
 			if t.WireBytes.N > 0 {
-				wire = humanBytes(t.WireBytes.Median)
+				wire = bytesize.Format(t.WireBytes.Median)
 			}
 			if t.FloorRatio > 0 {
 				floor = fmt.Sprintf("%.2f", t.FloorRatio)
 			}
 			if t.PeakRSS.Median > 0 {
-				rss = humanBytes(t.PeakRSS.Median)
+				rss = bytesize.Format(t.PeakRSS.Median)
 			}
 			if c.DeviceStats && t.DeviceWritten.N > 0 {
-				written = humanBytes(t.DeviceWritten.Median)
+				written = bytesize.Format(t.DeviceWritten.Median)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Scenario, c.Place, t.Name,
 				t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, rss, written, wire)

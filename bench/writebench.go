@@ -56,11 +56,11 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 	if err != nil {
 		return WriteBenchResult{}, err
 	}
-	if err := fillReplica(ctx, r); err != nil {
+	if err := FillReplica(ctx, r); err != nil {
 		r.Close()
 		return WriteBenchResult{}, err
 	}
-	res, err := measureWrites(ctx, r, o.QueueDepth, o.Duration, o.Flush)
+	res, err := MeasureWrites(ctx, r, o.QueueDepth, o.Duration, o.Flush)
 	res.Revision = r.Revision()
 	if cerr := r.Close(); err == nil {
 		err = cerr
@@ -68,8 +68,11 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 	return res, err
 }
 
-// fillReplica writes every block of r (1 MiB at a time) and flushes.
-func fillReplica(ctx context.Context, r *replica.Replica) error {
+// FillReplica writes every block of r (1 MiB at a time) and flushes: the
+// first step of WriteBench, for benchmarks that measure one replica many
+// times (replica's counter benchmarks switch its counter mode between
+// measurements).
+func FillReplica(ctx context.Context, r *replica.Replica) error {
 	buf := alignedBuf(1 << 20)
 	for i := range buf {
 		buf[i] = byte(i*7 + 1)
@@ -86,7 +89,10 @@ func fillReplica(ctx context.Context, r *replica.Replica) error {
 	return r.Flush()
 }
 
-func measureWrites(ctx context.Context, r *replica.Replica, qd int, d time.Duration, flush bool) (WriteBenchResult, error) {
+// MeasureWrites does WriteBench's measurement on r: random 4 KiB-aligned
+// 4 KiB writes by qd writers for d, each followed by a Flush when flush is
+// set. The result's Revision is left 0.
+func MeasureWrites(ctx context.Context, r *replica.Replica, qd int, d time.Duration, flush bool) (WriteBenchResult, error) {
 	var writes atomic.Int64
 	var stop atomic.Bool
 	var firstErr error

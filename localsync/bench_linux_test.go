@@ -19,7 +19,6 @@ import (
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
-	"golang.org/x/sys/unix"
 )
 
 // benchDir is where benchmarks run. Empty: on fresh ext4, XFS (reflink) and
@@ -345,7 +344,7 @@ func BenchmarkColdReadWrite(b *testing.B) {
 			once := func(buffered bool) time.Duration {
 				b.StopTimer()
 				os.Remove(dst)
-				dropFile(b, src)
+				loopfs.DropFile(b, src)
 				coldread.Off.Store(buffered)
 				defer coldread.Off.Store(false)
 				b.StartTimer()
@@ -360,14 +359,8 @@ func BenchmarkColdReadWrite(b *testing.B) {
 				return time.Since(t0)
 			}
 			for i := 0; b.Loop(); i++ {
-				// Alternate which goes first, so neither always follows the other.
-				if i%2 == 0 {
-					tDirect = append(tDirect, once(false))
-					tBuffered = append(tBuffered, once(true))
-				} else {
-					tBuffered = append(tBuffered, once(true))
-					tDirect = append(tDirect, once(false))
-				}
+				d, buf := stats.Pair(i, func() time.Duration { return once(false) }, func() time.Duration { return once(true) })
+				tDirect, tBuffered = append(tDirect, d), append(tBuffered, buf)
 			}
 			b.ReportMetric(stats.PairedRatio(tDirect, tBuffered), "x_buffered_paired")
 			b.ReportMetric(float64(stats.Median(tDirect).Microseconds())/1000, "direct_ms")
@@ -376,21 +369,5 @@ func BenchmarkColdReadWrite(b *testing.B) {
 			b.ReportMetric((load+loadAvg())/2, "load1")
 			os.Remove(dst)
 		})
-	}
-}
-
-// dropFile writes path's dirty pages and drops its cached ones (the loop
-// devices run in direct I/O mode, so nothing below the file caches it).
-func dropFile(b *testing.B, path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		b.Fatal(err)
 	}
 }

@@ -1,7 +1,6 @@
 package localsync_test
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,12 +9,9 @@ import (
 	"github.com/sparsesync/sparsesync/bench"
 	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/workloadbench"
 	"github.com/sparsesync/sparsesync/localsync"
 )
-
-// workloadScale scales bench's named workloads for BenchmarkWorkloads (1:
-// their full sizes, 2 GiB to 8 GiB).
-var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's named workloads in BenchmarkWorkloads (1: full size)")
 
 // BenchmarkWorkloads copies and re-syncs each of bench's named, seeded
 // workloads (the ones "sparsesync bench" compares with the other tools)
@@ -24,46 +20,20 @@ var workloadScale = flag.Float64("workload-scale", 1.0/16, "size of bench's name
 //
 //	go test -run '^$' -bench Workloads -benchtime 3x ./localsync -args -workload-scale 1
 func BenchmarkWorkloads(b *testing.B) {
-	g := bench.GenOptions{Scale: *workloadScale, Seed: 1}
-	scenarios := []string{bench.ScenarioCopy}
-	for _, c := range bench.Changes() {
-		scenarios = append(scenarios, c.Name)
-	}
 	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS) {
 		inPlace(b, place, func(b *testing.B, dir string) {
-			for _, w := range bench.Workloads() {
-				b.Run(w.Name, func(b *testing.B) {
-					base := filepath.Join(dir, w.Name)
-					if err := w.Generate(b.Context(), base, g); err != nil {
-						b.Skip(err) // vm-image without mkfs.ext4
-					}
-					defer os.Remove(base)
-					for _, sc := range scenarios {
-						b.Run(sc, func(b *testing.B) { benchScenario(b, dir, base, sc, g.Seed) })
-					}
-				})
-			}
+			workloadbench.Each(b, dir, func(b *testing.B, _ bench.Workload, base string) {
+				for _, sc := range bench.Scenarios() {
+					b.Run(sc, func(b *testing.B) { benchScenario(b, dir, base, sc) })
+				}
+			})
 		})
 	}
 }
 
-func benchScenario(b *testing.B, dir, base, scenario string, seed uint64) {
-	src, dst := base, filepath.Join(dir, "dst")
+func benchScenario(b *testing.B, dir, base, scenario string) {
+	src, dst := workloadbench.Source(b, base, scenario), filepath.Join(dir, "dst")
 	defer os.Remove(dst)
-	if scenario != bench.ScenarioCopy {
-		src = base + "." + scenario
-		defer os.Remove(src)
-		if _, err := localsync.Copy(b.Context(), base, src, localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
-			b.Fatal(err)
-		}
-		ch, err := bench.ChangeNamed(scenario)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := ch.Apply(b.Context(), src, seed); err != nil {
-			b.Fatal(err)
-		}
-	}
 	var times []time.Duration
 	for b.Loop() {
 		b.StopTimer()

@@ -1,4 +1,4 @@
-package replica
+package replica_test
 
 import (
 	"math/rand/v2"
@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparsesync/sparsesync/bench"
 	"github.com/sparsesync/sparsesync/bench/stats"
+	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/replica"
 )
 
 // BenchmarkWrite measures random 4 KiB overwrites of a filled 256 MiB
@@ -18,7 +21,7 @@ import (
 //	go test -run '^$' -bench Write -count 5 ./replica/
 func BenchmarkWrite(b *testing.B) {
 	for _, qd := range []int{1, 8} {
-		for _, mode := range []CounterMode{CounterOff, CounterOn, CounterPerWrite} {
+		for _, mode := range []replica.CounterMode{replica.CounterOff, replica.CounterOn, replica.CounterPerWrite} {
 			b.Run("qd="+itoa(qd)+"/counter="+mode.String(), func(b *testing.B) {
 				benchRandomWrites(b, mode, 256<<20, qd, false)
 			})
@@ -35,7 +38,7 @@ func itoa(n int) string { return string(rune('0' + n)) }
 // flushes, at most once per headerInterval.
 func BenchmarkWriteFlush(b *testing.B) {
 	for _, qd := range []int{1, 8} {
-		for _, mode := range []CounterMode{CounterOff, CounterOn} {
+		for _, mode := range []replica.CounterMode{replica.CounterOff, replica.CounterOn} {
 			b.Run("qd="+itoa(qd)+"/counter="+mode.String(), func(b *testing.B) {
 				benchRandomWrites(b, mode, 64<<20, qd, true)
 			})
@@ -47,18 +50,18 @@ func BenchmarkWriteFlush(b *testing.B) {
 // random 4 KiB overwrites (each followed by a Flush when flush is set): one
 // goroutine at qd 1, else qd goroutines (GOMAXPROCS=2 here). It reports
 // IOPS.
-func benchRandomWrites(b *testing.B, mode CounterMode, size int64, qd int, flush bool) {
-	r, err := Create(filepath.Join(b.TempDir(), "r"), size, Options{Counter: mode})
+func benchRandomWrites(b *testing.B, mode replica.CounterMode, size int64, qd int, flush bool) {
+	r, err := replica.Create(filepath.Join(b.TempDir(), "r"), size, replica.Options{Counter: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	if err := fillReplica(b.Context(), r); err != nil {
+	if err := bench.FillReplica(b.Context(), r); err != nil {
 		b.Fatal(err)
 	}
-	blocks := r.Size() / BlockSize
+	blocks := r.Size() / replica.BlockSize
 	write := func(buf []byte, rng *rand.Rand) error {
-		if _, err := r.WriteAt(buf, rng.Int64N(blocks)*BlockSize); err != nil {
+		if _, err := r.WriteAt(buf, rng.Int64N(blocks)*replica.BlockSize); err != nil {
 			return err
 		}
 		if flush {
@@ -66,12 +69,12 @@ func benchRandomWrites(b *testing.B, mode CounterMode, size int64, qd int, flush
 		}
 		return nil
 	}
-	b.SetBytes(BlockSize)
+	b.SetBytes(replica.BlockSize)
 	b.ReportAllocs()
 	start := time.Now()
 	var n atomic.Int64
 	if qd == 1 {
-		buf := alignedBuf(BlockSize)
+		buf := coldread.AlignedBuffer(replica.BlockSize)
 		rng := rand.New(rand.NewPCG(1, 2))
 		for b.Loop() {
 			if err := write(buf, rng); err != nil {
@@ -84,7 +87,7 @@ func benchRandomWrites(b *testing.B, mode CounterMode, size int64, qd int, flush
 		b.ResetTimer()
 		var seed atomic.Uint64
 		b.RunParallel(func(pb *testing.PB) {
-			buf := alignedBuf(BlockSize)
+			buf := coldread.AlignedBuffer(replica.BlockSize)
 			rng := rand.New(rand.NewPCG(seed.Add(1), 2))
 			for pb.Next() {
 				if err := write(buf, rng); err != nil {
@@ -108,16 +111,16 @@ func benchRandomWrites(b *testing.B, mode CounterMode, size int64, qd int, flush
 //
 //	go test -run '^$' -bench CounterOverhead ./replica/
 func BenchmarkCounterOverhead(b *testing.B) {
-	modes := []CounterMode{CounterOff, CounterOn, CounterPerWrite, CounterOff}
+	modes := []replica.CounterMode{replica.CounterOff, replica.CounterOn, replica.CounterPerWrite, replica.CounterOff}
 	names := []string{"off", "on", "per-write", "off-again"}
 	// Created per-write so that revision.counter is open with O_DIRECT;
 	// count() then does exactly what each mode does.
-	r, err := Create(filepath.Join(b.TempDir(), "r"), 128<<20, Options{Counter: CounterPerWrite})
+	r, err := replica.Create(filepath.Join(b.TempDir(), "r"), 128<<20, replica.Options{Counter: replica.CounterPerWrite})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	if err := fillReplica(b.Context(), r); err != nil {
+	if err := bench.FillReplica(b.Context(), r); err != nil {
 		b.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -136,9 +139,9 @@ func BenchmarkCounterOverhead(b *testing.B) {
 			for b.Loop() {
 				for round := range rounds {
 					for i := range modes {
-						m := (i + round) % len(modes) // no mode always first
-						r.mode = modes[m]             // no I/O in flight here
-						res, err := measureWrites(b.Context(), r, qd, 200*time.Millisecond, c.flush)
+						m := (i + round) % len(modes)       // no mode always first
+						replica.SetCounterMode(r, modes[m]) // no I/O in flight here
+						res, err := bench.MeasureWrites(b.Context(), r, qd, 200*time.Millisecond, c.flush)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -150,7 +153,7 @@ func BenchmarkCounterOverhead(b *testing.B) {
 					}
 				}
 			}
-			r.mode = CounterPerWrite
+			replica.SetCounterMode(r, replica.CounterPerWrite)
 			for m := range modes {
 				b.ReportMetric(stats.Median(iops[m]), names[m]+"-IOPS")
 				if m > 0 {

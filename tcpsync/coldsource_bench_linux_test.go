@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
@@ -46,7 +44,7 @@ func BenchmarkColdPush(b *testing.B) {
 				b.StopTimer()
 				n++
 				name := fmt.Sprintf("img%d", n)
-				dropSource(b, src)
+				loopfs.DropFile(b, src)
 				coldread.Off.Store(buffered)
 				defer coldread.Off.Store(false)
 				b.StartTimer()
@@ -62,41 +60,12 @@ func BenchmarkColdPush(b *testing.B) {
 				return d
 			}
 			for i := 0; b.Loop(); i++ {
-				if i%2 == 0 {
-					tDirect = append(tDirect, once(false))
-					tBuffered = append(tBuffered, once(true))
-				} else {
-					tBuffered = append(tBuffered, once(true))
-					tDirect = append(tDirect, once(false))
-				}
+				d, buf := stats.Pair(i, func() time.Duration { return once(false) }, func() time.Duration { return once(true) })
+				tDirect, tBuffered = append(tDirect, d), append(tBuffered, buf)
 			}
-			r := make([]float64, len(tDirect))
-			for i := range r {
-				r[i] = float64(tDirect[i]) / float64(tBuffered[i])
-			}
-			slices.Sort(r)
-			med := func(d []time.Duration) float64 {
-				s := slices.Clone(d)
-				slices.Sort(s)
-				return float64(s[len(s)/2].Microseconds()) / 1000
-			}
-			b.ReportMetric(r[len(r)/2], "x_buffered_paired")
-			b.ReportMetric(med(tDirect), "direct_ms")
-			b.ReportMetric(med(tBuffered), "buffered_ms")
+			b.ReportMetric(stats.PairedRatio(tDirect, tBuffered), "x_buffered_paired")
+			b.ReportMetric(float64(stats.Median(tDirect).Microseconds())/1000, "direct_ms")
+			b.ReportMetric(float64(stats.Median(tBuffered).Microseconds())/1000, "buffered_ms")
 		})
-	}
-}
-
-func dropSource(b *testing.B, path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		b.Fatal(err)
 	}
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 
+	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
 )
 
@@ -62,26 +62,20 @@ func BenchmarkReadBack(b *testing.B) {
 	}
 	for _, c := range []struct{ name, src, base string }{{"full", orig, ""}, {"1pct", mutated, orig}} {
 		b.Run(c.name, func(b *testing.B) {
-			var on, off, ratio []float64
+			var on, off []float64
 			for b.Loop() {
 				for i := range runs {
-					// Alternate which goes first, so drift favours neither.
-					var a, z float64
-					if i%2 == 0 {
-						a = push(c.src, c.base, ReadBackAuto)
-						z = push(c.src, c.base, ReadBackOff)
-					} else {
-						z = push(c.src, c.base, ReadBackOff)
-						a = push(c.src, c.base, ReadBackAuto)
-					}
-					on, off, ratio = append(on, a), append(off, z), append(ratio, a/z)
+					a, z := stats.Pair(i,
+						func() float64 { return push(c.src, c.base, ReadBackAuto) },
+						func() float64 { return push(c.src, c.base, ReadBackOff) })
+					on, off = append(on, a), append(off, z)
 				}
 			}
-			med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
-			b.Logf("%s: read-back %.3f s, without %.3f s, paired ratio %.2fx (ratios %.2f)", c.name, med(on), med(off), med(ratio), ratio)
-			b.ReportMetric(med(on), "readback-wall-s")
-			b.ReportMetric(med(off), "plain-wall-s")
-			b.ReportMetric(med(ratio), "paired-ratio")
+			ratio := stats.PairedRatio(on, off)
+			b.Logf("%s: read-back %.3f s, without %.3f s, paired ratio %.2fx (ratios %.2f)", c.name, stats.Median(on), stats.Median(off), ratio, stats.Ratios(on, off))
+			b.ReportMetric(stats.Median(on), "readback-wall-s")
+			b.ReportMetric(stats.Median(off), "plain-wall-s")
+			b.ReportMetric(ratio, "paired-ratio")
 		})
 	}
 	cancel()

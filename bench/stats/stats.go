@@ -69,3 +69,19 @@ func Seconds(d []time.Duration) []float64 {
 	}
 	return s
 }
+
+// Pair measures a and b back to back for run number run: a first in even
+// runs, b first in odd ones, so that neither always follows the other (and
+// gets its warm cache or its share of a drifting load). It returns a's
+// result, then b's, whatever the order they ran in.
+func Pair[T any](run int, a, b func() T) (T, T) {
+	var x, y T
+	if run%2 == 0 {
+		x = a()
+		y = b()
+	} else {
+		y = b()
+		x = a()
+	}
+	return x, y
+}

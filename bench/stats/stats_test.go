@@ -93,3 +93,16 @@ func TestSeconds(t *testing.T) {
 		t.Errorf("Seconds = %v", got)
 	}
 }
+
+func TestPair(t *testing.T) {
+	for _, c := range []struct {
+		run   int
+		order string
+	}{{0, "ab"}, {1, "ba"}, {2, "ab"}, {7, "ba"}} {
+		var order string
+		x, y := Pair(c.run, func() string { order += "a"; return "A" }, func() string { order += "b"; return "B" })
+		if order != c.order || x != "A" || y != "B" {
+			t.Errorf("run %d: ran %q, returned %q %q; want ran %q, returned A B", c.run, order, x, y, c.order)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/sparse"
 	"github.com/sparsesync/sparsesync/tcpsync"
@@ -133,8 +134,8 @@ func demoNetwork(ctx context.Context, w io.Writer, dir, src string) error {
 			return fmt.Errorf("demo: push: %w", err)
 		}
 		fmt.Fprintf(w, "%s\n   sparsesync push disk.img %s disk.img\n   data %s: copied %s, unchanged %s, punched %s; on the wire %s sent, %s received; verified %v\n\n",
-			title, addr, humanBytes(st.DataBytes), humanBytes(st.CopiedBytes), humanBytes(st.UnchangedBytes), humanBytes(st.PunchedBytes),
-			humanBytes(st.WireBytesSent), humanBytes(st.WireBytesReceived), st.Verified)
+			title, addr, bytesize.Format(st.DataBytes), bytesize.Format(st.CopiedBytes), bytesize.Format(st.UnchangedBytes), bytesize.Format(st.PunchedBytes),
+			bytesize.Format(st.WireBytesSent), bytesize.Format(st.WireBytesReceived), st.Verified)
 		return nil
 	}
 	if err := push("6. Push disk.img over TCP to a server on 127.0.0.1 (an empty root: holes are never sent):"); err != nil {
@@ -189,7 +190,7 @@ func demoMap(ctx context.Context, w io.Writer, title, path string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Fprintf(w, "%s\n   %s: %s of data\n", title, filepath.Base(path), humanBytes(m.Bytes()))
+	fmt.Fprintf(w, "%s\n   %s: %s of data\n", title, filepath.Base(path), bytesize.Format(m.Bytes()))
 	for _, e := range m.Extents() {
 		fmt.Fprintf(w, "     data [%s, %s)\n", humanOffset(e.Off), humanOffset(e.End()))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/scheduler/disks"
 )
 
@@ -300,9 +301,9 @@ func (p *disksPrinter) event(e disks.Event) {
 		case disks.EventPressure:
 			_, err = fmt.Fprintf(p.g.stdout, "pressure     %s: %s\n", e.From, e.Reason)
 		case disks.EventMoveStart:
-			_, err = fmt.Fprintf(p.g.stdout, "move         %s (volume %s) %s -> %s, %s\n", e.Replica, e.Volume, e.From, e.To, humanBytes(e.Bytes))
+			_, err = fmt.Fprintf(p.g.stdout, "move         %s (volume %s) %s -> %s, %s\n", e.Replica, e.Volume, e.From, e.To, bytesize.Format(e.Bytes))
 		case disks.EventMoveDone:
-			_, err = fmt.Fprintf(p.g.stdout, "moved        %s %s -> %s, %s in %.2f s%s\n", e.Replica, e.From, e.To, humanBytes(e.Bytes), e.Seconds, suffix(e.Reason))
+			_, err = fmt.Fprintf(p.g.stdout, "moved        %s %s -> %s, %s in %.2f s%s\n", e.Replica, e.From, e.To, bytesize.Format(e.Bytes), e.Seconds, suffix(e.Reason))
 		case disks.EventMoveFailed:
 			_, err = fmt.Fprintf(p.g.stdout, "failed       %s %s -> %s: %s\n", e.Replica, e.From, e.To, e.Reason)
 		case disks.EventSkip:
@@ -347,7 +348,7 @@ func (p *disksPrinter) summary(res disks.PassResult) {
 		pending = fmt.Sprintf(" (%d with cleanup left to the next start)", n)
 	}
 	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s)%s, %d failed, %d skipped; under pressure when measured: %s\n",
-		len(res.Planned), len(res.Moved), humanBytes(res.BytesMoved), pending, len(res.Failed), len(res.Skipped), under)
+		len(res.Planned), len(res.Moved), bytesize.Format(res.BytesMoved), pending, len(res.Failed), len(res.Skipped), under)
 	if err != nil && p.err == nil {
 		p.err = err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -88,9 +89,9 @@ func runExtents(ctx context.Context, g *globalOpts, opts extentsOptions, path st
 		return out.Flush()
 	}
 	fmt.Fprintf(out, "path:       %s\n", path)
-	fmt.Fprintf(out, "size:       %d (%s)\n", m.Size(), humanBytes(m.Size()))
-	fmt.Fprintf(out, "data:       %d (%s, %s)\n", m.Bytes(), humanBytes(m.Bytes()), percent(m.Bytes(), m.Size()))
-	fmt.Fprintf(out, "allocated:  %d (%s)\n", info.Allocated, humanBytes(info.Allocated))
+	fmt.Fprintf(out, "size:       %d (%s)\n", m.Size(), bytesize.Format(m.Size()))
+	fmt.Fprintf(out, "data:       %d (%s, %s)\n", m.Bytes(), bytesize.Format(m.Bytes()), percent(m.Bytes(), m.Size()))
+	fmt.Fprintf(out, "allocated:  %d (%s)\n", info.Allocated, bytesize.Format(info.Allocated))
 	fmt.Fprintf(out, "extents:    %d\n", m.Len())
 	if !w.HolesKnown() {
 		fmt.Fprintln(out, "holes:      unknown (the filesystem or device cannot report holes; the whole file is shown as data)")

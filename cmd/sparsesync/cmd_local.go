@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
@@ -131,13 +132,13 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 // statsText is the human summary of a copy.
 func statsText(src, dst string, st localsync.Stats) string {
 	s := fmt.Sprintf("%s -> %s: size %s, data %s: cloned %s, copied %s, unchanged %s, punched %s",
-		src, dst, humanBytes(st.Size), humanBytes(st.DataBytes), humanBytes(st.ClonedBytes),
-		humanBytes(st.CopiedBytes), humanBytes(st.UnchangedBytes), humanBytes(st.PunchedBytes))
+		src, dst, bytesize.Format(st.Size), bytesize.Format(st.DataBytes), bytesize.Format(st.ClonedBytes),
+		bytesize.Format(st.CopiedBytes), bytesize.Format(st.UnchangedBytes), bytesize.Format(st.PunchedBytes))
 	if st.ZeroedBytes > 0 {
-		s += fmt.Sprintf(", zero-filled %s (no hole punching)", humanBytes(st.ZeroedBytes))
+		s += fmt.Sprintf(", zero-filled %s (no hole punching)", bytesize.Format(st.ZeroedBytes))
 	}
 	if st.ZeroBytes > 0 {
-		s += fmt.Sprintf(", zero blocks left as holes %s", humanBytes(st.ZeroBytes))
+		s += fmt.Sprintf(", zero blocks left as holes %s", bytesize.Format(st.ZeroBytes))
 	}
 	return s + fmt.Sprintf(" (%s, %.3fs)\n", methodName(st.Method), st.Elapsed.Seconds())
 }

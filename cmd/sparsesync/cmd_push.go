@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
@@ -266,7 +267,7 @@ func printResult(g *globalOpts, asJSON bool, verb, src, dst string, st tcpsync.S
 		how = "unchanged (quick check)"
 	}
 	_, err := fmt.Fprintf(g.stdout, "%s %s to %s: %s data, %s copied, %s unchanged, %s punched; wire %s sent, %s received; %.2f s, %s\n",
-		verb, src, dst, humanBytes(st.DataBytes), humanBytes(st.CopiedBytes), humanBytes(st.UnchangedBytes),
-		humanBytes(st.PunchedBytes), humanBytes(st.WireBytesSent), humanBytes(st.WireBytesReceived), st.Elapsed.Seconds(), how)
+		verb, src, dst, bytesize.Format(st.DataBytes), bytesize.Format(st.CopiedBytes), bytesize.Format(st.UnchangedBytes),
+		bytesize.Format(st.PunchedBytes), bytesize.Format(st.WireBytesSent), bytesize.Format(st.WireBytesReceived), st.Elapsed.Seconds(), how)
 	return err
 }

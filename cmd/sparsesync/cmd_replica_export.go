@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/replica"
 )
 
@@ -70,7 +71,7 @@ func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOpti
 			Layers: st.Layers, Seconds: st.Elapsed.Seconds()})
 	}
 	_, err = fmt.Fprintf(g.stdout, "exported %s to %s: %s volume, %s data from %d %s, %.2f s\n",
-		dir, out, humanBytes(st.Size), humanBytes(st.DataBytes), st.Layers, plural(st.Layers, "layer", "layers"), st.Elapsed.Seconds())
+		dir, out, bytesize.Format(st.Size), bytesize.Format(st.DataBytes), st.Layers, plural(st.Layers, "layer", "layers"), st.Elapsed.Seconds())
 	return err
 }
 

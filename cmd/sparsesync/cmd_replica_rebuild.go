@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
@@ -150,7 +151,7 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 		copied, cloned, unchanged = copied+f.CopiedBytes, cloned+f.ClonedBytes, unchanged+f.UnchangedBytes
 	}
 	_, err = fmt.Fprintf(g.stdout, "rebuilt %s from %s (%s): %d files, %s copied, %s cloned, %s unchanged, revision %d, %.2f s\n",
-		target, source, st.Path, len(st.Files), humanBytes(copied), humanBytes(cloned), humanBytes(unchanged), st.Revision, st.Elapsed.Seconds())
+		target, source, st.Path, len(st.Files), bytesize.Format(copied), bytesize.Format(cloned), bytesize.Format(unchanged), st.Revision, st.Elapsed.Seconds())
 	if err == nil && st.FallbackReason != "" {
 		_, err = fmt.Fprintf(g.stdout, "local copy failed: %s\n", st.FallbackReason)
 	}

@@ -24,20 +24,6 @@ func checkAddr(what, addr string) error {
 	return nil
 }
 
-// humanBytes renders a byte count in binary units (KiB, MiB, ...).
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 5; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 func percent(part, whole int64) string {
 	if whole == 0 {
 		return "0%"

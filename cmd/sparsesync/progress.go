@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 )
 
 // progressBar draws one line — label, bar, percentage, throughput, ETA and,
@@ -146,12 +148,12 @@ func (p *progressBar) line(elapsed time.Duration) string {
 	} else if done >= total {
 		eta = "0s"
 	}
-	tail := fmt.Sprintf(" %3.0f%% %s/%s %s/s ETA %s", frac*100, humanBytes(done), humanBytes(total), humanBytes(int64(rate)), eta)
+	tail := fmt.Sprintf(" %3.0f%% %s/%s %s/s ETA %s", frac*100, bytesize.Format(done), bytesize.Format(total), bytesize.Format(int64(rate)), eta)
 	if total == 0 && done == 0 {
 		tail, frac = " starting", 0 // not connected yet, or nothing known to move
 	}
 	if wire := p.wire.Load(); wire > 0 {
-		tail += " wire " + humanBytes(wire)
+		tail += " wire " + bytesize.Format(wire)
 	}
 	head := ""
 	if p.label != "" {

@@ -2,6 +2,7 @@ package coldread
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -81,10 +82,45 @@ func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) {
 // open opens the file again with O_DIRECT, or returns nil (and stops
 // trying) when that fails or names another file.
 func (c *Reader) open() *os.File {
-	d, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(c.fd), os.O_RDONLY|unix.O_DIRECT, 0)
+	d, err := reopenDirect(c.fd, c.dev, c.ino)
 	if err != nil {
 		c.disabled.Store(true)
 		return nil
+	}
+	return d
+}
+
+// OpenDirect opens f again with O_DIRECT, through /proc/self/fd so that it
+// is the same inode even when unlinked or hard to name, and checks that it
+// is. The caller closes the new file. It fails where O_DIRECT or /proc is
+// not available, and with ErrOtherFile when the path names another file.
+func OpenDirect(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var d *os.File
+	// Inside Control, so f's descriptor stays open while its path is used.
+	if cerr := rc.Control(func(p uintptr) {
+		var st unix.Stat_t
+		if err = unix.Fstat(int(p), &st); err != nil {
+			err = &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
+			return
+		}
+		d, err = reopenDirect(int(p), st.Dev, st.Ino)
+	}); cerr != nil {
+		return nil, cerr
+	}
+	return d, err
+}
+
+// reopenDirect opens descriptor fd again with O_DIRECT and checks that the
+// new descriptor is inode ino of device dev.
+func reopenDirect(fd int, dev, ino uint64) (*os.File, error) {
+	path := "/proc/self/fd/" + strconv.Itoa(fd)
+	d, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return nil, err
 	}
 	var st unix.Stat_t
 	rc, err := d.SyscallConn()
@@ -92,12 +128,15 @@ func (c *Reader) open() *os.File {
 	if err == nil {
 		rc.Control(func(p uintptr) { serr = unix.Fstat(int(p), &st) })
 	}
-	if serr != nil || st.Dev != c.dev || st.Ino != c.ino {
+	if serr != nil {
 		d.Close()
-		c.disabled.Store(true)
-		return nil
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: serr}
 	}
-	return d
+	if st.Dev != dev || st.Ino != ino {
+		d.Close()
+		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrOtherFile}
+	}
+	return d, nil
 }
 
 // cold reports whether no page of [off, off+n) is in the page cache.

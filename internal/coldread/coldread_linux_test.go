@@ -81,3 +81,46 @@ func TestReadAt(t *testing.T) {
 	require.Equal(t, len(buf), n)
 	require.Zero(t, none.DirectBytes())
 }
+
+// TestOpenDirect reopens a file on ext4 with O_DIRECT, after it was
+// unlinked: the new descriptor is the same inode, reads into an aligned
+// buffer return the file's bytes, and a closed file is an error.
+func TestOpenDirect(t *testing.T) {
+	dir := loopfs.Mount(t, loopfs.Ext4, 1<<30)
+	path := filepath.Join(dir, "f")
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i*7 + 1)
+	}
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, os.Remove(path))
+
+	d, err := OpenDirect(f)
+	require.NoError(t, err)
+	defer d.Close()
+	var want, got unix.Stat_t
+	require.NoError(t, unix.Fstat(int(f.Fd()), &want))
+	require.NoError(t, unix.Fstat(int(d.Fd()), &got))
+	require.Equal(t, want.Ino, got.Ino)
+	fl, err := unix.FcntlInt(d.Fd(), unix.F_GETFL, 0)
+	require.NoError(t, err)
+	require.NotZero(t, fl&unix.O_DIRECT, "the new descriptor is O_DIRECT")
+
+	buf := AlignedBuffer(len(data))
+	n, err := d.ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, len(data), n)
+	require.True(t, bytes.Equal(data, buf))
+	// O_DIRECT refuses a buffer that is not aligned in memory.
+	_, err = d.ReadAt(AlignedBuffer(2 * Align)[1:Align+1], 0)
+	require.ErrorIs(t, err, unix.EINVAL)
+
+	closed, err := os.Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	_, err = OpenDirect(closed)
+	require.Error(t, err)
+}

@@ -2,7 +2,11 @@
 
 package coldread
 
-import "os"
+import (
+	"errors"
+	"io/fs"
+	"os"
+)
 
 // Reader reads through the page cache where O_DIRECT and cachestat(2) are
 // not available.
@@ -16,3 +20,8 @@ func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) { return f
 
 // DirectBytes is 0.
 func (c *Reader) DirectBytes() int64 { return 0 }
+
+// OpenDirect fails with errors.ErrUnsupported: there is no O_DIRECT here.
+func OpenDirect(f *os.File) (*os.File, error) {
+	return nil, &fs.PathError{Op: "open_direct", Path: f.Name(), Err: errors.ErrUnsupported}
+}

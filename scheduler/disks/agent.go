@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 )
 
 // Event kinds.
@@ -153,11 +155,11 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 			free := max(st.AvailableBytes-st.ReservedBytes, 0)
 			reserve := ""
 			if st.ReservedBytes > 0 {
-				reserve = " after a reserve of " + byteString(st.ReservedBytes)
+				reserve = " after a reserve of " + bytesize.Format(st.ReservedBytes)
 			}
 			a.emit(Event{Kind: EventPressure, From: st.Name, Bytes: free,
 				Reason: fmt.Sprintf("%s of %s free%s, below %d%%",
-					pct(free, st.MaxBytes), byteString(st.MaxBytes), reserve, 100-*a.cfg.PressurePercent)})
+					pct(free, st.MaxBytes), bytesize.Format(st.MaxBytes), reserve, 100-*a.cfg.PressurePercent)})
 		}
 	}
 	for _, m := range moves {
@@ -229,17 +231,4 @@ func pct(part, whole int64) string {
 		return "0%"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
-}
-
-func byteString(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 5; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
