@@ -118,7 +118,7 @@ type foCache struct {
 type ownCache struct {
 	p, s       int32
 	pVer, sVer uint32 // 0: never computed
-	ok         bool
+	force, ok  bool
 	e          ivEntry
 }
 
@@ -207,6 +207,7 @@ type drbdItem struct {
 	kind MoveKind
 	hr   int32 // 2·shape + role of the target (0: new primary, 1: new secondary)
 	key  float64
+	full bool // the target is checked with the soft checks off: try every node
 }
 
 // bEntry is a cached migration target (tc entry) reduced to what the bound
@@ -410,7 +411,7 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 	}
 	// DRBD disk moves: their own α and range.
-	da := b.drbdPrepare(noDiskMoves)
+	da := b.drbdPrepare(force, noDiskMoves)
 	// Chords: the slopes at a refresh, the intercepts every step.
 	var lconst float64 = a.base
 	for _, k := range a.active {
@@ -543,21 +544,39 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	}
 	disk := func(j int) {
 		it := &bs.items[j]
-		if limit(it.key + tMin(&bs.drbd, int(it.hr))) {
-			return
-		}
 		in := &s.insts[it.ii]
-		if b.onBound != nil {
-			// Test hook: every target's bound against its estimate.
-			for _, te := range bs.drbd.lists[it.hr] {
-				tdx := int(te.t)
+		if it.full {
+			// The target's soft checks are off: no key rules it out.
+			for _, tdx := range b.online {
 				if tdx == in.pNode || tdx == in.sNode {
 					continue
 				}
 				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
-					b.onBound(int(it.ii), it.kind, tdx, it.key+te.key, est, &bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
+					w.evals++
+					w.record(int(it.ii), it.kind, tdx, est)
 				}
 			}
+			return
+		}
+		if b.onBound != nil {
+			// Test hook: every target's bound against its estimate; a
+			// target without a key (it fails the soft checks) must fail
+			// the move (bound +Inf).
+			for _, tdx := range b.online {
+				if tdx == in.pNode || tdx == in.sNode {
+					continue
+				}
+				bound := math.Inf(1)
+				if i := tdx*bs.drbd.nc + int(it.hr); bs.drbd.has[i] {
+					bound = it.key + bs.drbd.key[i]
+				}
+				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
+					b.onBound(int(it.ii), it.kind, tdx, bound, est, &bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
+				}
+			}
+		}
+		if limit(it.key + tMin(&bs.drbd, int(it.hr))) {
+			return
 		}
 		for _, te := range bs.drbd.lists[it.hr] {
 			if limit(it.key + te.key) {
@@ -717,7 +736,7 @@ var drbdMoves = [...]MoveKind{ReplaceSecondary, ReplaceAndFailover, ReplacePrima
 // bound's precondition, !hasMap) a moved DRBD instance's location score is
 // 0. The own side is recomputed only when one of the instance's nodes
 // changed.
-func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
+func (b *balancer) drbdPrepare(force, noDiskMoves bool) drbdRanges {
 	s := b.s
 	a := &b.agg
 	bs := &b.bound
@@ -741,9 +760,9 @@ func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
 				continue
 			}
 			c := &bs.oc[4*ii+ki]
-			if c.p != int32(in.pNode) || c.s != int32(in.sNode) || c.pVer != pv || c.sVer != sv {
-				c.ok = b.drbdOwn(ii, kind, &c.e)
-				c.p, c.s, c.pVer, c.sVer = int32(in.pNode), int32(in.sNode), pv, sv
+			if c.p != int32(in.pNode) || c.s != int32(in.sNode) || c.pVer != pv || c.sVer != sv || c.force != force {
+				c.ok = b.drbdOwn(ii, kind, force, &c.e)
+				c.p, c.s, c.pVer, c.sVer, c.force = int32(in.pNode), int32(in.sNode), pv, sv, force
 			}
 			if !c.ok {
 				continue // fails whatever the target
@@ -753,7 +772,18 @@ func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
 				role = 1
 			}
 			hr := 2*int(b.shape[ii]) + role
-			bs.items = append(bs.items, drbdItem{ii: int32(ii), kind: kind, hr: int32(hr), key: c.e.lin})
+			// The force flag applyMove checks the target with: the
+			// target keys hold only targets that pass the soft checks.
+			var full bool
+			switch kind {
+			case ReplacePrimary, FailoverAndReplace:
+				full = s.nodes[in.pNode].offline || force
+			case ReplaceSecondary:
+				full = s.nodes[in.sNode].offline || force
+			default:
+				full = force
+			}
+			bs.items = append(bs.items, drbdItem{ii: int32(ii), kind: kind, hr: int32(hr), key: c.e.lin, full: full})
 			owns = append(owns, c.e)
 		}
 	}
@@ -821,19 +851,21 @@ func (a *aggregates) ivAdd(e *ivEntry, old, lo, hi *metricVec, offline bool) {
 }
 
 // drbdTarget computes node t's side of taking DRBD instance ni as new
-// primary (pri) or new secondary (sec). Only the hard checks are applied:
-// a side that fails them fails for every move.
+// primary (pri) or new secondary (sec), with the soft checks on: a side
+// that fails them fails for every move that checks them on the target
+// (items with full set scan every target instead). A new secondary must
+// pass them at the least reserve (they fail at every larger one too).
 func (b *balancer) drbdTarget(t int, ni *instState, pri, sec *ivEntry) {
 	n := &b.s.nodes[t]
 	*pri, *sec = ivEntry{}, ivEntry{}
 	p := *n
-	if p.addPri(ni, true) {
+	if p.addPri(ni, false) {
 		v := p.vector()
 		pri.ok = true
 		b.agg.ivAdd(pri, &b.vecs[t], &v, &v, n.offline)
 	}
 	lo, hi := *n, *n
-	if lo.addSecBase(ni, -1, 0, true, true) && hi.addSecBase(ni, -1, maxPeer(n.peers), true, true) {
+	if lo.addSecBase(ni, -1, 0, false, true) && hi.addSecBase(ni, -1, maxPeer(n.peers), true, true) {
 		vl, vh := lo.vector(), hi.vector()
 		sec.ok = true
 		b.agg.ivAdd(sec, &b.vecs[t], &vl, &vh, n.offline)
@@ -841,12 +873,16 @@ func (b *balancer) drbdTarget(t int, ni *instState, pri, sec *ivEntry) {
 }
 
 // drbdOwn computes the change of DRBD instance ii's own nodes under a disk
-// move (as applyMove makes it, with the soft checks off), into e. It
-// reports false when the move fails for every target.
-func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
+// move (as applyMove makes it; the interval ends with the soft checks
+// off), into e. It reports false when the move fails for every target: a
+// hard check, or a soft check applyMove makes on the own nodes (tags,
+// N+1, vCPU ratio) with the force flags it would use.
+func (b *balancer) drbdOwn(ii int, kind MoveKind, force bool, e *ivEntry) bool {
 	s := b.s
 	in := &s.insts[ii]
 	pdx, sdx := in.pNode, in.sNode
+	forceP := s.nodes[pdx].offline || force
+	forceS := s.nodes[sdx].offline || force
 	ni := *in
 	ni.locScore = 0
 	*e = ivEntry{}
@@ -857,9 +893,11 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	}
 	// sec takes ni as a secondary of the target: the interval over the
 	// memory it already reserves for the target.
-	sec := func(n *nodeState) (lo, hi nodeState, ok bool) {
+	// With the soft checks on (f false) it must pass them at the least
+	// reserve: they fail at every larger one too.
+	sec := func(n *nodeState, f bool) (lo, hi nodeState, ok bool) {
 		lo, hi = *n, *n
-		ok = lo.addSecBase(&ni, -1, 0, true, true) && hi.addSecBase(&ni, -1, maxPeer(n.peers), true, true)
+		ok = lo.addSecBase(&ni, -1, 0, f, true) && hi.addSecBase(&ni, -1, maxPeer(n.peers), true, true)
 		return lo, hi, ok
 	}
 	switch kind {
@@ -874,7 +912,7 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	case ReplaceAndFailover:
 		p.removePri(in)
 		sn.removeSec(in, true)
-		lo, hi, ok := sec(&p)
+		lo, hi, ok := sec(&p, forceS)
 		if !ok {
 			return false
 		}
@@ -883,11 +921,11 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	case ReplacePrimary:
 		p.removePri(in)
 		sn.removeSec(in, true)
-		if !sn.addPri(&ni, true) {
+		if !migrationOK(&s.nodes[pdx], &s.nodes[sdx]) || !sn.addPri(&ni, forceP) {
 			return false
 		}
 		sn.removePri(&ni)
-		lo, hi, ok := sec(&sn)
+		lo, hi, ok := sec(&sn, forceP)
 		if !ok {
 			return false
 		}
@@ -896,7 +934,7 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	case FailoverAndReplace:
 		p.removePri(in)
 		sn.removeSec(in, true)
-		if !sn.addPri(&ni, true) {
+		if !migrationOK(&s.nodes[pdx], &s.nodes[sdx]) || !sn.addPri(&ni, forceP) {
 			return false
 		}
 		add(pdx, &p, &p)
