@@ -98,7 +98,7 @@ type boundScratch struct {
 	dt     []ivEntry
 	items  []drbdItem
 	dAlpha []metricVec
-	owns   []ivEntry // per item: the instance's own nodes
+	owns   []*ivEntry // per item: the instance's own nodes (in oc)
 	oc     []ownCache
 	fo     []foCache // per instance: its failover
 }
@@ -127,7 +127,7 @@ type ownCache struct {
 // target sides of the nodes a move changed are recomputed (at s0), and the
 // drift of the sums since the reference is accounted for exactly where it
 // enters (see scanBounded), so every bound stays a lower bound.
-const refreshEvery = 16
+const refreshEvery = 32
 
 // keyIndex holds a key per (node, class) and, per class, the nodes by
 // increasing key; a changed node is moved in place.
@@ -285,7 +285,11 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.srcVer = make([]uint32, nIn)
 		bs.srcAt = make([]int32, nIn)
 	}
-	refresh := bs.age >= refreshEvery || bs.refInvN != a.invN
+	// A full refresh computes the ranges at the new reference first, so
+	// that the slopes fit them; an aged one (only the drift grew) takes
+	// the slopes from the current ranges, widened for the drift, and
+	// then computes ranges and keys in one pass.
+	full := bs.refInvN != a.invN
 	if len(bs.be) != len(b.tc) || bs.beTw != a.twins {
 		// The entries hold weighted sums over the active metrics,
 		// which the load twins change.
@@ -301,7 +305,7 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.oc = make([]ownCache, 4*nIn)
 		bs.fo = make([]foCache, nIn)
 		clear(bs.srcVer)
-		refresh = true
+		full = true
 	}
 	// Target sides of the nodes that changed.
 	bs.touched = bs.touched[:0]
@@ -351,24 +355,35 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	}
 	for h, ok := range bs.need {
 		if ok && !bs.inRef[h] {
-			refresh = true
+			full = true
 		}
 	}
-	if refresh {
-		copy(bs.inRef, bs.need)
-		bs.s0, bs.refInvN, bs.age = a.s, a.invN, 0
+	aged := !full && bs.age >= refreshEvery
+	refresh := full || aged
+	resetRanges := func() {
+		bs.s0, bs.refInvN = a.s, a.invN
 		for _, k := range a.active {
 			bs.mLo[k], bs.mHi[k], bs.absB[k] = 0, 0, 0
 			bs.dLo[k], bs.dHi[k], bs.absD[k] = 0, 0, 0
 		}
 		clear(bs.absBh)
 		clear(bs.absDh)
+	}
+	switch {
+	case full:
+		copy(bs.inRef, bs.need)
+		resetRanges()
 		for _, t := range b.online {
-			b.targetRanges(t)
+			b.targetUpdate(t, rangesOnly)
 		}
-	} else {
+	case aged:
+		// The changed nodes widen the old ranges; keys follow below.
 		for _, t := range bs.touched {
-			b.targetRanges(t)
+			b.targetUpdate(t, rangesOnly)
+		}
+	default:
+		for _, t := range bs.touched {
+			b.targetUpdate(t, rangesMove)
 		}
 	}
 	bs.age++
@@ -442,24 +457,26 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 		lconst += a.w[k] * (l - a.cur[k])
 	}
-	// Target keys at s0 with the slopes ws: all of them at a refresh, the
-	// changed nodes' otherwise.
+	// At a refresh, every target key at the new reference with the new
+	// slopes (an aged refresh moves the reference here: the chords above
+	// used the old one, widened for the drift).
+	if refresh {
+		if aged {
+			resetRanges()
+			clear(drift[:])
+		}
+		for _, t := range b.online {
+			b.targetUpdate(t, rangesPut)
+		}
+		bs.mig.sortAll(b.online, bs.inRef)
+		bs.drbd.sortAll(b.online, bs.inRef)
+		bs.age = 1
+	}
 	for h := 0; h < 2*ns; h++ {
 		bs.corrM[h], bs.corrD[h] = 0, 0
 		for _, k := range a.active {
 			bs.corrM[h] += bs.ws[k] * drift[k] * bs.absBh[h][k]
 			bs.corrD[h] += bs.ws[k] * drift[k] * bs.absDh[h][k]
-		}
-	}
-	if refresh {
-		for _, t := range b.online {
-			b.targetKeys(t, false)
-		}
-		bs.mig.sortAll(b.online, bs.inRef)
-		bs.drbd.sortAll(b.online, bs.inRef)
-	} else {
-		for _, t := range bs.touched {
-			b.targetKeys(t, true)
 		}
 	}
 	tMin := func(x *keyIndex, h int) float64 {
@@ -571,7 +588,7 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 					bound = it.key + bs.drbd.key[i]
 				}
 				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
-					b.onBound(int(it.ii), it.kind, tdx, bound, est, &bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
+					b.onBound(int(it.ii), it.kind, tdx, bound, est, bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
 				}
 			}
 		}
@@ -623,91 +640,81 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	})
 }
 
-// targetRanges widens the ranges of β at s0 and the largest |d| per
-// metric by node t's target sides (migrations and DRBD).
-func (b *balancer) targetRanges(t int) {
+// Modes of targetUpdate.
+const (
+	rangesOnly = iota // widen the ranges (keys follow with rangesPut)
+	rangesPut         // and record the keys; sortAll follows
+	rangesMove        // and move the keys in the sorted lists
+)
+
+// targetUpdate widens the ranges of β at s0 and the largest |d| per
+// metric by node t's target sides (migrations and DRBD) and, unless mode
+// is rangesOnly, computes its keys with the slopes ws. Widening twice by
+// the same sides changes nothing.
+func (b *balancer) targetUpdate(t, mode int) {
 	a := &b.agg
 	bs := &b.bound
 	ns := len(b.shapeOf)
-	sn := func(k int) float64 { return 2 * bs.s0[k] * a.invN * a.invN }
+	put := func(x *keyIndex, h int, key float64, ok bool) {
+		switch mode {
+		case rangesPut:
+			x.put(t, h, key, ok)
+		case rangesMove:
+			x.set(t, h, key, ok)
+		}
+	}
+	inv2 := a.invN * a.invN
 	for h := 0; h < ns; h++ {
 		if b.extShape[h] {
 			for f := 0; f < 2; f++ {
-				e := &bs.be[(t*ns+h)*2+f]
-				if !e.ok || !bs.inRef[2*h+f] {
+				c := 2*h + f
+				if !bs.inRef[c] {
 					continue
 				}
+				e := &bs.be[(t*ns+h)*2+f]
+				if !e.ok {
+					put(&bs.mig, c, 0, false)
+					continue
+				}
+				key := e.lin
+				ah := &bs.absBh[c]
 				for j := 0; j < int(e.n); j++ {
 					k := int(e.k[j])
-					v := e.p[j] - sn(k)*e.ds[j]
+					v := e.p[j] - 2*bs.s0[k]*inv2*e.ds[j]
+					key += bs.ws[k] * v
 					bs.mLo[k], bs.mHi[k] = min(bs.mLo[k], v), max(bs.mHi[k], v)
-					bs.absB[k] = max(bs.absB[k], math.Abs(e.ds[j]))
-					bs.absBh[2*h+f][k] = max(bs.absBh[2*h+f][k], math.Abs(e.ds[j]))
+					d := math.Abs(e.ds[j])
+					bs.absB[k] = max(bs.absB[k], d)
+					ah[k] = max(ah[k], d)
 				}
+				put(&bs.mig, c, key, true)
 			}
 			continue
 		}
 		for r := 0; r < 2; r++ {
-			e := &bs.dt[t*2*ns+2*h+r]
-			if !e.ok || !bs.inRef[2*h+r] {
+			c := 2*h + r
+			if !bs.inRef[c] {
 				continue
 			}
+			e := &bs.dt[t*2*ns+c]
+			if !e.ok {
+				put(&bs.drbd, c, 0, false)
+				continue
+			}
+			key := e.lin
+			ah := &bs.absDh[c]
 			for _, k := range a.active {
 				if metricKinds[k] != mStdDev {
 					continue
 				}
 				v := a.ivBetaAt(k, e, bs.s0[k])
+				key += bs.ws[k] * v
 				bs.dLo[k], bs.dHi[k] = min(bs.dLo[k], v), max(bs.dHi[k], v)
-				bs.absD[k] = max(bs.absD[k], math.Abs(e.dlo[k]), math.Abs(e.dhi[k]))
-				bs.absDh[2*h+r][k] = max(bs.absDh[2*h+r][k], math.Abs(e.dlo[k]), math.Abs(e.dhi[k]))
+				d := max(math.Abs(e.dlo[k]), math.Abs(e.dhi[k]))
+				bs.absD[k] = max(bs.absD[k], d)
+				ah[k] = max(ah[k], d)
 			}
-		}
-	}
-}
-
-// targetKeys computes node t's target keys T at s0 with the slopes ws;
-// move says to move them in the sorted lists (else sortAll follows).
-func (b *balancer) targetKeys(t int, move bool) {
-	a := &b.agg
-	bs := &b.bound
-	ns := len(b.shapeOf)
-	put := func(x *keyIndex, h int, key float64, ok bool) {
-		if move {
-			x.set(t, h, key, ok)
-		} else {
-			x.put(t, h, key, ok)
-		}
-	}
-	for h := 0; h < ns; h++ {
-		if b.extShape[h] {
-			for f := 0; f < 2; f++ {
-				e := &bs.be[(t*ns+h)*2+f]
-				if !bs.inRef[2*h+f] {
-					continue
-				}
-				k := e.lin
-				for j := 0; j < int(e.n); j++ {
-					kk := int(e.k[j])
-					k += bs.ws[kk] * (e.p[j] - 2*bs.s0[kk]*a.invN*a.invN*e.ds[j])
-				}
-				put(&bs.mig, 2*h+f, k, e.ok)
-			}
-			continue
-		}
-		for r := 0; r < 2; r++ {
-			e := &bs.dt[t*2*ns+2*h+r]
-			if !bs.inRef[2*h+r] {
-				continue
-			}
-			k := e.lin
-			if e.ok {
-				for _, kk := range a.active {
-					if metricKinds[kk] == mStdDev {
-						k += bs.ws[kk] * a.ivBetaAt(kk, e, bs.s0[kk])
-					}
-				}
-			}
-			put(&bs.drbd, 2*h+r, k, e.ok)
+			put(&bs.drbd, c, key, true)
 		}
 	}
 }
@@ -784,7 +791,7 @@ func (b *balancer) drbdPrepare(force, noDiskMoves bool) drbdRanges {
 				full = force
 			}
 			bs.items = append(bs.items, drbdItem{ii: int32(ii), kind: kind, hr: int32(hr), key: c.e.lin, full: full})
-			owns = append(owns, c.e)
+			owns = append(owns, &c.e)
 		}
 	}
 	bs.owns = owns
@@ -795,7 +802,7 @@ func (b *balancer) drbdPrepare(force, noDiskMoves bool) drbdRanges {
 	// Own side: α with the cross term -2·D_own·D_target/n² bounded below
 	// by the largest |D| of any target.
 	for j := range owns {
-		fe := &owns[j]
+		fe := owns[j]
 		var al metricVec
 		for _, k := range a.active {
 			if metricKinds[k] != mStdDev {
