@@ -358,7 +358,11 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			full = true
 		}
 	}
-	aged := !full && bs.age >= refreshEvery
+	every := refreshEvery
+	if b.refreshAfter > 0 {
+		every = b.refreshAfter
+	}
+	aged := !full && bs.age >= every
 	refresh := full || aged
 	resetRanges := func() {
 		bs.s0, bs.refInvN = a.s, a.invN
