@@ -24,11 +24,10 @@ var benchSpecs = []struct {
 
 // BenchmarkSqueeze runs every search on the 40/300 cluster moving every
 // instance (hsqueeze's setting). On 500/5000 it runs auto with the default
-// moves (externally mirrored instances: the bounded search, hsqueeze's
-// decisions) and with every instance moving (500 movable DRBD instances on
-// 500 nodes: auto falls back to the approximate incremental search). On
-// the quarter-DRBD clusters it runs the bounded search moving every
-// instance.
+// moves (externally mirrored instances) and with every instance moving
+// (about 500 movable DRBD instances on 500 nodes, within ExactLimit): both
+// the bounded search, hsqueeze's decisions. On the quarter-DRBD clusters
+// it runs the bounded search moving every instance.
 func BenchmarkSqueeze(b *testing.B) {
 	type run struct {
 		search Search

@@ -164,3 +164,26 @@ func TestDRBDBoundBelowEstimate(t *testing.T) {
 	require.NotZero(t, pairs)
 	t.Logf("%d clusters, %d DRBD disk moves checked", cases, pairs)
 }
+
+// TestAutoSearchIsExactOnBenchmark: the cluster (500 nodes, 5,000
+// instances, a quarter DRBD, every instance moving) is within ExactLimit,
+// so auto takes hsqueeze's decisions (BenchmarkSqueeze times it); three
+// times its DRBD instances are not.
+func TestAutoSearchIsExactOnBenchmark(t *testing.T) {
+	for _, tc := range []struct {
+		drbd float64
+		want Search
+	}{{0.25, SearchBounded}, {0.75, SearchIncremental}} {
+		c := genCluster(5005000, genSpec{Nodes: 500, Standby: 10, Offline: 2, Instances: 5000, DRBD: tc.drbd, Load: 0.45})
+		s, err := Load(c)
+		require.NoError(t, err)
+		for _, m := range []MoveMode{MoveAll, MoveDRBD} {
+			opts := SqueezeOptions{Moves: m}
+			opts.setDefaults()
+			require.Equal(t, tc.want, autoSearch(s, m.filter(), &opts), "drbd %v, moves %v", tc.drbd, m)
+		}
+		opts := SqueezeOptions{}
+		opts.setDefaults()
+		require.Equal(t, SearchBounded, autoSearch(s, MoveExternal.filter(), &opts))
+	}
+}
