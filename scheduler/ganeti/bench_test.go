@@ -1,7 +1,13 @@
 package ganeti
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // benchSpecs are the benchmark clusters: the 40/300 one is compared with
@@ -74,5 +80,21 @@ func BenchmarkBalance(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriteBenchClusters writes the benchmark clusters in the text format
+// to the directory SPARSESYNC_BENCH_CLUSTERS names (for timing the CLI on
+// them, as the README does): nodes500-instances5000-drbd0.25.data and so on.
+func TestWriteBenchClusters(t *testing.T) {
+	dir := os.Getenv("SPARSESYNC_BENCH_CLUSTERS")
+	if dir == "" {
+		t.Skip("set SPARSESYNC_BENCH_CLUSTERS to a directory")
+	}
+	for _, bs := range benchSpecs {
+		name := strings.NewReplacer("=", "", "/", "-").Replace(bs.name) + ".data"
+		var buf bytes.Buffer
+		require.NoError(t, WriteText(&buf, genCluster(bs.seed, bs.spec)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644))
 	}
 }

@@ -294,7 +294,12 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		// The entries hold weighted sums over the active metrics,
 		// which the load twins change.
 		bs.be = make([]bEntry, len(b.tc))
-		bs.dt = make([]ivEntry, len(b.tc))
+		bs.dt = nil
+		if b.filter != moveExternal {
+			// DRBD target sides (half a kilobyte per shape and
+			// node): only when DRBD instances may move.
+			bs.dt = make([]ivEntry, len(b.tc))
+		}
 		bs.beVer = make([]uint32, len(s.nodes))
 		bs.beTw = a.twins
 		bs.mig.init(len(s.nodes), 2*ns)
@@ -315,6 +320,9 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 				if b.extShape[h] {
 					b.compact(&b.tc[(t*ns+h)*2], &bs.be[(t*ns+h)*2])
 					b.compact(&b.tc[(t*ns+h)*2+1], &bs.be[(t*ns+h)*2+1])
+					continue
+				}
+				if bs.dt == nil {
 					continue
 				}
 				ni := s.insts[rep]
