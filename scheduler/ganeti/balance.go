@@ -231,6 +231,8 @@ type balancer struct {
 	// (see scanBounded); it takes the same decisions as the full scan.
 	bounded bool
 	bound   boundScratch
+	// refreshAfter, set by tests, replaces refreshEvery (see scanBounded).
+	refreshAfter int
 	// onBound, set by tests, sees every DRBD disk move's bound next to
 	// its estimate (the bound must not exceed it) and the two sides the
 	// bound was built from.

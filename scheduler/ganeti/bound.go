@@ -65,35 +65,128 @@ type boundScratch struct {
 	alpha  []float64 // per instance × metric
 	key    []float64 // per instance: K(i)
 	order  []int32   // migration instances
-	tOrder [][]tEntry
-	tMin   []float64
-	sigma  metricVec
-	lo, hi metricVec // ranges of α and β, then of α+β
-	bLo    metricVec
-	bHi    metricVec
-	absB   metricVec
-	be     []bEntry // compact tc, same index
-	beVer  []uint32 // node version be was built at (0: never)
-	beTw   bool     // twins flag be was built with
-	srcAt  []int32  // per instance: node srcD was computed on
-	srcVer []uint32 // and its version (0: never)
-	needed []bool   // (shape, flag) used by some instance
-	hs     []int    // the needed ones
-	sorted []bool   // tOrder[h] is sorted
+	sigma  metricVec // chord slopes, kept between refreshes
+	ws     metricVec // w_k·σ_k
+	be     []bEntry  // compact tc, same index
+	beVer  []uint32  // node version be and dt were built at (0: never)
+	beTw   bool      // twins flag be and dt were built with
+	srcAt  []int32   // per instance: node srcD was computed on
+	srcVer []uint32  // and its version (0: never)
+
+	// Reference (see refreshEvery): the shifted sums s0 and 1/n the
+	// target keys were computed at, and the steps since.
+	s0      metricVec
+	refInvN float64
+	age     int
+	touched []int // nodes whose target sides changed this step
+	// Per metric, over every cached target side at s0: the range of β
+	// and the largest |shifted-sum change|, migrations (m) and DRBD (d),
+	// the latter also per class. They only grow between refreshes.
+	mLo, mHi, absB metricVec
+	dLo, dHi, absD metricVec
+	absBh, absDh   []metricVec
+	corrM, corrD   []float64 // per class: the drift's lowering of the keys
+	// need marks the classes some instance of this step moves with; inRef
+	// those the reference covers (a refresh follows when they differ).
+	need, inRef []bool
+	mig, drbd   keyIndex // target keys at s0 with the slopes ws
 
 	// DRBD moves (see drbdItem): per node, shape and role the target
-	// side, built at the node's version dVer; the (instance, kind) items
-	// of this step with their α; T per (shape, role) as for migrations.
-	dt      []ivEntry
-	dVer    []uint32
-	dTw     bool // twins flag dt was built with
-	items   []drbdItem
-	dAlpha  []metricVec
-	owns    []ivEntry // per item: the instance's own nodes
-	dNeeded []bool
-	dOrder  [][]tEntry
-	dMin    []float64
-	dSorted []bool
+	// side (built with be); the (instance, kind) items of this step with
+	// their α; their own sides, cached per (instance, kind) while the two
+	// nodes do not change.
+	dt     []ivEntry
+	items  []drbdItem
+	dAlpha []metricVec
+	owns   []*ivEntry // per item: the instance's own nodes (in oc)
+	oc     []ownCache
+	fo     []foCache // per instance: its failover
+}
+
+// foCache is a DRBD instance's failover as the changes of its two nodes
+// (estimate2 of them is evaluate's estimate, to the bit), valid while the
+// nodes, their versions and the force flag are the ones recorded.
+type foCache struct {
+	p, s       int32
+	pVer, sVer uint32 // 0: never computed
+	force, ok  bool
+	dp, ds     delta
+}
+
+// ownCache is drbdOwn's result for one (instance, kind), valid while the
+// instance's nodes and their versions are the ones recorded.
+type ownCache struct {
+	p, s       int32
+	pVer, sVer uint32 // 0: never computed
+	force, ok  bool
+	e          ivEntry
+}
+
+// refreshEvery is how many steps the bound keeps its slopes σ and the
+// target keys computed at the reference sums s0. In between, only the
+// target sides of the nodes a move changed are recomputed (at s0), and the
+// drift of the sums since the reference is accounted for exactly where it
+// enters (see scanBounded), so every bound stays a lower bound.
+const refreshEvery = 32
+
+// keyIndex holds a key per (node, class) and, per class, the nodes by
+// increasing key; a changed node is moved in place.
+type keyIndex struct {
+	nc    int
+	key   []float64
+	has   []bool
+	lists [][]tEntry
+}
+
+func cmpTEntry(x, y tEntry) int {
+	if c := cmp.Compare(x.key, y.key); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.t, y.t)
+}
+
+func (x *keyIndex) init(nodes, nc int) {
+	x.nc = nc
+	x.key = make([]float64, nodes*nc)
+	x.has = make([]bool, nodes*nc)
+	x.lists = make([][]tEntry, nc)
+}
+
+// put records node t's key in class h (ok false: no entry) without
+// touching the lists; sortAll then rebuilds them.
+func (x *keyIndex) put(t, h int, key float64, ok bool) {
+	x.key[t*x.nc+h], x.has[t*x.nc+h] = key, ok
+}
+
+func (x *keyIndex) sortAll(online []int, inRef []bool) {
+	for h := range x.lists {
+		l := x.lists[h][:0]
+		for _, t := range online {
+			if inRef[h] && x.has[t*x.nc+h] {
+				l = append(l, tEntry{t: int32(t), key: x.key[t*x.nc+h]})
+			}
+		}
+		slices.SortFunc(l, cmpTEntry)
+		x.lists[h] = l
+	}
+}
+
+// set changes node t's key in class h and moves it in the list.
+func (x *keyIndex) set(t, h int, key float64, ok bool) {
+	i := t*x.nc + h
+	l := x.lists[h]
+	if x.has[i] {
+		if j, found := slices.BinarySearchFunc(l, tEntry{t: int32(t), key: x.key[i]}, cmpTEntry); found {
+			l = slices.Delete(l, j, j+1)
+		}
+	}
+	x.key[i], x.has[i] = key, ok
+	if ok {
+		e := tEntry{t: int32(t), key: key}
+		j, _ := slices.BinarySearchFunc(l, e, cmpTEntry)
+		l = slices.Insert(l, j, e)
+	}
+	x.lists[h] = l
 }
 
 // ivEntry is one side of a DRBD move (the target, or the instance's own
@@ -114,6 +207,7 @@ type drbdItem struct {
 	kind MoveKind
 	hr   int32 // 2·shape + role of the target (0: new primary, 1: new secondary)
 	key  float64
+	full bool // the target is checked with the soft checks off: try every node
 }
 
 // bEntry is a cached migration target (tc entry) reduced to what the bound
@@ -162,6 +256,18 @@ func (a *aggregates) beta(k int, ds, dq float64) float64 {
 // scanBounded is scan over every instance, skipping migrations whose bound
 // rules them out. Valid only without the map metric (estimate2 path) and
 // without target pruning.
+//
+// The target keys T do not have to be recomputed every step. Any slope
+// σ_k >= 0 gives a valid bound once L_k is the least of sqrt(V0+u) − σ_k·u
+// over the range of u = α+β (the concave function's least value on an
+// interval is at an end, and below −V0 the line lies under 0), so σ is
+// kept between refreshes and only L is recomputed. A target's β depends on
+// the current sums s only through −2·s·ds/n² (migrations) or the largest
+// of 2·s·d+d² at the ends of [dlo, dhi] (DRBD), so with s = s0 + δ it lies
+// within 2·|δ|·max|d|/n² of its value at s0: every key computed at s0 is
+// lowered by Σ w_k·σ_k·2·|δ_k|·max|d_k|/n² (corrM, corrD) and the ranges
+// of β widened by as much. Only the nodes a move changed get new keys (at
+// s0), and the ranges and largest |d| only grow until the next refresh.
 func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	s := b.s
 	a := &b.agg
@@ -179,70 +285,129 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.srcVer = make([]uint32, nIn)
 		bs.srcAt = make([]int32, nIn)
 	}
+	// A full refresh computes the ranges at the new reference first, so
+	// that the slopes fit them; an aged one (only the drift grew) takes
+	// the slopes from the current ranges, widened for the drift, and
+	// then computes ranges and keys in one pass.
+	full := bs.refInvN != a.invN
 	if len(bs.be) != len(b.tc) || bs.beTw != a.twins {
+		// The entries hold weighted sums over the active metrics,
+		// which the load twins change.
 		bs.be = make([]bEntry, len(b.tc))
+		bs.dt = nil
+		if b.filter != moveExternal {
+			// DRBD target sides (half a kilobyte per shape and
+			// node): only when DRBD instances may move.
+			bs.dt = make([]ivEntry, len(b.tc))
+		}
 		bs.beVer = make([]uint32, len(s.nodes))
 		bs.beTw = a.twins
+		bs.mig.init(len(s.nodes), 2*ns)
+		bs.drbd.init(len(s.nodes), 2*ns)
+		bs.absBh, bs.absDh = make([]metricVec, 2*ns), make([]metricVec, 2*ns)
+		bs.corrM, bs.corrD = make([]float64, 2*ns), make([]float64, 2*ns)
+		bs.need, bs.inRef = make([]bool, 2*ns), make([]bool, 2*ns)
+		bs.oc = make([]ownCache, 4*nIn)
+		bs.fo = make([]foCache, nIn)
 		clear(bs.srcVer)
+		full = true
 	}
+	// Target sides of the nodes that changed.
+	bs.touched = bs.touched[:0]
 	for _, t := range b.online {
 		if v := b.nodeVer[t] + 1; bs.beVer[t] != v {
-			for h := 0; h < 2*ns; h++ {
-				if b.extShape[h/2] {
-					b.compact(&b.tc[t*2*ns+h], &bs.be[t*2*ns+h])
+			for h, rep := range b.shapeOf {
+				if b.extShape[h] {
+					b.compact(&b.tc[(t*ns+h)*2], &bs.be[(t*ns+h)*2])
+					b.compact(&b.tc[(t*ns+h)*2+1], &bs.be[(t*ns+h)*2+1])
+					continue
 				}
+				if bs.dt == nil {
+					continue
+				}
+				ni := s.insts[rep]
+				// Only auto-balanced instances move, and the shape
+				// does not tell (a secondary's reserve counts them
+				// only).
+				ni.locScore, ni.autoBalance = 0, true
+				b.drbdTarget(t, &ni, &bs.dt[t*2*ns+2*h], &bs.dt[t*2*ns+2*h+1])
 			}
 			bs.beVer[t] = v
+			bs.touched = append(bs.touched, t)
 		}
 	}
-	var sn metricVec // 2·s_k/n² per deviation metric
-	for k := 0; k < nMetrics; k++ {
-		sn[k] = 2 * a.s[k] * a.invN * a.invN
-	}
-
+	inv2 := a.invN * a.invN
 	fbOf := func(in *instState) int {
 		if s.nodes[in.pNode].offline || force {
 			return 1
 		}
 		return 0
 	}
-	// The (shape, soft-check flag) pairs some instance may migrate with.
-	if len(bs.needed) != 2*ns {
-		bs.needed = make([]bool, 2*ns)
-		bs.sorted = make([]bool, 2*ns)
-	}
-	clear(bs.needed)
+	// The classes (shape and flag or role) this step needs.
+	clear(bs.need)
 	bs.order = bs.order[:0]
 	for ii := range s.insts {
 		in := &s.insts[ii]
-		if !in.movable || !in.autoBalance || !b.filter.allows(in) || in.tmpl.Mirror() != MirrorExternal {
+		if !in.movable || !in.autoBalance || !b.filter.allows(in) {
 			continue
 		}
-		bs.needed[2*int(b.shape[ii])+fbOf(in)] = true
-		bs.order = append(bs.order, int32(ii))
-	}
-	bs.hs = bs.hs[:0]
-	for h, ok := range bs.needed {
-		if ok {
-			bs.hs = append(bs.hs, h)
-		}
-	}
-	// Target side: ranges of β and of |b| over every cached entry.
-	for _, k := range a.active {
-		bs.bLo[k], bs.bHi[k], bs.absB[k] = 0, 0, 0
-	}
-	for _, t := range b.online {
-		for _, h := range bs.hs {
-			e := &bs.be[t*2*ns+h]
-			for j := 0; j < int(e.n); j++ {
-				k := e.k[j]
-				v := e.p[j] - sn[k]*e.ds[j]
-				bs.bLo[k] = min(bs.bLo[k], v)
-				bs.bHi[k] = max(bs.bHi[k], v)
-				bs.absB[k] = max(bs.absB[k], math.Abs(e.ds[j]))
+		switch in.tmpl.Mirror() {
+		case MirrorExternal:
+			bs.need[2*int(b.shape[ii])+fbOf(in)] = true
+			bs.order = append(bs.order, int32(ii))
+		case MirrorInternal:
+			if !noDiskMoves && in.sNode >= 0 {
+				bs.need[2*int(b.shape[ii])], bs.need[2*int(b.shape[ii])+1] = true, true
 			}
 		}
 	}
+	for h, ok := range bs.need {
+		if ok && !bs.inRef[h] {
+			full = true
+		}
+	}
+	every := refreshEvery
+	if b.refreshAfter > 0 {
+		every = b.refreshAfter
+	}
+	aged := !full && bs.age >= every
+	refresh := full || aged
+	resetRanges := func() {
+		bs.s0, bs.refInvN = a.s, a.invN
+		for _, k := range a.active {
+			bs.mLo[k], bs.mHi[k], bs.absB[k] = 0, 0, 0
+			bs.dLo[k], bs.dHi[k], bs.absD[k] = 0, 0, 0
+		}
+		clear(bs.absBh)
+		clear(bs.absDh)
+	}
+	switch {
+	case full:
+		copy(bs.inRef, bs.need)
+		resetRanges()
+		for _, t := range b.online {
+			b.targetUpdate(t, rangesOnly)
+		}
+	case aged:
+		// The changed nodes widen the old ranges; keys follow below.
+		for _, t := range bs.touched {
+			b.targetUpdate(t, rangesOnly)
+		}
+	default:
+		for _, t := range bs.touched {
+			b.targetUpdate(t, rangesMove)
+		}
+	}
+	bs.age++
+	// δ = s − s0 moves every β by at most 2·|δ|·max|d|/n².
+	var drift, driftM, driftD metricVec
+	for _, k := range a.active {
+		if metricKinds[k] == mStdDev {
+			drift[k] = 2 * math.Abs(a.s[k]-bs.s0[k]) * inv2
+			driftM[k], driftD[k] = drift[k]*bs.absB[k], drift[k]*bs.absD[k]
+		}
+	}
+
 	// Source side: the exact change of removing each instance, and α with
 	// the cross-term bound folded in.
 	var aLo, aHi metricVec
@@ -250,6 +415,7 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		ii := int(ii32)
 		in := &s.insts[ii]
 		d := &bs.srcD[ii]
+		h := 2*int(b.shape[ii]) + fbOf(in)
 		if v := b.nodeVer[in.pNode] + 1; bs.srcVer[ii] != v || bs.srcAt[ii] != int32(in.pNode) {
 			src := s.nodes[in.pNode]
 			src.removePri(in)
@@ -264,78 +430,81 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			}
 			x := 0.0
 			if d.mask&(1<<k) != 0 {
-				x = a.beta(k, d.ds[k], d.dq[k]) - 2*math.Abs(d.ds[k])*bs.absB[k]*a.invN*a.invN
+				x = a.beta(k, d.ds[k], d.dq[k]) - 2*math.Abs(d.ds[k])*bs.absBh[h][k]*inv2
 			}
 			al[k] = x
 			aLo[k] = min(aLo[k], x)
 			aHi[k] = max(aHi[k], x)
 		}
 	}
-	// DRBD disk moves: their own α and β ranges.
-	da := b.drbdPrepare(noDiskMoves)
-	// Chords.
+	// DRBD disk moves: their own α and range.
+	da := b.drbdPrepare(force, noDiskMoves)
+	// Chords: the slopes at a refresh, the intercepts every step.
 	var lconst float64 = a.base
 	for _, k := range a.active {
 		if metricKinds[k] != mStdDev {
 			continue
 		}
 		v0 := a.q[k]*a.invN - (a.s[k]*a.invN)*(a.s[k]*a.invN)
-		lo, hi := aLo[k]+bs.bLo[k], aHi[k]+bs.bHi[k]
+		lo, hi := aLo[k]+bs.mLo[k]-driftM[k], aHi[k]+bs.mHi[k]+driftM[k]
 		if da.any {
-			lo, hi = min(lo, da.aLo[k]+da.bLo[k]), max(hi, da.aHi[k]+da.bHi[k])
+			lo, hi = min(lo, da.aLo[k]+bs.dLo[k]-driftD[k]), max(hi, da.aHi[k]+bs.dHi[k]+driftD[k])
 		}
-		lo = max(lo, -v0)
 		g := func(u float64) float64 { return math.Sqrt(max(0, v0+u)) }
-		sig, l := 0.0, 0.0
-		if hi > lo {
-			sig = (g(hi) - g(lo)) / (hi - lo)
-			l = g(lo) - sig*lo
-		} else {
-			l = g(lo)
-			if hi < lo {
-				l = 0 // every pair is below -V0: sd >= 0 is all we know
+		lo = max(lo, -v0)
+		if refresh {
+			sig := 0.0
+			if hi > lo {
+				sig = (g(hi) - g(lo)) / (hi - lo)
 			}
+			bs.sigma[k] = sig
+			bs.ws[k] = a.w[k] * sig
 		}
-		bs.sigma[k] = sig
+		sig := bs.sigma[k]
+		var l float64
+		if hi < lo {
+			l = -sig * hi // every pair is below −V0, where sd is 0
+		} else {
+			l = min(g(lo)-sig*lo, g(hi)-sig*hi)
+		}
 		lconst += a.w[k] * (l - a.cur[k])
 	}
-	// T per (shape, flag): its minimum now, the sorted list when needed.
-	if len(bs.tOrder) != 2*ns {
-		bs.tOrder = make([][]tEntry, 2*ns)
-		bs.tMin = make([]float64, 2*ns)
-	}
-	for h := range bs.tMin {
-		bs.tMin[h] = math.Inf(1)
-		bs.sorted[h] = false
-		bs.tOrder[h] = bs.tOrder[h][:0]
-	}
-	var ws metricVec // w_k·σ_k
-	for _, k := range a.active {
-		ws[k] = a.w[k] * bs.sigma[k]
-	}
-	for _, t := range b.online {
-		for _, h := range bs.hs {
-			e := &bs.be[t*2*ns+h]
-			if !e.ok {
-				continue
-			}
-			k := e.lin
-			for j := 0; j < int(e.n); j++ {
-				kk := e.k[j]
-				k += ws[kk] * (e.p[j] - sn[kk]*e.ds[j])
-			}
-			bs.tOrder[h] = append(bs.tOrder[h], tEntry{t: int32(t), key: k})
-			bs.tMin[h] = min(bs.tMin[h], k)
+	// At a refresh, every target key at the new reference with the new
+	// slopes (an aged refresh moves the reference here: the chords above
+	// used the old one, widened for the drift).
+	if refresh {
+		if aged {
+			resetRanges()
+			clear(drift[:])
 		}
+		for _, t := range b.online {
+			b.targetUpdate(t, rangesPut)
+		}
+		bs.mig.sortAll(b.online, bs.inRef)
+		bs.drbd.sortAll(b.online, bs.inRef)
+		bs.age = 1
+	}
+	for h := 0; h < 2*ns; h++ {
+		bs.corrM[h], bs.corrD[h] = 0, 0
+		for _, k := range a.active {
+			bs.corrM[h] += bs.ws[k] * drift[k] * bs.absBh[h][k]
+			bs.corrD[h] += bs.ws[k] * drift[k] * bs.absDh[h][k]
+		}
+	}
+	tMin := func(x *keyIndex, h int) float64 {
+		if l := x.lists[h]; len(l) > 0 {
+			return l[0].key
+		}
+		return math.Inf(1)
 	}
 	// K(i) + min T: the bound over all of instance i's migrations.
 	first, firstKey := -1, math.Inf(1)
 	for _, ii := range bs.order {
 		h := 2*int(b.shape[ii]) + fbOf(&s.insts[ii])
-		k := lconst + b.sideKey(&bs.srcD[ii], bs.alpha[int(ii)*nMetrics:int(ii+1)*nMetrics])
+		k := lconst + b.sideKey(&bs.srcD[ii], bs.alpha[int(ii)*nMetrics:int(ii+1)*nMetrics]) - bs.corrM[h]
 		bs.key[ii] = k
-		if k+bs.tMin[h] < firstKey {
-			first, firstKey = int(ii), k+bs.tMin[h]
+		if k+tMin(&bs.mig, h) < firstKey {
+			first, firstKey = int(ii), k+tMin(&bs.mig, h)
 		}
 	}
 
@@ -344,51 +513,40 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		in := &s.insts[ii]
 		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && b.filter.allows(in) &&
 			in.sNode >= 0 && !s.nodes[in.sNode].offline {
-			if est, ok := b.evaluate(&w.r, ii, Failover, -1, force); ok {
+			c := &bs.fo[ii]
+			pv, sv := b.nodeVer[in.pNode]+1, b.nodeVer[in.sNode]+1
+			if c.p != int32(in.pNode) || c.s != int32(in.sNode) || c.pVer != pv || c.sVer != sv || c.force != force {
+				c.p, c.s, c.pVer, c.sVer, c.force = int32(in.pNode), int32(in.sNode), pv, sv, force
+				c.ok = b.s.applyMove(ii, Failover, -1, force, true, &w.r)
+				if c.ok {
+					// applyMove puts the primary first, as estimate
+					// sums them.
+					r := &w.r
+					for k, d := range [2]*delta{&c.dp, &c.ds} {
+						i := r.idx[k]
+						v := r.nodes[k].vector()
+						a.delta(&b.vecs[i], &v, s.nodes[i].offline, d)
+					}
+				}
+			}
+			if c.ok {
 				w.evals++
-				w.record(ii, Failover, -1, est)
+				w.record(ii, Failover, -1, a.estimate2(&c.dp, &c.ds))
 			}
 		}
 	}
-	// DRBD disk moves: T per (shape, role) and K per item, as for
-	// migrations.
+	// DRBD disk moves: K per item, as for migrations.
 	firstD := -1
-	if da.any {
-		for h := range bs.dMin {
-			bs.dMin[h] = math.Inf(1)
-			bs.dSorted[h] = false
-			bs.dOrder[h] = bs.dOrder[h][:0]
-		}
-		for _, t := range b.online {
-			for hr, ok := range bs.dNeeded {
-				if !ok {
-					continue
-				}
-				e := &bs.dt[t*2*ns+hr]
-				if !e.ok {
-					continue
-				}
-				k := e.lin
-				for _, kk := range a.active {
-					if metricKinds[kk] == mStdDev {
-						k += ws[kk] * a.ivBeta(kk, e)
-					}
-				}
-				bs.dOrder[hr] = append(bs.dOrder[hr], tEntry{t: int32(t), key: k})
-				bs.dMin[hr] = min(bs.dMin[hr], k)
+	for j := range bs.items {
+		it := &bs.items[j]
+		it.key += lconst - bs.corrD[it.hr]
+		for _, k := range a.active {
+			if metricKinds[k] == mStdDev {
+				it.key += bs.ws[k] * bs.dAlpha[j][k]
 			}
 		}
-		for j := range bs.items {
-			it := &bs.items[j]
-			it.key += lconst
-			for _, k := range a.active {
-				if metricKinds[k] == mStdDev {
-					it.key += ws[k] * bs.dAlpha[j][k]
-				}
-			}
-			if it.key+bs.dMin[it.hr] < firstKey {
-				firstD, firstKey = j, it.key+bs.dMin[it.hr]
-			}
+		if m := it.key + tMin(&bs.drbd, int(it.hr)); m < firstKey {
+			firstD, firstKey = j, m
 		}
 	}
 	limit := func(x float64) bool { return x-boundSlack*(1+math.Abs(x)) > w.best+estimateWindow }
@@ -396,15 +554,11 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		in := &s.insts[ii]
 		h := 2*int(b.shape[ii]) + fbOf(in)
 		k := bs.key[ii]
-		if limit(k + bs.tMin[h]) {
+		if limit(k + tMin(&bs.mig, h)) {
 			return
 		}
 		op := &s.nodes[in.pNode]
-		if !bs.sorted[h] {
-			slices.SortFunc(bs.tOrder[h], func(x, y tEntry) int { return cmp.Compare(x.key, y.key) })
-			bs.sorted[h] = true
-		}
-		for _, te := range bs.tOrder[h] {
+		for _, te := range bs.mig.lists[h] {
 			if limit(k + te.key) {
 				break
 			}
@@ -419,27 +573,41 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	}
 	disk := func(j int) {
 		it := &bs.items[j]
-		if limit(it.key + bs.dMin[it.hr]) {
-			return
-		}
-		if !bs.dSorted[it.hr] {
-			slices.SortFunc(bs.dOrder[it.hr], func(x, y tEntry) int { return cmp.Compare(x.key, y.key) })
-			bs.dSorted[it.hr] = true
-		}
 		in := &s.insts[it.ii]
-		if b.onBound != nil {
-			// Test hook: every target's bound against its estimate.
-			for _, te := range bs.dOrder[it.hr] {
-				tdx := int(te.t)
+		if it.full {
+			// The target's soft checks are off: no key rules it out.
+			for _, tdx := range b.online {
 				if tdx == in.pNode || tdx == in.sNode {
 					continue
 				}
 				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
-					b.onBound(int(it.ii), it.kind, tdx, it.key+te.key, est, &bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
+					w.evals++
+					w.record(int(it.ii), it.kind, tdx, est)
+				}
+			}
+			return
+		}
+		if b.onBound != nil {
+			// Test hook: every target's bound against its estimate; a
+			// target without a key (it fails the soft checks) must fail
+			// the move (bound +Inf).
+			for _, tdx := range b.online {
+				if tdx == in.pNode || tdx == in.sNode {
+					continue
+				}
+				bound := math.Inf(1)
+				if i := tdx*bs.drbd.nc + int(it.hr); bs.drbd.has[i] {
+					bound = it.key + bs.drbd.key[i]
+				}
+				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
+					b.onBound(int(it.ii), it.kind, tdx, bound, est, bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
 				}
 			}
 		}
-		for _, te := range bs.dOrder[it.hr] {
+		if limit(it.key + tMin(&bs.drbd, int(it.hr))) {
+			return
+		}
+		for _, te := range bs.drbd.lists[it.hr] {
 			if limit(it.key + te.key) {
 				break
 			}
@@ -484,71 +652,120 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	})
 }
 
+// Modes of targetUpdate.
+const (
+	rangesOnly = iota // widen the ranges (keys follow with rangesPut)
+	rangesPut         // and record the keys; sortAll follows
+	rangesMove        // and move the keys in the sorted lists
+)
+
+// targetUpdate widens the ranges of β at s0 and the largest |d| per
+// metric by node t's target sides (migrations and DRBD) and, unless mode
+// is rangesOnly, computes its keys with the slopes ws. Widening twice by
+// the same sides changes nothing.
+func (b *balancer) targetUpdate(t, mode int) {
+	a := &b.agg
+	bs := &b.bound
+	ns := len(b.shapeOf)
+	put := func(x *keyIndex, h int, key float64, ok bool) {
+		switch mode {
+		case rangesPut:
+			x.put(t, h, key, ok)
+		case rangesMove:
+			x.set(t, h, key, ok)
+		}
+	}
+	inv2 := a.invN * a.invN
+	for h := 0; h < ns; h++ {
+		if b.extShape[h] {
+			for f := 0; f < 2; f++ {
+				c := 2*h + f
+				if !bs.inRef[c] {
+					continue
+				}
+				e := &bs.be[(t*ns+h)*2+f]
+				if !e.ok {
+					put(&bs.mig, c, 0, false)
+					continue
+				}
+				key := e.lin
+				ah := &bs.absBh[c]
+				for j := 0; j < int(e.n); j++ {
+					k := int(e.k[j])
+					v := e.p[j] - 2*bs.s0[k]*inv2*e.ds[j]
+					key += bs.ws[k] * v
+					bs.mLo[k], bs.mHi[k] = min(bs.mLo[k], v), max(bs.mHi[k], v)
+					d := math.Abs(e.ds[j])
+					bs.absB[k] = max(bs.absB[k], d)
+					ah[k] = max(ah[k], d)
+				}
+				put(&bs.mig, c, key, true)
+			}
+			continue
+		}
+		for r := 0; r < 2; r++ {
+			c := 2*h + r
+			if !bs.inRef[c] {
+				continue
+			}
+			e := &bs.dt[t*2*ns+c]
+			if !e.ok {
+				put(&bs.drbd, c, 0, false)
+				continue
+			}
+			key := e.lin
+			ah := &bs.absDh[c]
+			for _, k := range a.active {
+				if metricKinds[k] != mStdDev {
+					continue
+				}
+				v := a.ivBetaAt(k, e, bs.s0[k])
+				key += bs.ws[k] * v
+				bs.dLo[k], bs.dHi[k] = min(bs.dLo[k], v), max(bs.dHi[k], v)
+				d := max(math.Abs(e.dlo[k]), math.Abs(e.dhi[k]))
+				bs.absD[k] = max(bs.absD[k], d)
+				ah[k] = max(ah[k], d)
+			}
+			put(&bs.drbd, c, key, true)
+		}
+	}
+}
+
 // kindRank is the order in which scanInst tries a DRBD instance's moves to
 // one target.
 var kindRank = [...]int{Failover: 0, Migrate: 0, ReplaceSecondary: 1, ReplaceAndFailover: 2, ReplacePrimary: 3, FailoverAndReplace: 4}
 
-// drbdRanges are the ranges of α and β over the DRBD moves of a step.
+// drbdRanges are the ranges of α over the DRBD moves of a step.
 type drbdRanges struct {
-	any                bool
-	aLo, aHi, bLo, bHi metricVec
+	any      bool
+	aLo, aHi metricVec
 }
 
-// drbdPrepare brings the DRBD target sides up to date and computes, for
-// every movable DRBD instance and each of its disk moves, the interval of
-// its own nodes' change (bs.items, bs.dAlpha holding α with the cross-term
-// bound folded in, item.key the sums' part). The target side of a move is
-// the node taking the instance as primary (its change does not depend on
-// the instance's other node) or as secondary (its N+1 reserve depends on
-// the memory it already reserves for the new primary, which lies between
-// 0 and its largest reserve, and every metric grows with it). Without
-// location tags on online nodes (the bound's precondition, !hasMap) a
-// moved DRBD instance's location score is 0.
-func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
+// drbdMoves are a DRBD instance's disk moves, in drbdOwn's cache order.
+var drbdMoves = [...]MoveKind{ReplaceSecondary, ReplaceAndFailover, ReplacePrimary, FailoverAndReplace}
+
+// drbdPrepare computes, for every movable DRBD instance and each of its
+// disk moves, the interval of its own nodes' change (bs.items, bs.dAlpha
+// holding α with the cross-term bound folded in, item.key the sums' part).
+// The target side of a move (bs.dt) is the node taking the instance as
+// primary (its change does not depend on the instance's other node) or as
+// secondary (its N+1 reserve depends on the memory it already reserves for
+// the new primary, which lies between 0 and its largest reserve, and every
+// metric grows with it). Without location tags on online nodes (the
+// bound's precondition, !hasMap) a moved DRBD instance's location score is
+// 0. The own side is recomputed only when one of the instance's nodes
+// changed.
+func (b *balancer) drbdPrepare(force, noDiskMoves bool) drbdRanges {
 	s := b.s
 	a := &b.agg
 	bs := &b.bound
-	ns := len(b.shapeOf)
 	var r drbdRanges
 	bs.items = bs.items[:0]
 	bs.dAlpha = bs.dAlpha[:0]
 	if noDiskMoves {
 		return r
 	}
-	if len(bs.dt) != len(s.nodes)*2*ns || bs.dTw != a.twins {
-		// The entries hold weighted sums over the active metrics,
-		// which the load twins change.
-		bs.dt = make([]ivEntry, len(s.nodes)*2*ns)
-		bs.dVer = make([]uint32, len(s.nodes))
-		bs.dTw = a.twins
-	}
-	if len(bs.dNeeded) != 2*ns {
-		bs.dNeeded = make([]bool, 2*ns)
-		bs.dOrder = make([][]tEntry, 2*ns)
-		bs.dMin = make([]float64, 2*ns)
-		bs.dSorted = make([]bool, 2*ns)
-	}
-	clear(bs.dNeeded)
-	// Target sides of the nodes that changed.
-	for _, t := range b.online {
-		if v := b.nodeVer[t] + 1; bs.dVer[t] != v {
-			for h, rep := range b.shapeOf {
-				if b.extShape[h] {
-					continue
-				}
-				ni := s.insts[rep]
-				// Only auto-balanced instances move, and the shape
-				// does not tell (a secondary's reserve counts them
-				// only).
-				ni.locScore, ni.autoBalance = 0, true
-				b.drbdTarget(t, &ni, &bs.dt[t*2*ns+2*h], &bs.dt[t*2*ns+2*h+1])
-			}
-			bs.dVer[t] = v
-		}
-	}
-	// The instance's own nodes, per move.
 	own := bs.dAlpha[:0] // reused below for α
-	var fe ivEntry
 	owns := bs.owns[:0]
 	for ii := range s.insts {
 		in := &s.insts[ii]
@@ -556,11 +773,17 @@ func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
 			continue
 		}
 		useSec := !s.nodes[in.sNode].offline
-		for _, kind := range [...]MoveKind{ReplaceSecondary, ReplaceAndFailover, ReplacePrimary, FailoverAndReplace} {
+		pv, sv := b.nodeVer[in.pNode]+1, b.nodeVer[in.sNode]+1
+		for ki, kind := range drbdMoves {
 			if !useSec && (kind == ReplacePrimary || kind == FailoverAndReplace) {
 				continue
 			}
-			if !b.drbdOwn(ii, kind, &fe) {
+			c := &bs.oc[4*ii+ki]
+			if c.p != int32(in.pNode) || c.s != int32(in.sNode) || c.pVer != pv || c.sVer != sv || c.force != force {
+				c.ok = b.drbdOwn(ii, kind, force, &c.e)
+				c.p, c.s, c.pVer, c.sVer, c.force = int32(in.pNode), int32(in.sNode), pv, sv, force
+			}
+			if !c.ok {
 				continue // fails whatever the target
 			}
 			role := 0
@@ -568,9 +791,19 @@ func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
 				role = 1
 			}
 			hr := 2*int(b.shape[ii]) + role
-			bs.dNeeded[hr] = true
-			bs.items = append(bs.items, drbdItem{ii: int32(ii), kind: kind, hr: int32(hr), key: fe.lin})
-			owns = append(owns, fe)
+			// The force flag applyMove checks the target with: the
+			// target keys hold only targets that pass the soft checks.
+			var full bool
+			switch kind {
+			case ReplacePrimary, FailoverAndReplace:
+				full = s.nodes[in.pNode].offline || force
+			case ReplaceSecondary:
+				full = s.nodes[in.sNode].offline || force
+			default:
+				full = force
+			}
+			bs.items = append(bs.items, drbdItem{ii: int32(ii), kind: kind, hr: int32(hr), key: c.e.lin, full: full})
+			owns = append(owns, &c.e)
 		}
 	}
 	bs.owns = owns
@@ -578,36 +811,16 @@ func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
 		return r
 	}
 	r.any = true
-	// Target side: ranges of β and the largest |D| per metric.
-	var absD metricVec
-	for _, t := range b.online {
-		for hr, ok := range bs.dNeeded {
-			if !ok {
-				continue
-			}
-			e := &bs.dt[t*2*ns+hr]
-			if !e.ok {
-				continue
-			}
-			for _, k := range a.active {
-				if metricKinds[k] != mStdDev {
-					continue
-				}
-				v := a.ivBeta(k, e)
-				r.bLo[k], r.bHi[k] = min(r.bLo[k], v), max(r.bHi[k], v)
-				absD[k] = max(absD[k], math.Abs(e.dlo[k]), math.Abs(e.dhi[k]))
-			}
-		}
-	}
-	// Own side: α with the cross term -2·D_own·D_target/n² bounded below.
+	// Own side: α with the cross term -2·D_own·D_target/n² bounded below
+	// by the largest |D| of any target.
 	for j := range owns {
-		fe := &owns[j]
+		fe := owns[j]
 		var al metricVec
 		for _, k := range a.active {
 			if metricKinds[k] != mStdDev {
 				continue
 			}
-			x := a.ivBeta(k, fe) - 2*max(math.Abs(fe.dlo[k]), math.Abs(fe.dhi[k]))*absD[k]*a.invN*a.invN
+			x := a.ivBeta(k, fe) - 2*max(math.Abs(fe.dlo[k]), math.Abs(fe.dhi[k]))*bs.absDh[bs.items[j].hr][k]*a.invN*a.invN
 			al[k] = x
 			r.aLo[k], r.aHi[k] = min(r.aLo[k], x), max(r.aHi[k], x)
 		}
@@ -615,6 +828,12 @@ func (b *balancer) drbdPrepare(noDiskMoves bool) drbdRanges {
 	}
 	bs.dAlpha = own
 	return r
+}
+
+// ivBetaAt is ivBeta with the shifted sum s in place of the current one.
+func (a *aggregates) ivBetaAt(k int, e *ivEntry, s float64) float64 {
+	g := func(d float64) float64 { return 2*s*d + d*d }
+	return e.qlo[k]*a.invN - max(g(e.dlo[k]), g(e.dhi[k]))*a.invN*a.invN
 }
 
 // ivBeta is an interval side's least part of V_k (see ivEntry): the
@@ -651,19 +870,21 @@ func (a *aggregates) ivAdd(e *ivEntry, old, lo, hi *metricVec, offline bool) {
 }
 
 // drbdTarget computes node t's side of taking DRBD instance ni as new
-// primary (pri) or new secondary (sec). Only the hard checks are applied:
-// a side that fails them fails for every move.
+// primary (pri) or new secondary (sec), with the soft checks on: a side
+// that fails them fails for every move that checks them on the target
+// (items with full set scan every target instead). A new secondary must
+// pass them at the least reserve (they fail at every larger one too).
 func (b *balancer) drbdTarget(t int, ni *instState, pri, sec *ivEntry) {
 	n := &b.s.nodes[t]
 	*pri, *sec = ivEntry{}, ivEntry{}
 	p := *n
-	if p.addPri(ni, true) {
+	if p.addPri(ni, false) {
 		v := p.vector()
 		pri.ok = true
 		b.agg.ivAdd(pri, &b.vecs[t], &v, &v, n.offline)
 	}
 	lo, hi := *n, *n
-	if lo.addSecBase(ni, -1, 0, true, true) && hi.addSecBase(ni, -1, maxPeer(n.peers), true, true) {
+	if lo.addSecBase(ni, -1, 0, false, true) && hi.addSecBase(ni, -1, maxPeer(n.peers), true, true) {
 		vl, vh := lo.vector(), hi.vector()
 		sec.ok = true
 		b.agg.ivAdd(sec, &b.vecs[t], &vl, &vh, n.offline)
@@ -671,12 +892,16 @@ func (b *balancer) drbdTarget(t int, ni *instState, pri, sec *ivEntry) {
 }
 
 // drbdOwn computes the change of DRBD instance ii's own nodes under a disk
-// move (as applyMove makes it, with the soft checks off), into e. It
-// reports false when the move fails for every target.
-func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
+// move (as applyMove makes it; the interval ends with the soft checks
+// off), into e. It reports false when the move fails for every target: a
+// hard check, or a soft check applyMove makes on the own nodes (tags,
+// N+1, vCPU ratio) with the force flags it would use.
+func (b *balancer) drbdOwn(ii int, kind MoveKind, force bool, e *ivEntry) bool {
 	s := b.s
 	in := &s.insts[ii]
 	pdx, sdx := in.pNode, in.sNode
+	forceP := s.nodes[pdx].offline || force
+	forceS := s.nodes[sdx].offline || force
 	ni := *in
 	ni.locScore = 0
 	*e = ivEntry{}
@@ -687,9 +912,11 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	}
 	// sec takes ni as a secondary of the target: the interval over the
 	// memory it already reserves for the target.
-	sec := func(n *nodeState) (lo, hi nodeState, ok bool) {
+	// With the soft checks on (f false) it must pass them at the least
+	// reserve: they fail at every larger one too.
+	sec := func(n *nodeState, f bool) (lo, hi nodeState, ok bool) {
 		lo, hi = *n, *n
-		ok = lo.addSecBase(&ni, -1, 0, true, true) && hi.addSecBase(&ni, -1, maxPeer(n.peers), true, true)
+		ok = lo.addSecBase(&ni, -1, 0, f, true) && hi.addSecBase(&ni, -1, maxPeer(n.peers), true, true)
 		return lo, hi, ok
 	}
 	switch kind {
@@ -704,7 +931,7 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	case ReplaceAndFailover:
 		p.removePri(in)
 		sn.removeSec(in, true)
-		lo, hi, ok := sec(&p)
+		lo, hi, ok := sec(&p, forceS)
 		if !ok {
 			return false
 		}
@@ -713,11 +940,11 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	case ReplacePrimary:
 		p.removePri(in)
 		sn.removeSec(in, true)
-		if !sn.addPri(&ni, true) {
+		if !migrationOK(&s.nodes[pdx], &s.nodes[sdx]) || !sn.addPri(&ni, forceP) {
 			return false
 		}
 		sn.removePri(&ni)
-		lo, hi, ok := sec(&sn)
+		lo, hi, ok := sec(&sn, forceP)
 		if !ok {
 			return false
 		}
@@ -726,7 +953,7 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, e *ivEntry) bool {
 	case FailoverAndReplace:
 		p.removePri(in)
 		sn.removeSec(in, true)
-		if !sn.addPri(&ni, true) {
+		if !migrationOK(&s.nodes[pdx], &s.nodes[sdx]) || !sn.addPri(&ni, forceP) {
 			return false
 		}
 		add(pdx, &p, &p)

@@ -90,10 +90,11 @@
 //	             differential cases
 //
 // Auto is bounded unless movable DRBD instances × online nodes exceed
-// ExactLimit; only then does it fall back to pruned or incremental. A
-// bounded step still does work in proportion to DRBD shapes × nodes (the
-// targets' side of the bound), which dominates with thousands of DRBD
-// instances.
+// ExactLimit (750,000); only then does it fall back to pruned or
+// incremental. A bounded step keeps the targets' side of the bound (per
+// shape and node) between steps and recomputes it only for the nodes a
+// move changed, refreshing it every refreshEvery steps; what remains in
+// proportion to the cluster is one pass over the movable instances.
 //
 // The bound: after migrating instance i to node t, each deviation metric is
 //
