@@ -124,3 +124,22 @@ func Ranges(offLen ...int64) []Range {
 	}
 	return out
 }
+
+// Lighter returns ls with every layout of more than 10,000 extents replaced
+// by "10k-extents" (4 KiB of data every 8 KiB): the same walking, batching
+// and merging paths at a tenth of the cost. Tests use it on the loop
+// filesystems unless SPARSESYNC_HEAVY=1 asks for the full layouts.
+func Lighter(ls []Layout) []Layout {
+	out := make([]Layout, len(ls))
+	for i, l := range ls {
+		out[i] = l
+		if len(l.Data) > 10_000 {
+			few := Layout{Name: "10k-extents", Size: 10_000 * 8192}
+			for j := range int64(10_000) {
+				few.Data = append(few.Data, Range{Off: j * 8192, Len: 4096})
+			}
+			out[i] = few
+		}
+	}
+	return out
+}
