@@ -29,13 +29,15 @@ func closedPort(t *testing.T) string {
 }
 
 // countingProxy forwards every connection to addr and counts them: the
-// number of attempts a client made, seen from outside the client.
+// number of attempts a client made, seen from outside the client. With
+// resetFirst, the first connection is reset (RST) once its session is
+// established.
 type countingProxy struct {
 	ln    net.Listener
 	conns atomic.Int32
 }
 
-func newCountingProxy(t *testing.T, addr string) *countingProxy {
+func newCountingProxy(t *testing.T, addr string, resetFirst bool) *countingProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &countingProxy{ln: ln}
@@ -46,17 +48,8 @@ func newCountingProxy(t *testing.T, addr string) *countingProxy {
 			if err != nil {
 				return
 			}
-			p.conns.Add(1)
-			go func() {
-				defer c.Close()
-				s, err := net.Dial("tcp", addr)
-				if err != nil {
-					return
-				}
-				defer s.Close()
-				go func() { _, _ = io.Copy(s, c); s.Close() }()
-				_, _ = io.Copy(c, s)
-			}()
+			n := p.conns.Add(1)
+			go p.forward(c, addr, resetFirst && n == 1)
 		}
 	}()
 	return p
@@ -77,7 +70,7 @@ func TestNetworkPermanentErrorsFailAtOnce(t *testing.T) {
 	certFile, keyFile, pin := selfSigned(t, dir)
 	plainAddr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok})
 	tlsAddr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok, tlsCert: certFile, tlsKey: keyFile})
-	plain, tlsSrv := newCountingProxy(t, plainAddr), newCountingProxy(t, tlsAddr)
+	plain, tlsSrv := newCountingProxy(t, plainAddr, false), newCountingProxy(t, tlsAddr, false)
 	src := filepath.Join(dir, "src.img")
 	sparseFile(t, src, 1<<20, map[int64]string{0: "a"})
 	sparseFile(t, filepath.Join(root, "there.img"), 1<<20, map[int64]string{0: "b"})
@@ -137,7 +130,7 @@ func TestNetworkPermanentErrorsFailAtOnce(t *testing.T) {
 func pullNotWritable(t *testing.T, root string) {
 	sparseFile(t, filepath.Join(root, "open.img"), 1<<20, map[int64]string{0: "c"})
 	addr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", noAuth: true})
-	p := newCountingProxy(t, addr)
+	p := newCountingProxy(t, addr, false)
 	base, err := os.MkdirTemp(reachableTempDir(), "sparsesync-eacces-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
@@ -169,32 +162,9 @@ func pullNotWritable(t *testing.T, root string) {
 	require.NoFileExists(t, dst)
 }
 
-// resetProxy forwards connections to addr; the first one is reset (RST)
-// after the first forwarded reply, once the session is established.
-type resetProxy struct {
-	ln    net.Listener
-	conns atomic.Int32
-}
-
-func newResetProxy(t *testing.T, addr string) *resetProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &resetProxy{ln: ln}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n := p.conns.Add(1)
-			go p.forward(c, addr, n == 1)
-		}
-	}()
-	return p
-}
-
-func (p *resetProxy) forward(c net.Conn, addr string, reset bool) {
+// forward copies between the client c and a new connection to addr; with
+// reset, it resets c once the session is established.
+func (p *countingProxy) forward(c net.Conn, addr string, reset bool) {
 	defer c.Close()
 	s, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -239,7 +209,7 @@ func TestNetworkTransientErrorIsRetried(t *testing.T) {
 	require.NoError(t, os.Mkdir(root, 0o755))
 	tok := writeToken(t, dir)
 	addr, _ := startServe(t, serveOptions{root: root, listen: "127.0.0.1:0", tokenFile: tok})
-	p := newResetProxy(t, addr)
+	p := newCountingProxy(t, addr, true)
 	src := filepath.Join(dir, "src.img")
 	sparseFile(t, src, 8<<20, map[int64]string{0: "a", 4 << 20: "b"})
 
