@@ -102,8 +102,50 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 	if depth > 4 {
 		return errorf("%s: lists nested too deeply", where)
 	}
+	if !l.perKind {
+		// A list parses in one pass with its items typed: parsing the
+		// list with raw items and then each item again validated and
+		// scanned every byte twice more (most of reading a large state).
+		var ul anyList
+		if json.Unmarshal(raw, &ul) == nil {
+			if !isListKind(ul.Kind) {
+				return l.addParsed(where, raw, &ul.anyObject, depth)
+			}
+			if ul.Items == nil && ul.Kind != "List" {
+				return errorf("%s: kind %q without items", where, ul.Kind)
+			}
+			for i := range ul.Items {
+				if depth+1 > 4 {
+					return errorf("%s: lists nested too deeply", where+": items["+strconv.Itoa(i)+"]")
+				}
+				if err := l.addParsed(where+": items["+strconv.Itoa(i)+"]", nil, &ul.Items[i], depth+1); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	var u anyObject
-	fast := !l.perKind && json.Unmarshal(raw, &u) == nil
+	if !l.perKind && json.Unmarshal(raw, &u) == nil {
+		return l.addParsed(where, raw, &u, depth)
+	}
+	return l.addParsed(where, raw, nil, depth)
+}
+
+// isListKind says whether kind is a list of objects ("List", "VolumeList").
+func isListKind(kind string) bool { return kind == "List" || strings.HasSuffix(kind, "List") }
+
+// anyList is anyObject with its items parsed too: the outer Items, being
+// shallower, takes the "items" key from the embedded one.
+type anyList struct {
+	anyObject
+	Items []anyObject `json:"items"`
+}
+
+// addParsed adds one object: from u when it parsed as anyObject (raw is
+// then unused), else by parsing raw per kind.
+func (l *Loader) addParsed(where string, raw json.RawMessage, u *anyObject, depth int) error {
+	fast := u != nil
 	var tm typeMeta
 	if fast {
 		tm = typeMeta{APIVersion: u.APIVersion, Kind: u.Kind, Items: u.Items, Metadata: u.Metadata}
@@ -131,7 +173,7 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 		}
 		return nil
 	}
-	if tm.Kind == "List" || strings.HasSuffix(tm.Kind, "List") {
+	if isListKind(tm.Kind) {
 		if tm.Items == nil && tm.Kind != "List" {
 			return errorf("%s: kind %q without items", where, tm.Kind)
 		}
