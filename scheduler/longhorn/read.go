@@ -57,7 +57,19 @@ func (l *Loader) Add(name string, data []byte) error {
 	// One JSON value (what kubectl prints) is parsed in place; the
 	// streaming decoder, which copies its input as it buffers it, is for
 	// several values one after another.
-	if json.Valid(data) {
+	if !l.perKind {
+		// Parsing checks the syntax first, so a separate json.Valid pass
+		// over a large state is not needed: a syntax error means several
+		// values (or no JSON), for the decoder below.
+		var ul anyList
+		var syn *json.SyntaxError
+		switch err := json.Unmarshal(data, &ul); {
+		case err == nil:
+			return l.addList(name, data, &ul, 0)
+		case !errors.As(err, &syn):
+			return l.addObject(name, data, 0)
+		}
+	} else if json.Valid(data) {
 		return l.addObject(name, data, 0)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -108,21 +120,7 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 		// scanned every byte twice more (most of reading a large state).
 		var ul anyList
 		if json.Unmarshal(raw, &ul) == nil {
-			if !isListKind(ul.Kind) {
-				return l.addParsed(where, raw, &ul.anyObject, depth)
-			}
-			if ul.Items == nil && ul.Kind != "List" {
-				return errorf("%s: kind %q without items", where, ul.Kind)
-			}
-			for i := range ul.Items {
-				if depth+1 > 4 {
-					return errorf("%s: lists nested too deeply", where+": items["+strconv.Itoa(i)+"]")
-				}
-				if err := l.addParsed(where+": items["+strconv.Itoa(i)+"]", nil, &ul.Items[i], depth+1); err != nil {
-					return err
-				}
-			}
-			return nil
+			return l.addList(where, raw, &ul, depth)
 		}
 	}
 	var u anyObject
@@ -130,6 +128,27 @@ func (l *Loader) addObject(where string, raw json.RawMessage, depth int) error {
 		return l.addParsed(where, raw, &u, depth)
 	}
 	return l.addParsed(where, raw, nil, depth)
+}
+
+// addList adds an object parsed as anyList: its items, already typed, if
+// it is a list, else the object itself.
+func (l *Loader) addList(where string, raw json.RawMessage, ul *anyList, depth int) error {
+	if !isListKind(ul.Kind) {
+		return l.addParsed(where, raw, &ul.anyObject, depth)
+	}
+	if ul.Items == nil && ul.Kind != "List" {
+		return errorf("%s: kind %q without items", where, ul.Kind)
+	}
+	for i := range ul.Items {
+		item := where + ": items[" + strconv.Itoa(i) + "]"
+		if depth+1 > 4 {
+			return errorf("%s: lists nested too deeply", item)
+		}
+		if err := l.addParsed(item, nil, &ul.Items[i], depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isListKind says whether kind is a list of objects ("List", "VolumeList").
