@@ -27,7 +27,7 @@ const nofileHelperEnv = "TCPSYNC_HELPER_NOFILE"
 func TestHelperNofileServer(t *testing.T) {
 	spec := os.Getenv(nofileHelperEnv)
 	if spec == "" {
-		t.Skip("helper process for TestAcceptEMFILE")
+		t.Skip("helper process for TestLowDescriptorLimit")
 	}
 	root, addrFile, _ := strings.Cut(spec, ",")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
