@@ -396,9 +396,11 @@ func newDisksMetrics(reg *prometheus.Registry) *disksMetrics {
 func (m *disksMetrics) event(e disks.Event) {
 	switch e.Kind {
 	case disks.EventMoveDone:
-		m.moves.WithLabelValues("done").Inc()
+		// The count last, as in serveMetrics.record: a scrape that sees
+		// the move counted sees its bytes and duration too.
 		m.movedBytes.Add(float64(e.Bytes))
 		m.moveSecs.Observe(e.Seconds)
+		m.moves.WithLabelValues("done").Inc()
 	case disks.EventMoveFailed:
 		m.moves.WithLabelValues("failed").Inc()
 	case disks.EventSkip:

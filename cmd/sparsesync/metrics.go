@@ -59,12 +59,15 @@ func (m *serveMetrics) record(ev tcpsync.SessionEvent) {
 	if ev.Err != nil {
 		result = "error"
 	}
-	m.syncs.WithLabelValues(op, result).Inc()
 	for i, n := range []int64{ev.Stats.CopiedBytes, ev.Stats.UnchangedBytes, ev.Stats.PunchedBytes,
 		ev.Stats.WireBytesSent, ev.Stats.WireBytesReceived} {
 		m.bytes.WithLabelValues(byteKinds[i]).Add(float64(max(n, 0)))
 	}
 	m.duration.WithLabelValues(op).Observe(ev.Elapsed.Seconds())
+	// The session count goes last: a scrape that sees a session counted
+	// sees its bytes and duration too (a scraper, or a test, that waits
+	// on syncs_total then reads the rest is never a sample behind).
+	m.syncs.WithLabelValues(op, result).Inc()
 }
 
 // mux serves /metrics, and /debug/pprof/ only when withPprof (it exposes
