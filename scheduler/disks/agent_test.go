@@ -108,11 +108,11 @@ func TestReflinkPair(t *testing.T) {
 	fill(t, a1, 0, 1, sums)
 	var st unix.Statfs_t
 	require.NoError(t, unix.Statfs(mnt, &st))
-	avail := int64(st.Bavail) * st.Bsize
+	avail := int64(st.Bavail) * int64(st.Bsize)
 	cfg := disks.Config{
 		Disks: []disks.DiskConfig{
 			// The reserve leaves a1 with 5% of the filesystem: pressured.
-			{Name: "a1", Path: a1, ReservedBytes: avail - int64(st.Blocks)*st.Bsize/20},
+			{Name: "a1", Path: a1, ReservedBytes: avail - int64(st.Blocks)*int64(st.Bsize)/20},
 			{Name: "a2", Path: a2},
 		},
 		PressurePercent: ptr(90),
@@ -135,7 +135,7 @@ func TestReflinkPair(t *testing.T) {
 			atCopied[0], atCopied[1] = progress()
 			var s unix.Statfs_t
 			require.NoError(t, unix.Statfs(mnt, &s))
-			availCopied = int64(s.Bavail) * s.Bsize
+			availCopied = int64(s.Bavail) * int64(s.Bsize)
 		}
 	})
 	a, err := disks.New(cfg)

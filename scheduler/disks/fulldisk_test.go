@@ -84,7 +84,7 @@ func TestFullSourceDisk(t *testing.T) {
 			var st unix.Statfs_t
 			require.NoError(t, unix.Statfs(src, &st))
 			t.Logf("%s source: %d blocks free, %d available", tc.kind, st.Bfree, st.Bavail)
-			require.Less(t, int64(st.Bavail)*st.Bsize, int64(64<<10), "the source disk must be full")
+			require.Less(t, int64(st.Bavail)*int64(st.Bsize), int64(64<<10), "the source disk must be full")
 			// ext4 may still take a directory block from its metadata
 			// reserve; XFS refuses even that.
 			probe := filepath.Join(src, ".probe")
@@ -123,9 +123,9 @@ func TestFullSourceDisk(t *testing.T) {
 			require.Equal(t, want, checkClean(t, cfg, sums))
 			// Free blocks, not available ones: root's writes went into
 			// ext4's reserve, which the freed blocks refill first.
-			freeBefore := int64(st.Bfree) * st.Bsize
+			freeBefore := int64(st.Bfree) * int64(st.Bsize)
 			require.NoError(t, unix.Statfs(src, &st))
-			require.GreaterOrEqual(t, int64(st.Bfree)*st.Bsize-freeBefore, int64(8*mib), "the move freed the source")
+			require.GreaterOrEqual(t, int64(st.Bfree)*int64(st.Bsize)-freeBefore, int64(8*mib), "the move freed the source")
 		})
 	}
 }

@@ -213,15 +213,15 @@ func TestRules(t *testing.T) {
 			f, err := os.Create(filler)
 			require.NoError(t, err)
 			// Extent metadata takes some too: back off until it fits.
-			size := int64(st.Bfree)*st.Bsize - 4*mib
+			size := int64(st.Bfree)*int64(st.Bsize) - 4*mib
 			for err = unix.ENOSPC; errors.Is(err, unix.ENOSPC) && size > 0; size -= mib {
-				err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+				err = allocate(t, f, size)
 			}
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
 			require.NoError(t, unix.Statfs(d[2], &st))
-			t.Logf("target filled: %d bytes free for a copy of %d", int64(st.Bfree)*st.Bsize, repData)
-			require.Less(t, int64(st.Bfree)*st.Bsize, int64(repData))
+			t.Logf("target filled: %d bytes free for a copy of %d", int64(st.Bfree)*int64(st.Bsize), repData)
+			require.Less(t, int64(st.Bfree)*int64(st.Bsize), int64(repData))
 		})
 		res, rec := pass(t, cfg)
 		require.Empty(t, res.Moved)
@@ -308,7 +308,7 @@ func TestBadConfig(t *testing.T) {
 	dev := func(p string) uint64 {
 		var st unix.Stat_t
 		require.NoError(t, unix.Stat(p, &st))
-		return st.Dev
+		return uint64(st.Dev)
 	}
 	if dev(rootDir) != dev("/") {
 		t.Fatalf("TMPDIR %s is not on the root filesystem; the not-mounted case needs one", rootDir)
