@@ -75,7 +75,12 @@ type RebuildStats struct {
 	Files []RebuildFile
 	// FallbackReason is why the local copy failed ("" when it did not).
 	FallbackReason string
-	// Revision is the revision counter given to the target (the source's).
+	// Counter is the target's revision-counter mode (the source's):
+	// CounterOff for a replica that keeps none (Longhorn's default since
+	// 1.7), when Revision means nothing.
+	Counter CounterMode
+	// Revision is the revision counter given to the target (the source's);
+	// 0 when Counter is CounterOff.
 	Revision int64
 	Elapsed  time.Duration
 }
@@ -174,7 +179,7 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 		st.Path = PathTCP
 		res, err = rebuildTCP(ctx, target, &o)
 	}
-	st.Files, st.Revision = res.files, res.revision
+	st.Files, st.Counter, st.Revision = res.files, res.counter, res.revision
 	st.Elapsed = time.Since(start)
 	if err != nil {
 		if perr := purgeFailed(target); perr != nil {
@@ -217,6 +222,7 @@ func sameDir(a, b string) bool {
 
 type rebuildResult struct {
 	files    []RebuildFile
+	counter  CounterMode
 	revision int64
 }
 
@@ -383,26 +389,27 @@ func cleanStage(stage string, keep []string) error {
 }
 
 // finish gives the staged copy in dir the source's counter state and a
-// volume.meta not marked Rebuilding. Every data file is already copied,
-// verified and synced; publish then moves the copy to the target.
-func finish(target string, vm VolumeMeta, cf counterFiles) (int64, error) {
+// volume.meta not marked Rebuilding, and returns that counter mode and
+// count. Every data file is already copied, verified and synced; publish
+// then moves the copy to the target.
+func finish(target string, vm VolumeMeta, cf counterFiles) (CounterMode, int64, error) {
 	boot, err := currentBootID()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	mode, h, haveHdr, rev, err := cf.state(boot)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := syncDir(target); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if mode.Enabled() {
 		if err := writeFileAtomic(target, RevisionCounterFile, FormatRevisionCounter(rev)); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	} else if err := os.Remove(filepath.Join(target, RevisionCounterFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, err
+		return 0, 0, err
 	}
 	if haveHdr {
 		// Same volume, mode and epoch as the source; a replica id of its
@@ -412,16 +419,16 @@ func finish(target string, vm VolumeMeta, cf counterFiles) (int64, error) {
 		b := make([]byte, headerFileSize)
 		nh.encode(b[:headerSlotSize])
 		if err := writeFileAtomic(target, HeaderFile, b); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	} else if err := os.Remove(filepath.Join(target, HeaderFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, err
+		return 0, 0, err
 	}
 	vm.Rebuilding, vm.Dirty = false, false
 	if err := writeJSONAtomic(target, VolumeMetaFile, vm); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return rev, nil
+	return mode, rev, nil
 }
 
 // rebuildLocal copies from a source directory on this machine into the
@@ -468,7 +475,7 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err := o.injected("local", VolumeMetaFile); err != nil {
 		return res, err
 	}
-	if res.revision, err = finish(stage, vm, cf); err != nil {
+	if res.counter, res.revision, err = finish(stage, vm, cf); err != nil {
 		return res, err
 	}
 	return res, publish(target, names, o)
@@ -639,7 +646,7 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	if err := o.injected("tcp", VolumeMetaFile); err != nil {
 		return res, err
 	}
-	if res.revision, err = finish(dir, vm, cf); err != nil {
+	if res.counter, res.revision, err = finish(dir, vm, cf); err != nil {
 		return res, err
 	}
 	return res, publish(target, all, o)

@@ -48,7 +48,8 @@ command again completes it.
 
 --json prints one object {"source", "target", "path": "local"|"tcp"|"local+tcp",
 "files": [{"name", "copied_bytes", "cloned_bytes", "unchanged_bytes"}],
-"seconds", "fallback_reason"}.
+"seconds", "fallback_reason", "revision"}; "revision" is the target's revision
+counter, null for a replica that keeps none (counter off).
 ` + exitCodesHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -81,6 +82,9 @@ type replicaRebuildResult struct {
 	Files          []rebuildFileJSON `json:"files"`
 	Seconds        float64           `json:"seconds"`
 	FallbackReason string            `json:"fallback_reason"`
+	// Revision is the target's revision counter, null for a replica that
+	// keeps none (counter off).
+	Revision *int64 `json:"revision"`
 }
 
 func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOptions, source, target string) error {
@@ -141,6 +145,9 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	if opts.json {
 		res := replicaRebuildResult{Source: source, Target: target, Path: st.Path, Files: []rebuildFileJSON{},
 			Seconds: st.Elapsed.Seconds(), FallbackReason: st.FallbackReason}
+		if st.Counter.Enabled() {
+			res.Revision = &st.Revision
+		}
 		for _, f := range st.Files {
 			res.Files = append(res.Files, rebuildFileJSON(f))
 		}
@@ -150,8 +157,12 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	for _, f := range st.Files {
 		copied, cloned, unchanged = copied+f.CopiedBytes, cloned+f.ClonedBytes, unchanged+f.UnchangedBytes
 	}
-	_, err = fmt.Fprintf(g.stdout, "rebuilt %s from %s (%s): %d files, %s copied, %s cloned, %s unchanged, revision %d, %.2f s\n",
-		target, source, st.Path, len(st.Files), bytesize.Format(copied), bytesize.Format(cloned), bytesize.Format(unchanged), st.Revision, st.Elapsed.Seconds())
+	revision := "no revision counter"
+	if st.Counter.Enabled() {
+		revision = fmt.Sprintf("revision %d", st.Revision)
+	}
+	_, err = fmt.Fprintf(g.stdout, "rebuilt %s from %s (%s): %d files, %s copied, %s cloned, %s unchanged, %s, %.2f s\n",
+		target, source, st.Path, len(st.Files), bytesize.Format(copied), bytesize.Format(cloned), bytesize.Format(unchanged), revision, st.Elapsed.Seconds())
 	if err == nil && st.FallbackReason != "" {
 		_, err = fmt.Fprintf(g.stdout, "local copy failed: %s\n", st.FallbackReason)
 	}

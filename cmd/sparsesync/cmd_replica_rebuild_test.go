@@ -40,7 +40,12 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	for _, k := range []string{"copied_bytes", "cloned_bytes", "unchanged_bytes"} {
 		require.Contains(t, f0, k)
 	}
-	require.Len(t, res, 6)
+	info, err := replica.Inspect(src, replica.InspectOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, info.Revision)
+	require.Positive(t, *info.Revision)
+	require.Equal(t, float64(*info.Revision), res["revision"], "the target gets the source's count")
+	require.Len(t, res, 7)
 
 	// Export both; the images are identical.
 	a, b := filepath.Join(root, "a.img"), filepath.Join(root, "b.img")
@@ -102,4 +107,32 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	// Through the command line: argument count follows --replica.
 	_, _, code, _ := runCLI(t, "push", "--replica", src, "--no-auth", addr)
 	require.Equal(t, 2, code)
+}
+
+// TestReplicaRebuildCounterOff: a replica without a revision counter
+// (Longhorn's default since 1.7) is rebuilt and reported as having none,
+// not as "revision 0" (text) or 0 (JSON).
+func TestReplicaRebuildCounterOff(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	r, err := replica.Create(src, 1<<20, replica.Options{Counter: replica.CounterOff})
+	require.NoError(t, err)
+	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 4096), 0)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+
+	g, out := testGlobals()
+	require.NoError(t, runReplicaRebuild(t.Context(), g, replicaRebuildOptions{}, src, filepath.Join(root, "t1")))
+	require.Contains(t, out.String(), ", no revision counter, ")
+	require.NotContains(t, out.String(), "revision 0")
+
+	out.Reset()
+	require.NoError(t, runReplicaRebuild(t.Context(), g, replicaRebuildOptions{json: true}, src, filepath.Join(root, "t2")))
+	var res map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	require.Contains(t, res, "revision")
+	require.Nil(t, res["revision"])
+	info, err := replica.Inspect(filepath.Join(root, "t2"), replica.InspectOptions{})
+	require.NoError(t, err)
+	require.False(t, info.CounterEnabled)
 }
