@@ -34,6 +34,9 @@
 // walked, then
 //
 //	dst data, src hole   -> punch (PUNCH_HOLE|KEEP_SIZE; zeros where impossible)
+//	dst preallocated,    -> punch too: unwritten blocks SEEK_DATA calls holes
+//	  src hole              still take space (sparse.HiddenAllocation: only
+//	                        when st_blocks exceeds the walked data, then FIEMAP)
 //	src data, dst hole   -> copy as above, without reading the destination
 //	data on both sides   -> FIEMAP: ranges that still share the source's
 //	                        physical blocks are equal unread (XFS, btrfs);

@@ -50,7 +50,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		}
 	}
 
-	var dstMap sparse.Map
+	var dstMap, hidden sparse.Map
 	if t.BlockDevice() {
 		// A device cannot say where its holes are: treat all of it as data,
 		// so every source hole is zeroed and every data block compared.
@@ -90,6 +90,11 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 			if dstMap, err = dw.Map(ctx); err != nil {
 				return e.stats(), err
 			}
+			// Preallocated blocks the walk calls holes are punched too
+			// where the source has holes (see extra below).
+			if hidden, err = sparse.HiddenAllocation(ctx, t.OS(), dstMap, dw.Info().Allocated); err != nil {
+				return e.stats(), err
+			}
 		} else {
 			dstMap, _ = sparse.NewMap(e.size)
 		}
@@ -99,7 +104,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if both := srcMap.Intersect(dstMap); both.Len() > 0 {
 		adviseSequential(t.OS())
 	}
-	extra := dstMap.Difference(srcMap)
+	extra := dstMap.Difference(srcMap).Union(hidden.Resize(e.size).Difference(srcMap))
 	missing := srcMap.Difference(dstMap)
 	both := srcMap.Intersect(dstMap)
 	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {

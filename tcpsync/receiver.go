@@ -117,6 +117,7 @@ func (r *receiver) run(ctx context.Context) error {
 		!r.t.atomic() && r.t.unchangedSince(old) {
 		resume = old.Done
 	}
+	var hidden sparse.Map
 	if r.t.final == nil {
 		r.dstMap, _ = sparse.NewMap(0)
 	} else {
@@ -125,6 +126,11 @@ func (r *receiver) run(ctx context.Context) error {
 			return err
 		}
 		if r.dstMap, err = w.Map(ctx); err != nil {
+			return err
+		}
+		// Preallocated blocks the walk calls holes: punched below where
+		// the source has holes. Local only: the peer plans with dstMap.
+		if hidden, err = sparse.HiddenAllocation(ctx, r.t.final, r.dstMap, w.Info().Allocated); err != nil {
 			return err
 		}
 	}
@@ -179,8 +185,10 @@ func (r *receiver) run(ctx context.Context) error {
 		}
 	}
 	// plan.punch is exact to the source's holes and covers the whole last
-	// block of a shorter target (see newPlan).
-	for _, e := range r.plan.punch.Extents() {
+	// block of a shorter target (see newPlan); hidden preallocations in
+	// the source's holes go too.
+	punch := r.plan.punch.Union(hidden.Resize(int64(size)).Intersect(srcMap.Holes()))
+	for _, e := range punch.Extents() {
 		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}

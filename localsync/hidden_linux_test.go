@@ -1,0 +1,58 @@
+package localsync_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/localsync"
+)
+
+// TestDestinationPreallocationPunched: an existing destination holds an
+// unwritten preallocation (fallocate, as qemu-img's preallocation=falloc
+// or a database leaves) where the source has a hole. SEEK_DATA calls it a
+// hole and it reads as zeros, but it takes space: the copy is exact to
+// the hole only once it is punched. The kernel's st_blocks is the oracle.
+// Found by FuzzLocal (testdata seed-dst-prealloc-over-hole) once fuzzing
+// ran one option set per input.
+func TestDestinationPreallocationPunched(t *testing.T) {
+	runAll(t, 1<<30, func(t *testing.T, kind loopfs.Kind, dir string) {
+		for _, tc := range []struct {
+			name string
+			opts localsync.Options
+		}{
+			{"auto", localsync.Options{}},
+			{"readwrite", localsync.Options{Method: localsync.MethodReadWrite}},
+			{"atomic", localsync.Options{Atomic: true}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				src, dst := filepath.Join(dir, tc.name+".src"), filepath.Join(dir, tc.name+".dst")
+				layout.Create(t, src, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10, 48*mib, 64<<10)})
+				layout.Create(t, dst, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10)})
+				f, err := os.OpenFile(dst, os.O_RDWR, 0)
+				require.NoError(t, err)
+				require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 8*mib, 32*mib))
+				require.NoError(t, f.Close())
+				require.GreaterOrEqual(t, allocated(t, dst), int64(32*mib), "the preallocation takes space")
+
+				st, err := localsync.Copy(t.Context(), src, dst, tc.opts)
+				require.NoError(t, err)
+				checkSame(t, src, dst)
+				require.Less(t, allocated(t, dst), int64(mib), "the destination's preallocation over the source's hole is punched")
+				if !tc.opts.Atomic {
+					require.GreaterOrEqual(t, st.PunchedBytes, int64(32*mib), "punched bytes are counted")
+				}
+
+				// Nothing is hidden any more: an unchanged re-sync writes nothing.
+				st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{Method: tc.opts.Method})
+				require.NoError(t, err)
+				require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes+st.ZeroedBytes, "%+v", st)
+			})
+		}
+	})
+}
