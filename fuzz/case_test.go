@@ -58,6 +58,9 @@ type fcase struct {
 	// Knobs pick among options that are not run in every combination
 	// (the block size and atomic mode of a tcpsync run, a replica snapshot).
 	Knobs uint8
+	// Pick chooses the one option set a fuzzing run (go test -fuzz) tries
+	// (see pick); the seed corpus tries them all.
+	Pick uint8
 }
 
 func (c fcase) String() string {
@@ -69,7 +72,7 @@ func (c fcase) String() string {
 	if len(c.Change) > 0 {
 		fmt.Fprintf(&b, " change %v", c.Change)
 	}
-	fmt.Fprintf(&b, " knobs %#x", c.Knobs)
+	fmt.Fprintf(&b, " knobs %#x pick %d", c.Knobs, c.Pick)
 	return b.String()
 }
 
@@ -96,6 +99,7 @@ func (r *reader) u24() uint32 { return uint32(r.u8())<<16 | uint32(r.u16()) }
 //	nsrc  u8, ops               (count mod 12)
 //	[dst size u24, ndst u8, ops]
 //	[nchg u8, ops]
+//	pick  u8                    the option set a fuzzing run tries
 //
 // An op is kind u8, off u24, len u16, from u8: kind's bit 3 aligns off and
 // len to 4 KiB; the length unit is 1 byte, or 4 KiB when aligned; an
@@ -116,6 +120,7 @@ func decode(in []byte) fcase {
 	if flags&2 != 0 {
 		c.Change = decodeOps(r, maxSize, true)
 	}
+	c.Pick = r.u8()
 	return c
 }
 
@@ -190,6 +195,9 @@ func encode(c fcase) []byte {
 	}
 	if len(c.Change) > 0 {
 		b = encodeOps(b, c.Change, maxSize)
+	}
+	if c.Pick != 0 {
+		b = append(b, c.Pick)
 	}
 	return b
 }

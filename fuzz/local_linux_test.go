@@ -41,7 +41,8 @@ func localRuns(reflink bool) []localRun {
 	return out
 }
 
-// FuzzLocal runs a case through localsync.Copy with every option set:
+// FuzzLocal runs a case through localsync.Copy with every option set (one,
+// chosen by the input, when fuzzing):
 // a copy onto the destination (new or existing), an unchanged re-sync that
 // must write nothing, and a re-sync after the change script.
 func FuzzLocal(f *testing.F) {
@@ -49,7 +50,7 @@ func FuzzLocal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := decode(in)
 		for _, fs := range fss {
-			for _, run := range localRuns(fs.kind.Reflink()) {
+			for _, run := range pick(localRuns(fs.kind.Reflink()), c) {
 				localCase(t, fs, c, run)
 			}
 		}

@@ -54,6 +54,11 @@ func seedCases() map[string]fcase {
 		// holes to SEEK_DATA.
 		"zeros-and-prealloc": {Size: 512*kib + 3, Src: []op{z(0, 64*kib), d(64*kib, 10), pre(128*kib, 128*kib), d(300*kib, 5000), z(400*kib, 100)}},
 		"prealloc-past-eof":  {Size: 100 * kib, Src: []op{d(0, 4*kib), pre(96*kib, 4*kib)}},
+		// A destination's unwritten preallocation over a source hole:
+		// no map shows it, yet it takes space until punched (found by
+		// the fuzzer once it ran one option set per input).
+		"dst-prealloc-over-hole": {Size: 1<<20 + 7, Src: []op{d(1000*kib, 12_336)},
+			HasDst: true, DstSize: 1<<20 + 7, Dst: []op{d(1000*kib, 12_336), pre(36*kib, 900*kib)}},
 		// Change scripts: punch, write into a hole, shrink then grow.
 		"change-punch-write": {Size: 1 << 20, Src: []op{d(0, 1<<20)},
 			Change: []op{punch(100*kib, 300*kib), d(600*kib, 1), z(700*kib, 4*kib)}},
