@@ -59,6 +59,11 @@ func seedCases() map[string]fcase {
 		// the fuzzer once it ran one option set per input).
 		"dst-prealloc-over-hole": {Size: 1<<20 + 7, Src: []op{d(1000*kib, 12_336)},
 			HasDst: true, DstSize: 1<<20 + 7, Dst: []op{d(1000*kib, 12_336), pre(36*kib, 900*kib)}},
+		// The same under all-zero source data and a source hole: on tmpfs
+		// (no FIEMAP) guessing where the preallocation is punched the
+		// hole on every re-sync.
+		"dst-prealloc-under-zeros": {Size: 1_126_447, Src: []op{z(228*kib, 892_975)},
+			HasDst: true, DstSize: 1_060_911, Dst: []op{pre(1_036_242, 12_336)}},
 		// Change scripts: punch, write into a hole, shrink then grow.
 		"change-punch-write": {Size: 1 << 20, Src: []op{d(0, 1<<20)},
 			Change: []op{punch(100*kib, 300*kib), d(600*kib, 1), z(700*kib, 4*kib)}},

@@ -36,7 +36,9 @@
 //	dst data, src hole   -> punch (PUNCH_HOLE|KEEP_SIZE; zeros where impossible)
 //	dst preallocated,    -> punch too: unwritten blocks SEEK_DATA calls holes
 //	  src hole              still take space (sparse.HiddenAllocation: only
-//	                        when st_blocks exceeds the walked data, then FIEMAP)
+//	                        when st_blocks exceeds the walked data, then FIEMAP,
+//	                        on tmpfs cachestat); not where the source has the
+//	                        same preallocation (btrfs clones it with the file)
 //	src data, dst hole   -> copy as above, without reading the destination
 //	data on both sides   -> FIEMAP: ranges that still share the source's
 //	                        physical blocks are equal unread (XFS, btrfs);

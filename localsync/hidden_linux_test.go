@@ -56,3 +56,26 @@ func TestDestinationPreallocationPunched(t *testing.T) {
 		}
 	})
 }
+
+// TestSourcePreallocationKept: the source's own unwritten preallocation
+// goes with a whole-file clone (btrfs copies it), and there the
+// destination's is exact: an unchanged re-sync must not punch it (and
+// write) on every run.
+func TestSourcePreallocationKept(t *testing.T) {
+	runAll(t, 1<<30, func(t *testing.T, kind loopfs.Kind, dir string) {
+		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+		layout.Create(t, src, layout.Layout{Size: 8 * mib, Data: layout.Ranges(0, 64<<10)})
+		f, err := os.OpenFile(src, os.O_RDWR, 0)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 2*mib, 4*mib))
+		require.NoError(t, f.Close())
+		_, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		require.NoError(t, err)
+		checkSameBytes(t, src, dst)
+		for range 2 {
+			st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+			require.NoError(t, err)
+			require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes+st.ZeroedBytes, "an unchanged re-sync writes nothing: %+v", st)
+		}
+	})
+}

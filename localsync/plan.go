@@ -18,6 +18,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if err != nil {
 		return Stats{}, err
 	}
+	walked := srcMap // SEEK_DATA's map, before unstored zeros are taken out
 	zeroScan := opts.DetectZeros || !w.HolesKnown()
 	if !zeroScan && !info.BlockDevice {
 		// Ranges SEEK_DATA calls data only because zero pages are cached
@@ -104,7 +105,17 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if both := srcMap.Intersect(dstMap); both.Len() > 0 {
 		adviseSequential(t.OS())
 	}
-	extra := dstMap.Difference(srcMap).Union(hidden.Resize(e.size).Difference(srcMap))
+	extra := dstMap.Difference(srcMap)
+	if hidden = hidden.Resize(e.size).Difference(srcMap); hidden.Len() > 0 {
+		// Where the source has its own preallocation the destination's
+		// is exact (a whole-file clone on btrfs copies it), and punching
+		// it would make every re-sync write.
+		srcHidden, err := sparse.HiddenAllocation(ctx, src, walked, info.Allocated)
+		if err != nil {
+			return e.stats(), err
+		}
+		extra = extra.Union(hidden.Difference(srcHidden))
+	}
 	missing := srcMap.Difference(dstMap)
 	both := srcMap.Intersect(dstMap)
 	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {

@@ -15,11 +15,12 @@ import (
 //
 // data is f's data map from a walk and allocated the bytes f had allocated
 // then (FileInfo.Allocated, st_blocks*512). When allocated does not exceed
-// data in whole pages, nothing can be hidden and no system call
-// is made: the common case costs nothing. Otherwise FIEMAP says where the
-// blocks are; where it cannot (tmpfs, other systems, any FIEMAP error but a
-// cancelled ctx) every hole of data is returned, as possibly allocated:
-// punching a hole is harmless, leaving an allocation is not exact.
+// data in whole pages, nothing can be hidden and no system call is made: the
+// common case costs nothing. Otherwise FIEMAP says where the blocks are. On
+// tmpfs, which has no FIEMAP, fallocated pages sit in the page cache without
+// being data, so cachestat(2) over the holes finds them (a hole of tmpfs
+// that is only read caches nothing). Where neither can say, nothing is
+// returned: a guess would punch on every run and never settle.
 func HiddenAllocation(ctx context.Context, f *os.File, data Map, allocated int64) (Map, error) {
 	none, _ := NewMap(data.Size())
 	if data.Size() == 0 || allocated <= pagesOf(data) {
@@ -38,15 +39,63 @@ func HiddenAllocation(ctx context.Context, f *os.File, data Map, allocated int64
 	case err != nil && ctx.Err() != nil:
 		return none, ctx.Err()
 	case err != nil:
-		return data.Holes(), nil
+		return cachedHoles(ctx, f, data)
 	}
 	mapped, err := NewMap(data.Size(), recs...)
 	if err != nil {
-		// Records that overlap past the size or are malformed say
-		// nothing reliable: treat every hole as possibly allocated.
-		return data.Holes(), nil
+		return none, nil // records past the size say nothing reliable
 	}
 	return mapped.Difference(data), nil
+}
+
+// cachedHoles finds the pages of data's holes that are in f's page cache
+// (cachestat), bisecting each hole that has any down to whole pages.
+func cachedHoles(ctx context.Context, f *os.File, data Map) (Map, error) {
+	none, _ := NewMap(data.Size())
+	page := int64(os.Getpagesize())
+	var found []Extent
+	var locate func(off, n int64) error
+	locate = func(off, n int64) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c, err := cachedPages(f, off, n)
+		switch {
+		case err != nil:
+			return err
+		case c == 0:
+		case c*page >= n || n <= page:
+			found = append(found, Extent{Off: off, Len: n})
+		default:
+			half := (n/2 + page - 1) / page * page
+			if err := locate(off, half); err != nil {
+				return err
+			}
+			return locate(off+half, n-half)
+		}
+		return nil
+	}
+	for _, h := range data.Holes().Extents() {
+		// Whole pages only: a page that holds data is data's.
+		lo, hi := (h.Off+page-1)/page*page, h.End()/page*page
+		if h.End() == data.Size() {
+			hi = h.End()
+		}
+		if hi <= lo {
+			continue
+		}
+		if err := locate(lo, hi-lo); err != nil {
+			if ctx.Err() != nil {
+				return none, ctx.Err()
+			}
+			return none, nil // no cachestat here: nothing can be located
+		}
+	}
+	m, err := NewMap(data.Size(), found...)
+	if err != nil {
+		return none, nil
+	}
+	return m, nil
 }
 
 // pagesOf is what data takes in whole pages, the last partial page of the
