@@ -303,8 +303,12 @@ func TestConcurrentPushes(t *testing.T) {
 	defer cancel()
 	for i := range n {
 		wg.Go(func() {
+			// Half of them exceed MaxSessionsPerHost (32) and are told
+			// busy: they retry until a slot frees, bounded by ctx, not
+			// by a count of 50 ms backoffs (0.4 s in all, which a loaded
+			// machine's first 32 pushes can outlast).
 			o := clientOpts()
-			o.Retries = 10
+			o.Retries, o.MaxBackoff = 10_000, 200*time.Millisecond
 			_, errs[i] = PushFile(ctx, addr, srcs[i], filepath.Base(srcs[i]), o)
 		})
 	}
