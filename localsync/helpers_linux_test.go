@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
@@ -122,12 +121,7 @@ func unionRanges(a, b []layout.Range) []layout.Range {
 	return out
 }
 
-func allocated(t *testing.T, path string) int64 {
-	t.Helper()
-	var st unix.Stat_t
-	require.NoError(t, unix.Stat(path, &st))
-	return st.Blocks * 512
-}
+func allocated(t *testing.T, path string) int64 { return layout.Allocated(t, path) }
 
 var cmpBufs = sync.Pool{New: func() any { b := make([]byte, 8*mib); return &b }}
 

@@ -1,12 +1,10 @@
 package localsync_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
@@ -34,11 +32,7 @@ func TestDestinationPreallocationPunched(t *testing.T) {
 				src, dst := filepath.Join(dir, tc.name+".src"), filepath.Join(dir, tc.name+".dst")
 				layout.Create(t, src, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10, 48*mib, 64<<10)})
 				layout.Create(t, dst, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10)})
-				f, err := os.OpenFile(dst, os.O_RDWR, 0)
-				require.NoError(t, err)
-				require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 8*mib, 32*mib))
-				require.NoError(t, f.Close())
-				require.GreaterOrEqual(t, allocated(t, dst), int64(32*mib), "the preallocation takes space")
+				layout.Preallocate(t, dst, 8*mib, 32*mib)
 
 				st, err := localsync.Copy(t.Context(), src, dst, tc.opts)
 				require.NoError(t, err)
@@ -65,11 +59,8 @@ func TestSourcePreallocationKept(t *testing.T) {
 	runAll(t, 1<<30, func(t *testing.T, kind loopfs.Kind, dir string) {
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, layout.Layout{Size: 8 * mib, Data: layout.Ranges(0, 64<<10)})
-		f, err := os.OpenFile(src, os.O_RDWR, 0)
-		require.NoError(t, err)
-		require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 2*mib, 4*mib))
-		require.NoError(t, f.Close())
-		_, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		layout.Preallocate(t, src, 2*mib, 4*mib)
+		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
 		require.NoError(t, err)
 		checkSameBytes(t, src, dst)
 		for range 2 {

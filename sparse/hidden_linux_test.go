@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
@@ -41,7 +40,7 @@ func TestHiddenAllocation(t *testing.T) {
 		require.Zero(t, hidden.Len(), "nothing preallocated: nothing hidden (allocated %d, data %d)", alloc, data.Bytes())
 
 		prealloc := Extent{Off: 1 << 20, Len: 512 << 10}
-		require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, prealloc.Off, prealloc.Len))
+		layout.Preallocate(t, path, prealloc.Off, prealloc.Len)
 		data, alloc = walk()
 		require.Equal(t, int64(128<<10), data.Bytes(), "the walk does not see the preallocation")
 		require.GreaterOrEqual(t, alloc, data.Bytes()+prealloc.Len, "but it is allocated")

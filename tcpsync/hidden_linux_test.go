@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/layout"
 	"github.com/sparsesync/sparsesync/internal/loopfs"
@@ -37,14 +36,11 @@ func TestTargetPreallocationPunched(t *testing.T) {
 				}
 				layout.Create(t, src, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10, 48*mib, 64<<10)})
 				layout.Create(t, dst, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10)})
-				f, err := os.OpenFile(dst, os.O_RDWR, 0)
-				require.NoError(t, err)
-				require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 8*mib, 32*mib))
-				require.NoError(t, f.Close())
-				require.GreaterOrEqual(t, allocatedBytes(t, dst), int64(32*mib), "the preallocation takes space")
+				layout.Preallocate(t, dst, 8*mib, 32*mib)
 
 				o := clientOpts()
 				o.Atomic = tc.atomic
+				var err error
 				if tc.pull {
 					_, err = Pull(t.Context(), addr, tc.name, dst, o)
 				} else {
@@ -52,15 +48,8 @@ func TestTargetPreallocationPunched(t *testing.T) {
 				}
 				require.NoError(t, err)
 				requireSame(t, src, dst)
-				require.Less(t, allocatedBytes(t, dst), int64(mib), "the target's preallocation over the source's hole is punched")
+				require.Less(t, layout.Allocated(t, dst), int64(mib), "the target's preallocation over the source's hole is punched")
 			})
 		}
 	})
-}
-
-func allocatedBytes(t *testing.T, path string) int64 {
-	t.Helper()
-	var st unix.Stat_t
-	require.NoError(t, unix.Stat(path, &st))
-	return st.Blocks * 512
 }
