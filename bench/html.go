@@ -32,6 +32,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111;background:#fff}
 h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:28px 0 4px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}.note{color:#555}.skip{color:#8a4b00}.err{color:#b00020}
+table.prof td:nth-child(3n+1){text-align:left;max-width:360px;overflow-wrap:anywhere}
 svg text{font:12px system-ui,sans-serif}
 </style></head><body>
 `)
@@ -110,7 +111,7 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 		}
 	}
 	if p := c.Tools[0].Profile; p != nil {
-		fmt.Fprintf(b, "<p class=note>sparsesync CPU profile: %.2f s sampled over %d runs</p>\n<table><tr><th>top by flat time</th><th>s</th><th>%%</th><th>top by cumulative time</th><th>s</th><th>%%</th></tr>\n", p.Total, len(p.Files))
+		fmt.Fprintf(b, "<p class=note>sparsesync CPU profile: %.2f s sampled over %d runs</p>\n<table class=prof><tr><th>top by flat time</th><th>s</th><th>%%</th><th>top by cumulative time</th><th>s</th><th>%%</th></tr>\n", p.Total, len(p.Files))
 		for i := range max(len(p.Flat), len(p.Cum)) {
 			b.WriteString("<tr>")
 			for _, list := range [][]FuncTime{p.Flat, p.Cum} {
