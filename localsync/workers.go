@@ -39,7 +39,17 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 	defer cancel(nil)
 	jobs := make(chan job, inFlight)
 	var wg sync.WaitGroup
-	for range inFlight {
+	// A comparison waits on two reads and holds none in flight while it
+	// compares; twice the workers keep the disk's queue as deep as the
+	// physical floor's (16 x 1 MiB per file). Measured on 512 MiB dense
+	// images with 1% changed, cold, against 8 workers in interleaved
+	// rounds (two sets of 7 and 9): 0.86x and 0.91x the time on ext4,
+	// 0.87x and 0.85x on XFS (medians of per-round ratios).
+	workers := inFlight
+	if both.Len() > 0 {
+		workers = 2 * inFlight
+	}
+	for range workers {
 		wg.Go(func() {
 			w := worker{e: e}
 			defer w.release()
