@@ -13,6 +13,9 @@
 //	                          # data and its own sharing with the third file
 //	change script             # optional: writes, punches, truncates, clones
 //	                          # applied to the source between two syncs
+//	pick                      # optional last byte: the one option set a
+//	                          # fuzzing run (-fuzz) tries; the seed corpus
+//	                          # tries them all
 //
 // and runs it through one family of paths:
 //
