@@ -233,7 +233,10 @@ func (r *receiver) stream(ctx context.Context) error {
 	q := newSendq(r.f, window+4)
 	own := make(chan *ownHashes, 2)
 	g.Go(func() error { return q.run(gctx) })
-	g.Go(func() error { return r.hashAhead(gctx, own) })
+	// hashAhead gets the first chunk as a value: the read-back of a
+	// failed check resets r.first on the apply goroutine.
+	first := r.first
+	g.Go(func() error { return r.hashAhead(gctx, own, first) })
 	g.Go(func() error {
 		err := r.apply(gctx, q, own)
 		if err == nil {
@@ -247,12 +250,12 @@ func (r *receiver) stream(ctx context.Context) error {
 // hashAhead reads and hashes the target's compare blocks, chunk by chunk,
 // before any DATA can touch them (DATA for compare blocks only follows our
 // HASHES for their chunk).
-func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes) error {
+func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes, first int) error {
 	defer close(out)
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
 	buf := make([]byte, maxDataPayload)
-	for k := r.plan.nextCmpChunk(r.first); k < r.plan.nchunks; k = r.plan.nextCmpChunk(k + 1) {
+	for k := r.plan.nextCmpChunk(first); k < r.plan.nchunks; k = r.plan.nextCmpChunk(k + 1) {
 		cv := r.plan.chunk(k)
 		c := &cv
 		o := &ownHashes{k: k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
