@@ -18,6 +18,9 @@ func (w *worker) compare(off, n int64) error {
 	if err := e.ctx.Err(); err != nil {
 		return err
 	}
+	if err := e.throttle(2*n, 0); err != nil {
+		return err
+	}
 	sbuf, dbuf := w.buffers()
 	s, d := sbuf[:n], dbuf[:n]
 	// Both reads at once: a cold comparison waits on the disk, and two
@@ -99,6 +102,9 @@ func (w *worker) writeChanged(b []byte, off int64) error {
 	}
 	if e.cloneOnly {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
+	}
+	if err := e.throttle(0, n); err != nil {
+		return err
 	}
 	if _, err := e.dst.WriteAt(b, off); err != nil {
 		return err

@@ -8,9 +8,11 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/qos"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -71,6 +73,7 @@ type engine struct {
 	cloned, cfrBytes, rwBytes, unchanged atomic.Int64
 	punched, zeroed, zeroBytes           atomic.Int64
 	dirty                                atomic.Int64 // written since the last writeback kick
+	throttled                            atomic.Int64 // nanoseconds workers waited on opts.Budget
 
 	// Cold ranges are read with O_DIRECT (the source in a full
 	// read/write copy and a re-sync, the destination in a re-sync); nil:
@@ -86,6 +89,7 @@ func (e *engine) stats() Stats {
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
 		DirectReadBytes: e.srcCold.DirectBytes() + e.dstCold.DirectBytes(),
+		Throttled:       time.Duration(e.throttled.Load()),
 	}
 	for m, n := range map[Method]int64{MethodReflink: st.ClonedBytes, MethodCopyRange: e.cfrBytes.Load(), MethodReadWrite: e.rwBytes.Load()} {
 		if n == 0 {
@@ -98,6 +102,41 @@ func (e *engine) stats() Stats {
 		}
 	}
 	return st
+}
+
+// throttle waits until the budget admits read bytes from storage and
+// written bytes to it.
+func (e *engine) throttle(read, written int64) error {
+	b := &e.opts.Budget
+	if b.Read == nil && b.Write == nil {
+		return nil
+	}
+	limited := b.Limited()
+	var start time.Time
+	if limited {
+		start = time.Now()
+	}
+	err := b.Read.Wait(e.ctx, read)
+	if err == nil {
+		err = b.Write.Wait(e.ctx, written)
+	}
+	if limited {
+		e.throttled.Add(int64(time.Since(start)))
+	}
+	return err
+}
+
+// limit caps n at the budget's piece size while a budget limits reads or
+// writes, so that one read, write or kernel copy never outruns the rate
+// over a short window. It is asked again for every piece: a rate changed
+// while the copy runs applies to the next one.
+func (e *engine) limit(n int64) int64 {
+	for _, l := range []*qos.Limiter{e.opts.Budget.Read, e.opts.Budget.Write} {
+		if p := l.Piece(); p > 0 {
+			n = min(n, p)
+		}
+	}
+	return n
 }
 
 // wrote notes n bytes written to the destination's page cache and starts

@@ -74,15 +74,25 @@ func (w *worker) copy(off, n int64) error {
 	if e.cloneOnly {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
 	}
-	if e.allowCFR {
-		done, ok, err := e.viaCopyRange(off, n)
+	for e.allowCFR && e.cfr.state.Load() != stUnsupported && n > 0 {
+		p := e.limit(n)
+		if err := e.throttle(p, p); err != nil {
+			return err
+		}
+		done, ok, err := e.viaCopyRange(off, p)
 		e.cfrBytes.Add(done)
 		e.wrote(done)
 		e.progress(done)
-		if err != nil || (ok && done == n) {
-			return err
-		}
 		off, n = off+done, n-done
+		if err != nil || !ok || done < p {
+			if err != nil || n == 0 {
+				return err
+			}
+			break
+		}
+	}
+	if n == 0 {
+		return nil
 	}
 	if !e.allowRW {
 		return &fs.PathError{Op: "copy_file_range", Path: e.dst.Name(), Err: fmt.Errorf("%w (and --method forbids falling back)", errors.ErrUnsupported)}
@@ -215,8 +225,11 @@ func (w *worker) readWrite(off, n int64) error {
 		if err := e.ctx.Err(); err != nil {
 			return err
 		}
-		c := min(n, int64(len(buf)))
+		c := e.limit(min(n, int64(len(buf))))
 		b := buf[:c]
+		if err := e.throttle(c, 0); err != nil {
+			return err
+		}
 		if err := e.readFull(b, off); err != nil {
 			return err
 		}
@@ -225,6 +238,9 @@ func (w *worker) readWrite(off, n int64) error {
 				return err
 			}
 		} else {
+			if err := e.throttle(0, c); err != nil {
+				return err
+			}
 			if _, err := e.dst.WriteAt(b, off); err != nil {
 				return err
 			}
@@ -245,6 +261,9 @@ func (w *worker) writeNonZero(b []byte, off int64) error {
 	flush := func(end int) error {
 		if start < 0 {
 			return nil
+		}
+		if err := e.throttle(0, int64(end-start)); err != nil {
+			return err
 		}
 		if _, err := e.dst.WriteAt(b[start:end], off+int64(start)); err != nil {
 			return err

@@ -1,6 +1,8 @@
 package localsync
 
 import (
+	"github.com/sparsesync/sparsesync/qos"
+
 	"fmt"
 	"log/slog"
 	"time"
@@ -36,6 +38,12 @@ type Options struct {
 	// source data done so far and the total. It is called from several
 	// goroutines and must be quick and safe for concurrent use.
 	Progress func(done, total int64)
+	// Budget bounds the bytes per second this copy reads from storage (the
+	// source, and the destination where a re-sync compares) and writes to
+	// it, each direction on its own (package qos). Its Limiters may be
+	// shared with other syncs and changed while they run. Clones move no
+	// bytes and are not charged. The zero Budget is unlimited.
+	Budget qos.Budget
 	// Logger receives debug records (method choices, fallbacks). nil
 	// discards them.
 	Logger *slog.Logger
@@ -106,4 +114,7 @@ type Stats struct {
 	Method Method
 	// Elapsed is the wall time of the copy.
 	Elapsed time.Duration
+	// Throttled is the time the copy's workers spent waiting on
+	// Options.Budget, summed over the workers (up to 16 wait at once).
+	Throttled time.Duration
 }

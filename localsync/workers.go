@@ -119,7 +119,9 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 		chunk = kernelChunk
 	}
 	if send(jobCopy, missing, chunk) {
-		send(jobCompare, both, bufSize)
+		// A comparison reads both sides of its job before it waits again:
+		// under a budget, jobs of one piece keep the rate steady.
+		send(jobCompare, both, e.limit(bufSize))
 	}
 	close(jobs)
 	wg.Wait()

@@ -25,6 +25,7 @@ type Limiter struct {
 	bucket *rate.Limiter
 	bps    atomic.Int64 // bytes per second; 0: unlimited
 	waited atomic.Int64 // nanoseconds callers spent waiting on this limiter
+	bytes  atomic.Int64 // bytes asked for through Wait
 }
 
 // NewLimiter returns a limiter of bytesPerSecond (0 or less: unlimited).
@@ -82,6 +83,16 @@ func (l *Limiter) Waited() time.Duration {
 	return time.Duration(l.waited.Load())
 }
 
+// Bytes is the total asked for through Wait on this limiter or its
+// children, limited or not: what the callers moved in the direction this
+// limiter bounds.
+func (l *Limiter) Bytes() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.bytes.Load()
+}
+
 // Piece is the most bytes a caller should move between two calls to Wait
 // so that the rate holds over short windows: a tenth of a second of the
 // slowest limit on the chain, from 4 KiB to 256 KiB. 0 means no limit
@@ -102,6 +113,12 @@ func piece(bps int64) int64 { return min(max(bps/10, minPiece), maxPiece) }
 // pieces (see Piece), so a large n is spread over time instead of being one
 // burst. On a cancelled context the piece being waited for is given back.
 func (l *Limiter) Wait(ctx context.Context, n int64) error {
+	if l == nil {
+		return ctx.Err()
+	}
+	for c := l; c != nil; c = c.parent {
+		c.bytes.Add(max(n, 0))
+	}
 	for n > 0 {
 		p := l.Piece()
 		if p == 0 {
