@@ -73,7 +73,8 @@ type engine struct {
 	cloned, cfrBytes, rwBytes, unchanged atomic.Int64
 	punched, zeroed, zeroBytes           atomic.Int64
 	dirty                                atomic.Int64 // written since the last writeback kick
-	throttled                            atomic.Int64 // nanoseconds workers waited on opts.Budget
+	throttled                            atomic.Int64 // nanoseconds workers waited on opts.Budget, summed
+	workers                              atomic.Int64 // the most workers that ran at once
 
 	// Cold ranges are read with O_DIRECT (the source in a full
 	// read/write copy and a re-sync, the destination in a re-sync); nil:
@@ -89,7 +90,9 @@ func (e *engine) stats() Stats {
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
 		DirectReadBytes: e.srcCold.DirectBytes() + e.dstCold.DirectBytes(),
-		Throttled:       time.Duration(e.throttled.Load()),
+	}
+	if w := e.workers.Load(); w > 0 {
+		st.Throttled = time.Duration(e.throttled.Load() / w)
 	}
 	for m, n := range map[Method]int64{MethodReflink: st.ClonedBytes, MethodCopyRange: e.cfrBytes.Load(), MethodReadWrite: e.rwBytes.Load()} {
 		if n == 0 {

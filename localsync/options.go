@@ -114,7 +114,8 @@ type Stats struct {
 	Method Method
 	// Elapsed is the wall time of the copy.
 	Elapsed time.Duration
-	// Throttled is the time the copy's workers spent waiting on
-	// Options.Budget, summed over the workers (up to 16 wait at once).
+	// Throttled is the time the copy spent waiting on Options.Budget: the
+	// waits of its workers, which run in parallel, averaged over them. Near
+	// Elapsed, the budget set the pace; near 0, the storage did.
 	Throttled time.Duration
 }

@@ -49,6 +49,9 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 	if both.Len() > 0 {
 		workers = 2 * inFlight
 	}
+	if int64(workers) > e.workers.Load() {
+		e.workers.Store(int64(workers))
+	}
 	for range workers {
 		wg.Go(func() {
 			w := worker{e: e}

@@ -19,6 +19,7 @@ type localOpts struct {
 	atomic, noSync, detectZeros bool
 	json                        bool
 	progressDelay               time.Duration
+	qos                         qosFlags
 }
 
 func newLocalCommand(g *globalOpts) *cobra.Command {
@@ -36,7 +37,12 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"--json prints one object {\"src\", \"dst\", \"size\", \"data_bytes\", \"cloned_bytes\", \"copied_bytes\",\n" +
 			"\"unchanged_bytes\", \"punched_bytes\", \"zero_filled_bytes\" (zeros written where a hole could not be\n" +
 			"punched, e.g. on a block device), \"zero_bytes\" (all-zero source blocks left as holes, --detect-zeros),\n" +
-			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"method\", \"seconds\"}.\n" +
+			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"method\", \"seconds\",\n" +
+			"\"bwlimit\" (bytes per second, 0: unlimited), \"throttled_seconds\" (how long the copy waited on\n" +
+			"--bwlimit: its parallel workers' waits, averaged)}.\n\n" +
+			"--bwlimit RATE bounds what SRC and DST are read at and what DST is written at, each on its own: a full\n" +
+			"copy of D bytes of data takes about D/RATE, a re-sync (which reads both files) about 2D/RATE. Clones\n" +
+			"move no bytes and are not limited.\n" +
 			exitCodesHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,6 +57,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 	f.BoolVar(&opts.detectZeros, "detect-zeros", false, "turn all-zero blocks of SRC's data into holes")
 	f.BoolVar(&opts.json, "json", false, "print the result as one JSON object")
 	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
+	opts.qos.register(f)
 	return cmd
 }
 
@@ -69,6 +76,8 @@ type localResult struct {
 	DirectReadBytes int64   `json:"direct_read_bytes"`
 	Method          string  `json:"method"`
 	Seconds         float64 `json:"seconds"`
+	Bwlimit         int64   `json:"bwlimit"`
+	ThrottledSecs   float64 `json:"throttled_seconds"`
 }
 
 // methodName is Stats.Method as printed: "none" when no data had to move.
@@ -88,7 +97,11 @@ func localOptions(opts *localOpts) (localsync.Options, error) {
 	if err != nil {
 		return localsync.Options{}, usageError{fmt.Errorf("--reflink: %w", err)}
 	}
-	o := localsync.Options{Method: m, Reflink: r, Atomic: opts.atomic, NoSync: opts.noSync, DetectZeros: opts.detectZeros}
+	budget, _, err := opts.qos.budget()
+	if err != nil {
+		return localsync.Options{}, err
+	}
+	o := localsync.Options{Method: m, Reflink: r, Atomic: opts.atomic, NoSync: opts.noSync, DetectZeros: opts.detectZeros, Budget: budget}
 	if err := o.Validate(); err != nil {
 		return o, usageError{err}
 	}
@@ -123,6 +136,7 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
 			ZeroFilledBytes: st.ZeroedBytes, ZeroBytes: st.ZeroBytes, DirectReadBytes: st.DirectReadBytes,
 			Method: methodName(st.Method), Seconds: st.Elapsed.Seconds(),
+			Bwlimit: o.Budget.Read.Rate(), ThrottledSecs: st.Throttled.Seconds(),
 		})
 	}
 	_, err = io.WriteString(g.stdout, statsText(src, dst, st))
@@ -139,6 +153,9 @@ func statsText(src, dst string, st localsync.Stats) string {
 	}
 	if st.ZeroBytes > 0 {
 		s += fmt.Sprintf(", zero blocks left as holes %s", bytesize.Format(st.ZeroBytes))
+	}
+	if st.Throttled > 0 {
+		s += fmt.Sprintf(", waited %.3fs on --bwlimit", st.Throttled.Seconds())
 	}
 	return s + fmt.Sprintf(" (%s, %.3fs)\n", methodName(st.Method), st.Elapsed.Seconds())
 }

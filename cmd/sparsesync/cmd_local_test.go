@@ -33,8 +33,8 @@ func TestLocalJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	assert.Equal(t, []string{"cloned_bytes", "copied_bytes", "data_bytes", "direct_read_bytes", "dst", "method", "punched_bytes",
-		"seconds", "size", "src", "unchanged_bytes", "zero_bytes", "zero_filled_bytes"}, keys)
+	assert.Equal(t, []string{"bwlimit", "cloned_bytes", "copied_bytes", "data_bytes", "direct_read_bytes", "dst", "method", "punched_bytes",
+		"seconds", "size", "src", "throttled_seconds", "unchanged_bytes", "zero_bytes", "zero_filled_bytes"}, keys)
 	assert.Equal(t, src, got["src"])
 	assert.Equal(t, dst, got["dst"])
 	assert.EqualValues(t, l.Size, got["size"])
