@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"github.com/sparsesync/sparsesync/qos"
+
 	"bytes"
 	"context"
 	"errors"
@@ -49,6 +51,10 @@ type RebuildOptions struct {
 	// promise that no writer changes the source meanwhile. The disk agent
 	// (scheduler/disks) uses it: it holds the lock across a whole move.
 	SourceLocked bool
+	// Budget bounds the bytes per second the rebuild reads from storage
+	// and writes to it (package qos): the local copy and its verification
+	// read. The zero Budget is unlimited.
+	Budget qos.Budget
 
 	// fault, when set, is called before each step ("local", "tcp") with the
 	// file name; its error fails that step (tests only).
@@ -492,7 +498,7 @@ func (o *RebuildOptions) injected(step, name string) error {
 // extent to the same physical blocks of one device (a reflink copy, per
 // FIEMAP) that is proof without reading; otherwise it compares byte for
 // byte over the data of either (holes of both read as zeros, unread).
-func verifyCopy(ctx context.Context, src, dst string) error {
+func verifyCopy(ctx context.Context, src, dst string, read *qos.Limiter) error {
 	if ok, err := sameBlocks(ctx, src, dst); err != nil || ok {
 		return err
 	}
@@ -524,6 +530,12 @@ func verifyCopy(ctx context.Context, src, dst string) error {
 				return err
 			}
 			n := min(int64(len(a)), e.End()-off)
+			if p := read.Piece(); p > 0 {
+				n = min(n, max(p/2, 4096)) // both reads in one piece: a steady rate
+			}
+			if err := read.Wait(ctx, 2*n); err != nil {
+				return err
+			}
 			if _, err := sf.ReadAt(a[:n], off); err != nil && !errors.Is(err, io.EOF) {
 				return err
 			}

@@ -379,11 +379,11 @@ func copyLocal(ctx context.Context, source, target string, names []string, o *Re
 		if _, err := os.Lstat(dst); err != nil {
 			created = append(created, dst)
 		}
-		cst, err := localsync.Copy(ctx, src, dst, localsync.Options{Logger: o.Logger})
+		cst, err := localsync.Copy(ctx, src, dst, localsync.Options{Logger: o.Logger, Budget: o.Budget})
 		if err != nil {
 			return files, err
 		}
-		if err := verifyCopy(ctx, src, dst); err != nil {
+		if err := verifyCopy(ctx, src, dst, o.Budget.Read); err != nil {
 			return files, err
 		}
 		files = append(files, RebuildFile{Name: name, CopiedBytes: cst.CopiedBytes, ClonedBytes: cst.ClonedBytes, UnchangedBytes: cst.UnchangedBytes})

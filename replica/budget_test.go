@@ -1,0 +1,34 @@
+package replica
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/qos"
+)
+
+// TestRebuildChargesItsBudget checks that a local rebuild asks its budget
+// for what it moves: every byte the copy writes, and for reads the copy's
+// and the verification's (which reads both files). The rate is qos's to
+// hold; here it is too high to wait.
+func TestRebuildChargesItsBudget(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	makeSource(t, src, 32<<20, 2<<20)
+	b := qos.NewBudget(8 << 30)
+	st, err := Rebuild(t.Context(), src, dst, &RebuildOptions{Budget: b})
+	require.NoError(t, err)
+	require.Equal(t, exportBytes(t, src), exportBytes(t, dst))
+	var copied, cloned int64
+	for _, f := range st.Files {
+		copied += f.CopiedBytes
+		cloned += f.ClonedBytes
+	}
+	require.Equal(t, copied, b.Write.Bytes(), "every byte written is charged: %+v", st.Files)
+	if cloned == 0 {
+		require.Positive(t, copied)
+		require.GreaterOrEqual(t, b.Read.Bytes(), 3*copied, "the copy reads the data once, the verification twice")
+	}
+}
