@@ -57,6 +57,24 @@ func (e *engine) probeClone() error {
 	return nil
 }
 
+// cloneWorks reports whether ranges of the source can be cloned into the
+// destination, probing once (probeClone) when no clone was tried yet.
+func (e *engine) cloneWorks() bool {
+	switch e.clone.state.Load() {
+	case stWorks:
+		return true
+	case stUnsupported:
+		return false
+	}
+	if err := e.probeClone(); err != nil {
+		e.log.Debug("localsync: no reflink, a re-sync compares", "dst", e.dst.Name(), "err", err)
+		e.clone.state.Store(stUnsupported)
+		return false
+	}
+	e.clone.state.Store(stWorks)
+	return true
+}
+
 // copy moves [off, off+n) of source data into a destination hole: reflink
 // where aligned and possible, else copy_file_range, else read/write.
 func (w *worker) copy(off, n int64) error {

@@ -124,6 +124,20 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		e.done.Add(shared.Bytes())
 		both = both.Difference(shared)
 	}
+	if both.Len() > 0 && e.allowClone && !e.cloneOnly {
+		// Re-sync by cloning: where source and destination share a
+		// filesystem that can reflink, the destination's unshared data
+		// becomes the source's blocks, range by range, with no byte read
+		// or written (as cp --reflink re-copies a file, but ranges
+		// already shared are left alone). Ranges shorter than cloneRunMin
+		// are compared instead: each FICLONERANGE is a transaction that
+		// flushes its source range, and thousands of small ones cost more
+		// than reading them (writeChanged). Reflink never compares all.
+		if long := longRanges(both, cloneRunMin); long.Len() > 0 && e.cloneWorks() {
+			missing = missing.Union(long)
+			both = both.Difference(long)
+		}
+	}
 	// Whatever is read from a regular file, in a full read/write copy or
 	// a comparison, is read directly where it is cold.
 	e.srcCold = coldread.New(src)
@@ -142,6 +156,21 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		return e.stats(), err
 	}
 	return e.stats(), e.checkSource(info)
+}
+
+// longRanges returns the extents of m at least min bytes long.
+func longRanges(m sparse.Map, min int64) sparse.Map {
+	var long []sparse.Extent
+	for _, x := range m.Extents() {
+		if x.Len >= min {
+			long = append(long, x)
+		}
+	}
+	out, err := sparse.NewMap(m.Size(), long...)
+	if err != nil { // a subset of a valid map is valid
+		panic(err)
+	}
+	return out
 }
 
 // sharedRanges returns the parts of within where the destination maps the

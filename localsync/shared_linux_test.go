@@ -47,10 +47,21 @@ func TestSharedWithThirdFiles(t *testing.T) {
 			reflinkFile(t, p("snap-src"), p("src"))
 			reflinkFile(t, p("snap-dst"), p("dst"))
 
-			st, err := localsync.Copy(t.Context(), p("src"), p("dst"), localsync.Options{})
+			// Compared (reflink never): only the 5 differing blocks written.
+			reflinkFile(t, p("snap-dst"), p("dst-auto"))
+			st, err := localsync.Copy(t.Context(), p("src"), p("dst"), localsync.Options{Reflink: localsync.ReflinkNever})
 			require.NoError(t, err)
 			require.Equal(t, a, fileBytes(t, p("dst")), "destination not exact")
 			require.Equal(t, 5*4096, int(st.CopiedBytes+st.ClonedBytes), "%+v", st)
+			checkStatsAdd(t, st)
+
+			// Re-synced by cloning (reflink auto): the destination's blocks,
+			// shared with its own snapshot, become the source's, unread.
+			st, err = localsync.Copy(t.Context(), p("src"), p("dst-auto"), localsync.Options{})
+			require.NoError(t, err)
+			require.Equal(t, a, fileBytes(t, p("dst-auto")), "destination not exact")
+			require.Equal(t, int64(len(a)), st.ClonedBytes, "%+v", st)
+			require.Zero(t, st.CopiedBytes+st.DirectReadBytes, "%+v", st)
 			checkStatsAdd(t, st)
 
 			// A clone of the source is equal unread, all of it.
