@@ -43,7 +43,7 @@
 //
 // The targets run on tmpfs by default. As root with SPARSESYNC_HEAVY=1 (as
 // .ci/run sets) the seed corpus also runs on ext4, XFS (reflink) and btrfs
-// loop filesystems (internal/loopfs), where
+// loop filesystems (internal/testutil/loopfs), where
 // clones and FIEMAP sharing are real; when fuzzing, SPARSESYNC_FUZZ_FS picks
 // the filesystem (tmpfs, ext4, xfs or btrfs).
 package fuzz

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 	"golang.org/x/sys/unix"
 )
 
