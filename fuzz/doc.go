@@ -1,7 +1,7 @@
 // Package fuzz drives generated file layouts through every sync path of
 // sparsesync and checks each result against oracles that do not share our
 // code: a plain read of the bytes, a plain SEEK_DATA/SEEK_HOLE loop, st_blocks
-// and the rules the README states.
+// and the rules the documentation (README.md, docs/) states.
 //
 // The package has no API; it is its tests. Each fuzz target decodes the
 // fuzzer's bytes into a case:
