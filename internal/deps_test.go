@@ -93,7 +93,7 @@ const depsRules = `
 	# Replicas, and what works on them.
 	internal/dirlock, localsync, tcpsync < replica;
 	internal/bytesize, replica, scheduler/longhorn < scheduler/disks;
-	bench/stats, internal/bytesize, internal/patternfile, replica,
+	bench/stats, internal/bytesize, internal/coldread, internal/patternfile, replica,
 	github.com/google/pprof/profile
 	< bench;
 
