@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rules says which of the README's rules a result must follow.
+// rules says which of the documented rules (docs/local.md, docs/network.md) a result must follow.
 type rules struct {
 	// keepData: every data range of the source is a data range of the
 	// result (localsync without DetectZeros: all-zero data stays data).
