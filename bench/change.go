@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/patternfile"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -87,9 +87,9 @@ func pickBlocks(data sparse.Map, n int64, size int64, rng *rand.Rand) []int64 {
 }
 
 // changed fills b with new content for offset off: never zero, and never
-// equal to what layout.Pattern wrote there.
+// equal to what patternfile.Pattern wrote there.
 func changed(b []byte, off int64) {
-	layout.Pattern(b, off)
+	patternfile.Pattern(b, off)
 	for i := range b {
 		b[i] ^= 0x5a
 		if b[i] == 0 {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -90,7 +91,7 @@ func measureFloor(ctx context.Context, reads []string, out string, writeBytes in
 		}()
 		for range floorQD {
 			wg.Go(func() {
-				buf := alignedBuf(floorChunk)
+				buf := coldread.AlignedBuffer(floorChunk)
 				for c := range next {
 					b := buf[:c.Len]
 					var err error

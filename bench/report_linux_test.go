@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/bench"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // toolsRequired turns a missing tool into a failure (as CI sets it).

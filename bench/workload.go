@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/patternfile"
 )
 
 const (
@@ -59,26 +59,26 @@ func Workloads() []Workload {
 		{Name: "sparse-10pct", Size: 2 * gib,
 			Description: "2 GiB, 10% data in about 160 extents (64 KiB to 2.5 MiB)",
 			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
-				return layout.Write(p, scatter(size, 10, 160, seed))
+				return patternfile.Write(p, scatter(size, 10, 160, seed))
 			}},
 		{Name: "tiny-extents", Size: 100_000 * 8 * kib,
 			Description: "100,000 extents of 4 KiB, one every 8 KiB",
 			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
-				l := layout.Layout{Name: "tiny-extents", Size: size}
+				l := patternfile.Layout{Name: "tiny-extents", Size: size}
 				for off := int64(0); off+blk <= size; off += 2 * blk {
-					l.Data = append(l.Data, layout.Range{Off: off, Len: blk})
+					l.Data = append(l.Data, patternfile.Range{Off: off, Len: blk})
 				}
-				return layout.Write(p, l)
+				return patternfile.Write(p, l)
 			}},
 		{Name: "dense", Size: gib,
 			Description: "1 GiB, all data",
 			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
-				return layout.Write(p, layout.Layout{Name: "dense", Size: size, Data: []layout.Range{{Off: 0, Len: size}}})
+				return patternfile.Write(p, patternfile.Layout{Name: "dense", Size: size, Data: []patternfile.Range{{Off: 0, Len: size}}})
 			}},
 		{Name: "sparse-1pct-large", Size: 8 * gib,
 			Description: "8 GiB, 1% data in about 160 extents",
 			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
-				return layout.Write(p, scatter(size, 1, 160, seed))
+				return patternfile.Write(p, scatter(size, 1, 160, seed))
 			}},
 		{Name: "vm-image", Size: 2 * gib,
 			Description: "2 GiB ext4 image made by mkfs.ext4 -d from a real directory tree (/usr/share)",
@@ -115,19 +115,19 @@ func (w Workload) Generate(ctx context.Context, path string, g GenOptions) error
 // scatter lays out extents data extents holding pct percent of size: the
 // file is cut into that many equal slots and each slot gets one extent of
 // 0.5 to 1.5 times the mean length, 4 KiB aligned, at a random place.
-func scatter(size int64, pct, extents int, seed uint64) layout.Layout {
+func scatter(size int64, pct, extents int, seed uint64) patternfile.Layout {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	slot := size / int64(extents) / blk * blk
 	if slot < 2*blk {
 		slot, extents = 2*blk, int(size/(2*blk))
 	}
 	mean := slot * int64(pct) / 100
-	l := layout.Layout{Name: "scatter", Size: size}
+	l := patternfile.Layout{Name: "scatter", Size: size}
 	for i := range int64(extents) {
 		n := (mean/2 + rng.Int64N(mean+1)) / blk * blk
 		n = min(max(n, blk), slot)
 		off := i*slot + rng.Int64N((slot-n)/blk+1)*blk
-		l.Data = append(l.Data, layout.Range{Off: off, Len: n})
+		l.Data = append(l.Data, patternfile.Range{Off: off, Len: n})
 	}
 	return l
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/sparsesync/sparsesync/bench"
-	"github.com/sparsesync/sparsesync/internal/layout"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // TestWorkloadsAreSeeded: the same seed gives the same bytes and holes, a

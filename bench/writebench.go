@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/replica"
 )
 
@@ -73,7 +74,7 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 // times (replica's counter benchmarks switch its counter mode between
 // measurements).
 func FillReplica(ctx context.Context, r *replica.Replica) error {
-	buf := alignedBuf(1 << 20)
+	buf := coldread.AlignedBuffer(1 << 20)
 	for i := range buf {
 		buf[i] = byte(i*7 + 1)
 	}
@@ -105,7 +106,7 @@ func MeasureWrites(ctx context.Context, r *replica.Replica, qd int, d time.Durat
 	for w := range qd {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w)+1, uint64(start.UnixNano())))
-			b := alignedBuf(replica.BlockSize)
+			b := coldread.AlignedBuffer(replica.BlockSize)
 			for i := range b {
 				b[i] = byte(w + i)
 			}

@@ -1,7 +1,7 @@
 // Package fuzz drives generated file layouts through every sync path of
 // sparsesync and checks each result against oracles that do not share our
 // code: a plain read of the bytes, a plain SEEK_DATA/SEEK_HOLE loop, st_blocks
-// and the rules the README states.
+// and the rules the documentation (README.md, docs/) states.
 //
 // The package has no API; it is its tests. Each fuzz target decodes the
 // fuzzer's bytes into a case:
@@ -43,7 +43,7 @@
 //
 // The targets run on tmpfs by default. As root with SPARSESYNC_HEAVY=1 (as
 // .ci/run sets) the seed corpus also runs on ext4, XFS (reflink) and btrfs
-// loop filesystems (internal/loopfs), where
+// loop filesystems (internal/testutil/loopfs), where
 // clones and FIEMAP sharing are real; when fuzzing, SPARSESYNC_FUZZ_FS picks
 // the filesystem (tmpfs, ext4, xfs or btrfs).
 package fuzz

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // FSEnv names the filesystem a fuzzing run (go test -fuzz) uses.

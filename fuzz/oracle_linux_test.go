@@ -10,11 +10,11 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 	"golang.org/x/sys/unix"
 )
 
-// rules says which of the README's rules a result must follow.
+// rules says which of the documented rules (docs/local.md, docs/network.md) a result must follow.
 type rules struct {
 	// keepData: every data range of the source is a data range of the
 	// result (localsync without DetectZeros: all-zero data stays data).

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/bench/benchtest"
 	"github.com/sparsesync/sparsesync/bench/stats"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
-	"github.com/sparsesync/sparsesync/internal/workloadbench"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
@@ -22,7 +22,7 @@ import (
 func BenchmarkWorkloads(b *testing.B) {
 	for _, place := range benchPlaces(b, loopfs.Ext4, loopfs.XFS) {
 		inPlace(b, place, func(b *testing.B, dir string) {
-			workloadbench.Each(b, dir, func(b *testing.B, _ bench.Workload, base string) {
+			benchtest.Each(b, dir, func(b *testing.B, _ bench.Workload, base string) {
 				for _, sc := range bench.Scenarios() {
 					b.Run(sc, func(b *testing.B) { benchScenario(b, dir, base, sc) })
 				}
@@ -32,7 +32,7 @@ func BenchmarkWorkloads(b *testing.B) {
 }
 
 func benchScenario(b *testing.B, dir, base, scenario string) {
-	src, dst := workloadbench.Source(b, base, scenario), filepath.Join(dir, "dst")
+	src, dst := benchtest.Source(b, base, scenario), filepath.Join(dir, "dst")
 	defer os.Remove(dst)
 	var times []time.Duration
 	for b.Loop() {

@@ -3,6 +3,8 @@ package replica
 import (
 	"sync"
 	"unsafe"
+
+	"github.com/sparsesync/sparsesync/internal/coldread"
 )
 
 // nStripes is the number of block lock stripes: block b is guarded by
@@ -67,15 +69,12 @@ var bouncePool = sync.Pool{New: func() any {
 }}
 
 // alignedBuf returns n bytes whose address is a multiple of BlockSize, as
-// O_DIRECT requires.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+BlockSize)
-	o := int(uintptr(unsafe.Pointer(&b[0])) & (BlockSize - 1))
-	if o != 0 {
-		o = BlockSize - o
-	}
-	return b[o : o+n : o+n]
-}
+// O_DIRECT requires: coldread.AlignedBuffer, the module's one aligned
+// buffer, whose alignment is BlockSize (the array below does not compile
+// otherwise).
+func alignedBuf(n int) []byte { return coldread.AlignedBuffer(n) }
+
+var _ [0]struct{} = [BlockSize - coldread.Align]struct{}{}
 
 func isAligned(p []byte) bool {
 	return len(p) == 0 || uintptr(unsafe.Pointer(&p[0]))&(BlockSize-1) == 0

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // BenchmarkRebuild rebuilds a replica (1 GiB volume, 384 MiB of data in a

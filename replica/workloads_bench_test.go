@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/bench/benchtest"
 	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/coldread"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
-	"github.com/sparsesync/sparsesync/internal/workloadbench"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -25,8 +25,8 @@ import (
 //
 //	go test -run '^$' -bench WorkloadExport -benchtime 3x ./replica -args -workload-scale 1
 func BenchmarkWorkloadExport(b *testing.B) {
-	dir := workloadbench.Dir(b)
-	workloadbench.Each(b, dir, func(b *testing.B, w bench.Workload, base string) {
+	dir := benchtest.Dir(b)
+	benchtest.Each(b, dir, func(b *testing.B, w bench.Workload, base string) {
 		rdir, out := filepath.Join(dir, "r"), filepath.Join(dir, "vol.img")
 		defer os.RemoveAll(rdir)
 		defer os.Remove(out)
@@ -47,7 +47,7 @@ func BenchmarkWorkloadExport(b *testing.B) {
 				b.Fatal(err)
 			}
 			times = append(times, time.Since(start))
-			if want := w.ScaledSize(workloadbench.Gen()); st.Size != want {
+			if want := w.ScaledSize(benchtest.Gen()); st.Size != want {
 				b.Fatalf("exported a volume of %d bytes, want %d", st.Size, want)
 			}
 		}

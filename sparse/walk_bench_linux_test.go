@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 )
 
 var benchDir = flag.String("sparse.benchdir", "", "directory for benchmark files (default: a temporary directory; point it at a real disk's mount to measure one)")

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 )
 
 // FuzzWalk builds a file from a script of writes, punches and truncates and

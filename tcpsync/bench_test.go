@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/bench/stats"
-	"github.com/sparsesync/sparsesync/internal/layout"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // measurement is one run of one tool: wall time, CPU of each side, wire bytes.

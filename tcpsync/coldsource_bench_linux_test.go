@@ -9,8 +9,8 @@ import (
 
 	"github.com/sparsesync/sparsesync/bench/stats"
 	"github.com/sparsesync/sparsesync/internal/coldread"
-	"github.com/sparsesync/sparsesync/internal/layout"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // BenchmarkColdPush: a full push over loopback of a cold source (1 GiB,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 )
 
 // streamConn is a net.Conn that reads a fixed byte stream and discards writes.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sparsesync/sparsesync/bench/stats"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // BenchmarkReadBack measures what the read-back costs (ReadBack): the

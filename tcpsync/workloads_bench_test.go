@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/bench/benchtest"
 	"github.com/sparsesync/sparsesync/bench/stats"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
-	"github.com/sparsesync/sparsesync/internal/workloadbench"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
@@ -25,7 +25,7 @@ import (
 //
 //	go test -run '^$' -bench Workloads -benchtime 3x ./tcpsync -args -workload-scale 1
 func BenchmarkWorkloads(b *testing.B) {
-	dir := workloadbench.Dir(b)
+	dir := benchtest.Dir(b)
 	root := filepath.Join(dir, "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		b.Fatal(err)
@@ -41,7 +41,7 @@ func BenchmarkWorkloads(b *testing.B) {
 			b.Error(err)
 		}
 	}()
-	workloadbench.Each(b, dir, func(b *testing.B, _ bench.Workload, base string) {
+	benchtest.Each(b, dir, func(b *testing.B, _ bench.Workload, base string) {
 		for _, sc := range bench.Scenarios() {
 			b.Run(sc, func(b *testing.B) { benchPush(b, addr, root, base, sc) })
 		}
@@ -51,7 +51,7 @@ func BenchmarkWorkloads(b *testing.B) {
 // benchPush times pushes of the workload at base, changed by scenario
 // (unless it is the copy), to the server at addr whose root is root.
 func benchPush(b *testing.B, addr, root, base, scenario string) {
-	src := workloadbench.Source(b, base, scenario)
+	src := benchtest.Source(b, base, scenario)
 	defer emptyDir(b, root)
 	var times []time.Duration
 	var wire []int64

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -93,9 +92,7 @@ func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
 		res.Moves = []ganeti.PlannedMove{}
 	}
 	if opts.json {
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSONLine(g.stdout, res)
 	}
 	return printBalance(g.stdout, res)
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -164,7 +163,7 @@ func parseDisk(s string) (disks.DiskConfig, error) {
 		k, v, _ := strings.Cut(p, "=")
 		switch k {
 		case "reserved":
-			n, err := parseBytes(v)
+			n, err := bytesize.Parse(v)
 			if err != nil {
 				return d, fmt.Errorf("--disk %q: reserved: %w", s, err)
 			}
@@ -178,24 +177,6 @@ func parseDisk(s string) (disks.DiskConfig, error) {
 		}
 	}
 	return d, nil
-}
-
-// parseBytes parses a byte count with an optional binary suffix K, M, G, T
-// (or KiB, MiB, GiB, TiB).
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "IB"), "B")
-	if n := len(t); n > 0 {
-		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
-			mult = int64(1) << (10 * (i + 1))
-			t = t[:n-1]
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a byte count", s)
-	}
-	return n * mult, nil
 }
 
 func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(string) bool) error {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/scheduler/disks"
 )
@@ -123,18 +123,6 @@ func TestDisksConfigFile(t *testing.T) {
 	_, errOut, code, _ = runCLI(t, "disks", "--config", cfg)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, cfg+`: json: unknown field "colour"`)
-}
-
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "512": 512, "4K": 4096, "4KiB": 4096, "10M": 10 << 20, "2g": 2 << 30, "1T": 1 << 40, "3GB": 3 << 30} {
-		got, err := parseBytes(in)
-		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "-1", "K", "1X", "1.5G", "99999999999T"} {
-		_, err := parseBytes(in)
-		require.Error(t, err, in)
-	}
 }
 
 // TestDisksMetrics runs the agent with --interval and --metrics and scrapes

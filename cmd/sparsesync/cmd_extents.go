@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -83,7 +82,7 @@ func runExtents(ctx context.Context, g *globalOpts, opts extentsOptions, path st
 		for _, e := range m.Extents() {
 			doc.Extents = append(doc.Extents, extentJSON{e.Off, e.Len})
 		}
-		if err := json.NewEncoder(out).Encode(doc); err != nil {
+		if err := writeJSONLine(out, doc); err != nil {
 			return err
 		}
 		return out.Flush()

@@ -1,6 +1,6 @@
 package main
 
-// The matrix compares with internal/layout's SEEK_DATA/SEEK_HOLE walk,
+// The matrix compares with internal/testutil/layout's SEEK_DATA/SEEK_HOLE walk,
 // which is Linux's.
 
 import (
@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sparsesync/sparsesync/internal/layout"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
 // TestExtentsJSONMatrix is the acceptance check: on ext4, XFS, btrfs and

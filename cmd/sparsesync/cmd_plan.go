@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -143,12 +142,6 @@ func planNow(opts *planOpts) (time.Time, error) {
 	return t, nil
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func runPlanPlace(ctx context.Context, g *globalOpts, opts *planOpts) error {
 	now, err := planNow(opts)
 	if err != nil {
@@ -163,7 +156,7 @@ func runPlanPlace(ctx context.Context, g *globalOpts, opts *planOpts) error {
 		return fmt.Errorf("plan place: %w", err)
 	}
 	if opts.json {
-		return writeJSON(g.stdout, plan)
+		return writeJSONLine(g.stdout, plan)
 	}
 	_, err = io.WriteString(g.stdout, plan.Text())
 	return err
@@ -186,7 +179,7 @@ func runPlanRebalance(ctx context.Context, g *globalOpts, opts *planOpts) error 
 	// At the pass limit every computed pass is printed before the error.
 	var werr error
 	if opts.json {
-		werr = writeJSON(g.stdout, plan)
+		werr = writeJSONLine(g.stdout, plan)
 	} else {
 		_, werr = io.WriteString(g.stdout, plan.Text())
 	}
@@ -212,7 +205,7 @@ func runPlanCPU(ctx context.Context, g *globalOpts, opts *planOpts) error {
 			return fmt.Errorf("plan cpu: %w", err)
 		}
 		if opts.json {
-			return writeJSON(g.stdout, struct {
+			return writeJSONLine(g.stdout, struct {
 				Changes []longhorn.Change `json:"changes"`
 			}{changes})
 		}
@@ -221,7 +214,7 @@ func runPlanCPU(ctx context.Context, g *globalOpts, opts *planOpts) error {
 	}
 	plan := longhorn.PlanCPU(c)
 	if opts.json {
-		err = writeJSON(g.stdout, plan)
+		err = writeJSONLine(g.stdout, plan)
 	} else {
 		_, err = io.WriteString(g.stdout, plan.Text())
 	}

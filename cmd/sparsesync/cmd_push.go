@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -257,7 +256,7 @@ type syncResult struct {
 
 func printResult(g *globalOpts, asJSON bool, verb, src, dst string, st tcpsync.Stats) error {
 	if asJSON {
-		return json.NewEncoder(g.stdout).Encode(syncResult{Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes,
+		return writeJSONLine(g.stdout, syncResult{Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes,
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
 			WireBytesSent: st.WireBytesSent, WireBytesReceived: st.WireBytesReceived, Seconds: st.Elapsed.Seconds(),
 			Verified: st.Verified, ReadBack: st.ReadBack})

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/bench"
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/replica"
 )
 
@@ -42,31 +43,14 @@ rebuild (copy a replica: local first, TCP fallback).
 	return cmd
 }
 
-// parseReplicaSize parses a byte count with an optional K/M/G/T suffix
-// (powers of 1024; "KiB" and "k" spellings too).
+// parseReplicaSize parses a volume or filesystem size (bytesize.Parse),
+// which must be positive.
 func parseReplicaSize(s string) (int64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	mult := int64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:len(t)-1]
-		}
+	n, err := bytesize.Parse(s)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("invalid size %q: must be positive", s)
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	return n * mult, nil
+	return n, err
 }
 
 type replicaCreateOptions struct {

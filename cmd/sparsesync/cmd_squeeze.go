@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,9 +129,7 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 			ScoreBefore float64              `json:"score_before"`
 			ScoreAfter  float64              `json:"score_after"`
 		}{res.Action, res.Nodes, res.Moves, res.Commands, res.ScoreBefore, res.ScoreAfter}
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSONLine(g.stdout, out)
 	}
 	return printSqueeze(g.stdout, res, opts)
 }

@@ -31,10 +31,13 @@ func percent(part, whole int64) string {
 	return fmt.Sprintf("%.2f%%", 100*float64(part)/float64(whole))
 }
 
-// writeJSONLine prints v as one compact JSON object and a newline.
+// writeJSONLine is the one JSON emitter of every --json output: v as one
+// compact object and a newline (a stream of them is JSON Lines, as the
+// disks agent's events are), with <, > and & written as they are, not as
+// \u003c escapes, so paths and "->" stay readable.
 func writeJSONLine(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // "->" stays readable
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 

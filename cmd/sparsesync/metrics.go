@@ -13,7 +13,7 @@ import (
 
 // serveMetrics are the Prometheus metrics of `sparsesync serve --metrics`,
 // in a registry of their own (no global state) with the standard process
-// and Go runtime collectors. The README's "Metrics" table lists them.
+// and Go runtime collectors. The "Metrics" table of docs/network.md lists them.
 type serveMetrics struct {
 	reg      *prometheus.Registry
 	syncs    *prometheus.CounterVec

@@ -93,15 +93,15 @@ func TestServeMetrics(t *testing.T) {
 		require.Equal(t, typ, fams[name].GetType(), name)
 	}
 	require.NotContains(t, fams, "sparsesync_errors_total", "failures are syncs_total{result=\"error\"}")
-	// The README's Metrics table, row by row, and nothing undocumented.
+	// The documented Metrics table (docs/network.md), row by row, and nothing undocumented.
 	documented := readmeServeMetrics(t)
 	for name, typ := range documented {
-		require.Contains(t, fams, name, "README documents %s", name)
-		require.Equal(t, typ, strings.ToLower(fams[name].GetType().String()), "README's type of %s", name)
+		require.Contains(t, fams, name, "docs/network.md documents %s", name)
+		require.Equal(t, typ, strings.ToLower(fams[name].GetType().String()), "docs/network.md's type of %s", name)
 	}
 	for name := range fams {
 		if strings.HasPrefix(name, "sparsesync_") {
-			require.Contains(t, documented, name, "%s is not in the README's Metrics table", name)
+			require.Contains(t, documented, name, "%s is not in the Metrics table of docs/network.md", name)
 		}
 	}
 	require.Equal(t, 1.0, counterValue(t, fams, "sparsesync_syncs_total", map[string]string{"op": "push", "result": "ok"}))
@@ -126,14 +126,14 @@ func TestServeMetrics(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "--pprof serves profiles")
 }
 
-// readmeServeMetrics reads the README's "Metrics" table of serve: metric
+// readmeServeMetrics reads the "Metrics" table of serve in docs/network.md: metric
 // name to type ("counter", "histogram"), for the sparsesync_ rows.
 func readmeServeMetrics(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/network.md")
 	require.NoError(t, err)
 	_, after, ok := strings.Cut(string(b), "- **Metrics:** `serve --metrics ADDR`")
-	require.True(t, ok, "README has the serve Metrics paragraph")
+	require.True(t, ok, "docs/network.md has the serve Metrics paragraph")
 	row := regexp.MustCompile("(?m)^\\s*\\| `(sparsesync_[a-z_]+)` \\| ([a-z]+) \\|")
 	got := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(after[:strings.Index(after, "\n- **")], -1) {

@@ -67,33 +67,38 @@ func reachableTempDir() string {
 	}
 }
 
-// readmeSections are the README sections whose ```sh blocks the test runs.
-var readmeSections = []string{"## Quick start", "## Network sync", "## Replica directories"}
+// readmeSections are the sections whose ```sh blocks the test runs, in
+// order: the README's quick start, then the docs pages it links to.
+var readmeSections = []struct{ file, heading string }{
+	{"../../README.md", "## Quick start"},
+	{"../../docs/network.md", "# Network sync"},
+	{"../../docs/replicas.md", "## Replica directories"},
+}
 
 // readmeBlocks returns the ```sh blocks of those sections, in order.
 func readmeBlocks(t *testing.T) []string {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
 	var blocks []string
-	section, in := "", false
-	var cur strings.Builder
-	for line := range strings.SplitSeq(string(b), "\n") {
-		switch {
-		case in && line == "```":
-			blocks = append(blocks, cur.String())
-			cur.Reset()
-			in = false
-		case in:
-			cur.WriteString(line + "\n")
-		case strings.HasPrefix(line, "## "):
-			section = line
-		case line == "```sh":
-			for _, s := range readmeSections {
-				if strings.HasPrefix(section, s) {
-					in = true
-				}
+	for _, s := range readmeSections {
+		b, err := os.ReadFile(s.file)
+		require.NoError(t, err)
+		n := len(blocks)
+		section, in := "", false
+		var cur strings.Builder
+		for line := range strings.SplitSeq(string(b), "\n") {
+			switch {
+			case in && line == "```":
+				blocks = append(blocks, cur.String())
+				cur.Reset()
+				in = false
+			case in:
+				cur.WriteString(line + "\n")
+			case strings.HasPrefix(line, "#"):
+				section = line
+			case line == "```sh":
+				in = strings.HasPrefix(section, s.heading)
 			}
 		}
+		require.Greater(t, len(blocks), n, "%s has a ```sh block under %q", s.file, s.heading)
 	}
 	require.GreaterOrEqual(t, len(blocks), 4, "Quick start (2), network sync, replica blocks")
 	return blocks

@@ -28,3 +28,17 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestParse(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "4K": 4096, "4KiB": 4096, "4ki": 4096, " 4k ": 4096, "10M": 10 << 20, "2g": 2 << 30, "1T": 1 << 40, "3GB": 3 << 30} {
+		got, err := Parse(in)
+		if err != nil || got != want {
+			t.Errorf("Parse(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "K", "1X", "1.5G", "99999999999T", "1P"} {
+		if n, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) = %d, want an error", in, n)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/replica"
 	"github.com/sparsesync/sparsesync/scheduler/disks"
 )
@@ -103,7 +103,7 @@ func longhornVisible(t *testing.T, dirs map[string]string) map[string][]string {
 }
 
 // authoritative returns the directory that holds the replica called name
-// after a kill, read the way the README documents recovery: with no move
+// after a kill, read the way docs/disks.md documents recovery: with no move
 // record, its directory on the one disk holding it; with a record in phase
 // copy, the source (its home, or .sparsesync-disks/retired.<id> once
 // retired); in phase commit, the copy (its new home, or "new" beside the
@@ -268,7 +268,7 @@ func TestKillDuringMove(t *testing.T) {
 		require.Equal(t, []string{"d1"}, lh[bystander], "rep %d", rep)
 		require.Len(t, lh, len(lh[name])+1, "rep %d: Longhorn would see %v", rep, lh)
 
-		// The replica's one authoritative directory, found as the README
+		// The replica's one authoritative directory, found as docs/disks.md
 		// says (the record's phase), is one replica check accepts, with
 		// the content it had.
 		auth := authoritative(t, dirs, name)

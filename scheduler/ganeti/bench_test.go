@@ -21,7 +21,7 @@ var benchSpecs = []struct {
 	{"nodes=40/instances=300", 40300, genSpec{Nodes: 40, Standby: 2, Offline: 1, Instances: 300, DRBD: 0.1, Load: 0.45}},
 	{"nodes=500/instances=5000", 5005000, genSpec{Nodes: 500, Standby: 10, Offline: 2, Instances: 5000, DRBD: 0.1, Load: 0.45}},
 	// A quarter DRBD, every instance moving, the exact (bounded) search:
-	// the DRBD bound's figure in the README.
+	// the DRBD bound's figure in docs/benchmarks.md.
 	{"nodes=150/instances=1500/drbd=0.25", 5005000, genSpec{Nodes: 150, Standby: 4, Offline: 2, Instances: 1500, DRBD: 0.25, Load: 0.45}},
 	// The acceptance cluster: 500 nodes, a quarter DRBD, every
 	// instance moving, hsqueeze's decisions in under a minute of CPU.
@@ -85,7 +85,7 @@ func BenchmarkBalance(b *testing.B) {
 
 // TestWriteBenchClusters writes the benchmark clusters in the text format
 // to the directory SPARSESYNC_BENCH_CLUSTERS names (for timing the CLI on
-// them, as the README does): nodes500-instances5000-drbd0.25.data and so on.
+// them, as docs/benchmarks.md does): nodes500-instances5000-drbd0.25.data and so on.
 func TestWriteBenchClusters(t *testing.T) {
 	dir := os.Getenv("SPARSESYNC_BENCH_CLUSTERS")
 	if dir == "" {

@@ -89,7 +89,7 @@ func scaleCluster(seed uint64, nodes, volumes int) *Cluster {
 }
 
 // clusterJSON renders c as `kubectl get -o json` would list it (settings,
-// Longhorn nodes, volumes, replicas), for the CLI figures of the README.
+// Longhorn nodes, volumes, replicas), for the CLI figures of docs/benchmarks.md.
 func clusterJSON(c *Cluster) []byte {
 	type obj = map[string]any
 	cond := func(ok bool) []obj {
@@ -149,7 +149,7 @@ func clusterJSON(c *Cluster) []byte {
 // TestScaleStateJSON reads the generated state back from its JSON and
 // plans the same moves as from the generated Cluster. With
 // SPARSESYNC_SCALE_STATE=FILE it writes the full-size state there, for
-// timing the CLI (README).
+// timing the CLI (docs/benchmarks.md).
 func TestScaleStateJSON(t *testing.T) {
 	c := scaleCluster(1, 300, 1000)
 	if out := os.Getenv("SPARSESYNC_SCALE_STATE"); out != "" {

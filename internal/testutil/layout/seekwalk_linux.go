@@ -33,7 +33,7 @@ func SeekWalk(t testing.TB, path string) []Range {
 		if err != nil {
 			t.Fatalf("seek_hole %s at %d: %v", path, d, err)
 		}
-		out = append(out, Range{d, h - d})
+		out = append(out, Range{Off: d, Len: h - d})
 		pos = h
 	}
 }

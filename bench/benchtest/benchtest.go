@@ -1,4 +1,4 @@
-package workloadbench
+package benchtest
 
 import (
 	"flag"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sparsesync/sparsesync/bench"
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
