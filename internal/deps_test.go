@@ -40,6 +40,7 @@ const depsRules = `
 	# Third-party libraries, each allowed only where a rule below says.
 	NONE
 	< golang.org/x/sys/unix,
+	  golang.org/x/time/rate,
 	  github.com/cespare/xxhash/v2,
 	  github.com/klauspost/compress/zstd,
 	  github.com/pierrec/lz4/v4,
@@ -80,10 +81,13 @@ const depsRules = `
 	  sparse;
 
 	sparse < internal/target;
+
+	# Limits a sync shares with the node's other work.
+	golang.org/x/sys/unix, golang.org/x/time/rate < qos;
 	sparse, github.com/cespare/xxhash/v2 < internal/blockhash;
 
 	# The two ways to move an image.
-	internal/coldread, internal/kcopy, internal/target
+	internal/coldread, internal/kcopy, internal/target, qos
 	< localsync;
 
 	internal/blockhash, internal/coldread, internal/kcopy, internal/target,

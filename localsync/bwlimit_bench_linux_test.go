@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/qos"
 )

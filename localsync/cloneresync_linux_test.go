@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sparsesync/sparsesync/internal/loopfs"
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 	"github.com/sparsesync/sparsesync/sparse"
 )
