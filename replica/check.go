@@ -333,8 +333,8 @@ func countCheck(probes []probe, res []CheckResult) (undecided []string) {
 		}
 		if len(with) > 0 {
 			undecided = append(undecided, pf.info.Dir)
-			why[f] = fmt.Sprintf("order cannot be decided: this replica holds %d writes of ours and at least %d of another writer (%s moved past the %d we last wrote), against %s",
-				pf.rev, pf.cs.foreign, RevisionCounterFile, pf.cs.lastRC, strings.Join(with, ", "))
+			why[f] = fmt.Sprintf("order cannot be decided: %s (this replica) holds %d writes of ours and at least %d of another writer (%s moved past the %d we last wrote), against %s",
+				pf.info.Dir, pf.rev, pf.cs.foreign, RevisionCounterFile, pf.cs.lastRC, strings.Join(with, ", "))
 		}
 	}
 	maxRev := int64(-1)
