@@ -385,8 +385,8 @@ func TestMixedWriterChild(t *testing.T) {
 }
 
 // runMixedChild starts the writer on spec.Dir and returns once it logged
-// "R"; kill ends it with SIGKILL and returns the log.
-func runMixedChild(t *testing.T, spec mixedChild) (kill func() string) {
+// "R"; kill ends it with SIGKILL and returns the log; log is its path.
+func runMixedChild(t *testing.T, spec mixedChild) (kill func() string, log string) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -416,7 +416,7 @@ func runMixedChild(t *testing.T, spec mixedChild) (kill func() string) {
 		b, err := os.ReadFile(spec.Log)
 		require.NoError(t, err)
 		return string(b)
-	}
+	}, spec.Log
 }
 
 func readRC(t *testing.T, dir string) int64 {
@@ -437,7 +437,7 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 	root := t.TempDir()
 	r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
 	ourWrites(t, r, CounterOn, 0)
-	kill := runMixedChild(t, mixedChild{Dir: r, Writes: 150, FlushEvery: 50, Tail: 50})
+	kill, _ := runMixedChild(t, mixedChild{Dir: r, Writes: 150, FlushEvery: 50, Tail: 50})
 	kill()
 	i, err := Inspect(r, InspectOptions{})
 	require.NoError(t, err)
@@ -488,7 +488,7 @@ func TestMixedLonghornAdoptsKilledWriter(t *testing.T) {
 	root := t.TempDir()
 	v1, v2 := filepath.Join(root, "v1"), filepath.Join(root, "v2")
 	ourWrites(t, v1, CounterOn, 100)
-	kill := runMixedChild(t, mixedChild{Dir: v1, Writes: 200, FlushEvery: 50, Tail: 50})
+	kill, _ := runMixedChild(t, mixedChild{Dir: v1, Writes: 200, FlushEvery: 50, Tail: 50})
 	kill()
 	require.Equal(t, int64(300), readRC(t, v1), "revision.counter holds the last flush's count after the kill")
 	res, err := Rebuild(t.Context(), v1, v2, nil)
@@ -543,11 +543,11 @@ func TestKilledWriterRevisionCounterCurrent(t *testing.T) {
 	for rep := range 8 {
 		dir := filepath.Join(t.TempDir(), "r")
 		ourWrites(t, dir, CounterOn, 0)
-		kill := runMixedChild(t, mixedChild{Dir: dir, Forever: true, Workers: 4})
+		kill, log := runMixedChild(t, mixedChild{Dir: dir, Forever: true, Workers: 4})
 		// Wait for a completed flush (a loaded machine may take long),
 		// then kill it at a random point 0-100 ms later.
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			if rc, err := readRevisionCounter(filepath.Join(dir, RevisionCounterFile)); err == nil && rc > 0 {
+			if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("\nF ")) {
 				break
 			}
 		}
