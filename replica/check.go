@@ -162,7 +162,9 @@ type CheckReport struct {
 //  3. replica.hdr of another volume (when a strict majority shares one
 //     volume id), or an epoch below the highest (demoted by the engine): ERR
 //  4. counter on: unreadable/garbage counter: ERR; count below the
-//     highest: ERR
+//     highest: ERR; a replica holding another writer's writes on top of
+//     an unclean count of ours, and every sibling at or above that count:
+//     ERR, order undecided (the error matches ErrOrderUndecided)
 //  5. counter off + salvage: candidates have head mtime strictly within
 //     5 s of the newest; the one with the most allocated bytes wins, then
 //     the later mtime, then the lowest path; all others ERR
