@@ -54,12 +54,7 @@ func probeDir(dir string, boot ID) probe {
 	}
 	p.info.HeadModTimeNs, p.info.HeadAllocatedBytes = st.ModTime.UnixNano(), st.Allocated
 
-	cf, err := readCounterFiles(dir)
-	if err != nil {
-		p.err = err
-		return p
-	}
-	ids, err := chainIdents(dir, chain)
+	cf, ids, err := readCounters(dir, chain)
 	if err != nil {
 		p.err = err
 		return p

@@ -26,6 +26,17 @@ type counterFiles struct {
 	hdr, rc, live []byte
 }
 
+// readCounters reads dir's counter files and identifies the images of its
+// chain: what judge needs.
+func readCounters(dir string, chain []string) (counterFiles, []fileIdent, error) {
+	cf, err := readCounterFiles(dir)
+	if err != nil {
+		return cf, nil, err
+	}
+	ids, err := chainIdents(dir, chain)
+	return cf, ids, err
+}
+
 // readCounterFiles reads dir's counter files.
 func readCounterFiles(dir string) (counterFiles, error) {
 	var cf counterFiles

@@ -153,18 +153,10 @@ func lhStart(t *testing.T, counter bool, dirs ...string) []string {
 		return dirs
 	}
 	revs := make([]int64, len(dirs))
-	var top int64
 	for i, d := range dirs {
 		revs[i] = lhRevision(t, d)
-		top = max(top, revs[i])
 	}
-	var rw []string
-	for i, d := range dirs {
-		if revs[i] == top {
-			rw = append(rw, d)
-		}
-	}
-	return rw
+	return keepHighest(dirs, revs)
 }
 
 func hexSHA(b [32]byte) string { return hex.EncodeToString(b[:]) }
@@ -201,6 +193,28 @@ func ourWrites(t *testing.T, dir string, mode CounterMode, n int) {
 	require.NoError(t, r.Close())
 }
 
+// leftoverThenLonghorn makes a replica of ours in r (mode; its header
+// rewritten as version 1 if legacy) with 40 writes, has Longhorn open and
+// Delete it (replica.go Delete), then New a replica there with the counter
+// on or off (lhOn) and make writes (an lhpeer op); a sibling sib is a new
+// Longhorn replica with the same writes.
+func leftoverThenLonghorn(t *testing.T, mode CounterMode, legacy, lhOn bool, writes string) (r, sib string) {
+	t.Helper()
+	root := t.TempDir()
+	r, sib = filepath.Join(root, "r"), filepath.Join(root, "sib")
+	ourWrites(t, r, mode, 40)
+	if legacy {
+		downgradeHeader(t, r)
+	}
+	lh(t, r, mode.Enabled(), "delete")
+	left := fileNames(t, r) // what Delete leaves: our files only
+	require.Contains(t, left, HeaderFile)
+	require.Subset(t, []string{HeaderFile, LiveCounterFile}, left)
+	lh(t, r, lhOn, writes, "close")
+	lh(t, sib, lhOn, writes, "close")
+	return r, sib
+}
+
 // Case 1 of issue 24: a counter-off Longhorn replica (its default since
 // 1.7) re-created in a directory our counter-on writer left. Longhorn's
 // Delete (replica.go) removes images, volume.meta and revision.counter,
@@ -212,16 +226,7 @@ func ourWrites(t *testing.T, dir string, mode CounterMode, n int) {
 func TestMixedCounterOffOverLeftover(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(map[bool]string{false: "header-v2", true: "header-v1"}[legacy], func(t *testing.T) {
-			root := t.TempDir()
-			r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
-			ourWrites(t, r, CounterOn, 40)
-			if legacy {
-				downgradeHeader(t, r)
-			}
-			lh(t, r, true, "delete")
-			require.ElementsMatch(t, []string{HeaderFile, LiveCounterFile}, fileNames(t, r))
-			lh(t, r, false, "write:20:1", "close")
-			lh(t, sib, false, "write:20:1", "close")
+			r, sib := leftoverThenLonghorn(t, CounterOn, legacy, false, "write:20:1")
 			require.NotContains(t, fileNames(t, r), RevisionCounterFile)
 			want := lhSHA(t, sib, false)
 
@@ -261,15 +266,7 @@ func TestMixedCounterOffOverLeftover(t *testing.T) {
 func TestMixedCounterOnOverOffLeftover(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(map[bool]string{false: "header-v2", true: "header-v1"}[legacy], func(t *testing.T) {
-			root := t.TempDir()
-			r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
-			ourWrites(t, r, CounterOff, 40)
-			if legacy {
-				downgradeHeader(t, r)
-			}
-			lh(t, r, false, "delete")
-			lh(t, r, true, "write:30:2", "close")
-			lh(t, sib, true, "write:30:2", "close")
+			r, sib := leftoverThenLonghorn(t, CounterOff, legacy, true, "write:30:2")
 
 			i, err := Inspect(r, InspectOptions{})
 			require.NoError(t, err)

@@ -135,11 +135,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 
 	hdrPath := filepath.Join(dir, HeaderFile)
 	rcPath := filepath.Join(dir, RevisionCounterFile)
-	cf, err := readCounterFiles(dir)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := chainIdents(dir, chain)
+	cf, ids, err := readCounters(dir, chain)
 	if err != nil {
 		return nil, err
 	}

@@ -398,11 +398,7 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err != nil {
 		return res, err
 	}
-	cf, err := readCounterFiles(source)
-	if err != nil {
-		return res, err
-	}
-	ids, err := chainIdents(source, chain)
+	cf, ids, err := readCounters(source, chain)
 	if err != nil {
 		return res, err
 	}
