@@ -105,19 +105,27 @@ func (s counterState) total() int64 { return s.own + s.foreign }
 //
 // A version-2 header names the head it was written with; the hard link
 // that makes a head a snapshot keeps that file in the chain, while a
-// re-created replica has only new files. A header of any version is also a
-// leftover when the counter files contradict it: it records the counter
-// on and revision.counter is gone (Delete removes it; a counter-off
-// replica never creates it), it records the counter off and
-// revision.counter exists (our counter-off writer never writes one), or it
-// is clean and ahead of revision.counter (our clean close writes
-// revision.counter first, with the same count; Longhorn only raises it).
+// re-created replica has only new files. A header is also a leftover when
+// the counter files contradict it: it records the counter on and
+// revision.counter is gone (Delete removes it; a counter-off replica never
+// creates it), it records the counter off and revision.counter exists (our
+// counter-off writer never writes one), or it is clean and ahead of
+// revision.counter (our clean close writes revision.counter first, with
+// the same count; Longhorn only raises it). Only a header whose head is
+// found by inode and birth time vouches for itself when revision.counter
+// is missing: that is damage (judge reports it), not a new replica.
 func leftoverReason(h header, chain []fileIdent, rc []byte) string {
-	if h.version >= 2 && chain != nil && !slices.Contains(chain, h.head) {
-		return fmt.Sprintf("its head image (inode %d) is not in the chain: it was written for an earlier replica in this directory", h.head.ino)
+	vouched := false
+	if h.version >= 2 && chain != nil {
+		if !slices.Contains(chain, h.head) {
+			return fmt.Sprintf("its head image (inode %d) is not in the chain: it was written for an earlier replica in this directory", h.head.ino)
+		}
+		// Without a birth time the inode number alone may have been
+		// reused by a new replica's head.
+		vouched = h.head.btime != 0
 	}
 	switch {
-	case h.mode.Enabled() && rc == nil:
+	case h.mode.Enabled() && rc == nil && !vouched:
 		return fmt.Sprintf("it records the revision counter %s but %s is missing: a replica without the counter was created here since", h.mode, RevisionCounterFile)
 	case !h.mode.Enabled() && rc != nil:
 		return fmt.Sprintf("it records the revision counter off but %s exists: a replica with the counter on was created here since", RevisionCounterFile)
@@ -154,6 +162,10 @@ func (c counterFiles) judge(dir string, chain []fileIdent, boot ID) (counterStat
 		s.mode = CounterOff
 	}
 	if !s.mode.Enabled() {
+		return s, nil
+	}
+	if c.rc == nil {
+		s.rcErr = corruptf(filepath.Join(dir, RevisionCounterFile), "missing, though %s (of this replica) records the counter %s", HeaderFile, s.mode)
 		return s, nil
 	}
 	rc, err := ParseRevisionCounter(c.rc)

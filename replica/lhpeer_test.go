@@ -563,3 +563,29 @@ func TestKilledWriterRevisionCounterCurrent(t *testing.T) {
 		t.Logf("rep %d: last completed flush covered %d writes, revision.counter %d", rep, last, rc)
 	}
 }
+
+// A header that is this replica's own (its head image found by inode and
+// birth time) and records the counter on, with revision.counter deleted:
+// damage, not a new replica. Open and Inspect fail naming the file, Check
+// marks it ERR; nothing is rewritten.
+func TestOwnHeaderRevisionCounterMissing(t *testing.T) {
+	root := t.TempDir()
+	r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
+	ourWrites(t, r, CounterOn, 5)
+	ourWrites(t, sib, CounterOn, 5)
+	require.NoError(t, os.Remove(filepath.Join(r, RevisionCounterFile)))
+	hdr, err := os.ReadFile(filepath.Join(r, HeaderFile))
+	require.NoError(t, err)
+	_, err = Open(r, Options{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, filepath.Join(r, RevisionCounterFile)+": ")
+	_, err = Inspect(r, InspectOptions{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	rep, err := Check([]string{r, sib}, CheckOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{sib}, rep.RW)
+	after, err := os.ReadFile(filepath.Join(r, HeaderFile))
+	require.NoError(t, err)
+	require.Equal(t, hdr, after, "replica.hdr rewritten")
+	require.NotContains(t, fileNames(t, r), RevisionCounterFile)
+}
