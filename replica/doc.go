@@ -63,7 +63,10 @@
 // leftover of an earlier replica in the directory (Longhorn's Delete keeps
 // our files): Open, Inspect, Check and Rebuild read Longhorn's files alone
 // and Info.IgnoredHeader says why. Version-1 headers (before the head's
-// identity was recorded) get the consistency rules only.
+// identity was recorded) get the consistency rules only. A header whose
+// head is found by inode and birth time vouches for itself: if
+// revision.counter is then missing, that is damage (ErrCorrupt), not a
+// new replica.
 //
 // When our header is unclean and revision.counter is past the count we
 // last wrote into it, another writer (Longhorn) wrote on top of a count
