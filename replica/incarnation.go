@@ -130,8 +130,18 @@ func leftoverReason(h header, chain []fileIdent, rc []byte) string {
 	case !h.mode.Enabled() && rc != nil:
 		return fmt.Sprintf("it records the revision counter off but %s exists: a replica with the counter on was created here since", RevisionCounterFile)
 	}
-	if n, err := ParseRevisionCounter(rc); err == nil && h.clean && n < int64(h.writeSeq) {
+	n, err := ParseRevisionCounter(rc)
+	switch {
+	case err != nil:
+	case h.clean && n < int64(h.writeSeq):
 		return fmt.Sprintf("its clean count %d is ahead of %s (%d): the replica was re-created here since", h.writeSeq, RevisionCounterFile, n)
+	case !vouched && h.mode.Enabled() && n < int64(h.rcSeq):
+		// We write revision.counter before each header that records
+		// what we wrote; only a power loss (the file is not synced
+		// before a clean close) or a new replica takes it lower. Taken
+		// for a new replica: its count is then the lower one, which at
+		// worst has a healthy replica rebuilt.
+		return fmt.Sprintf("%s (%d) is below the %d we last wrote into it: the replica was re-created here since", RevisionCounterFile, n, h.rcSeq)
 	}
 	return ""
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
 // The mixed-writer tests run longhorn-engine's own pkg/replica, built
@@ -456,11 +458,18 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 	require.Equal(t, lhStart(t, true, dirs...), rep.RW)
 	require.Equal(t, dirs, rep.RW)
 
-	// Rebuild and Open read Longhorn's files alone too.
+	// Rebuild and Open read Longhorn's files alone too. Over TCP the
+	// source's inodes are unknown: revision.counter below the count the
+	// header says we last wrote into it tells the leftover there.
 	dst := filepath.Join(root, "copy")
 	res, err := Rebuild(t.Context(), r, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(30), res.Revision)
+	res, err = Rebuild(t.Context(), "", filepath.Join(root, "tcp"), &RebuildOptions{Remote: serveDir(t, r), RemoteDir: "r",
+		TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+	require.NoError(t, err)
+	require.Equal(t, int64(30), res.Revision)
+	require.NotContains(t, fileNames(t, filepath.Join(root, "tcp")), HeaderFile)
 	o, err := Open(r, Options{})
 	require.NoError(t, err)
 	require.Equal(t, int64(30), o.Revision())
