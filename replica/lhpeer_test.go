@@ -418,6 +418,19 @@ func runMixedChild(t *testing.T, spec mixedChild) (kill func() string, log strin
 	}, spec.Log
 }
 
+// killedWriter creates a counter-on replica in dir with prior writes,
+// closed cleanly; then a re-executed writer makes writes more with a Flush
+// after every 50, then tail more without one, and is killed (SIGKILL).
+func killedWriter(t *testing.T, dir string, prior, writes, tail int) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	ourWrites(t, dir, CounterOn, prior)
+	kill, _ := runMixedChild(t, mixedChild{Dir: dir, Writes: writes, FlushEvery: 50, Tail: tail})
+	kill()
+}
+
 func readRC(t *testing.T, dir string) int64 {
 	t.Helper()
 	n, err := readRevisionCounter(filepath.Join(dir, RevisionCounterFile))
@@ -430,14 +443,9 @@ func readRC(t *testing.T, dir string) int64 {
 // replica with 30 writes. Longhorn keeps it and an up-to-date sibling at
 // 30 RW; so do we: the header's head image is gone, so is the header.
 func TestMixedKilledWriterLeftover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("re-executes the test binary")
-	}
 	root := t.TempDir()
 	r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
-	ourWrites(t, r, CounterOn, 0)
-	kill, _ := runMixedChild(t, mixedChild{Dir: r, Writes: 150, FlushEvery: 50, Tail: 50})
-	kill()
+	killedWriter(t, r, 0, 150, 50)
 	i, err := Inspect(r, InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(200), *i.Revision, "the killed writer's live count")
@@ -488,14 +496,9 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 // (350 = 350 before the fix): v1 holds writes of another writer on top of
 // 350, so the order is undecided and v1 is named.
 func TestMixedLonghornAdoptsKilledWriter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("re-executes the test binary")
-	}
 	root := t.TempDir()
 	v1, v2 := filepath.Join(root, "v1"), filepath.Join(root, "v2")
-	ourWrites(t, v1, CounterOn, 100)
-	kill, _ := runMixedChild(t, mixedChild{Dir: v1, Writes: 200, FlushEvery: 50, Tail: 50})
-	kill()
+	killedWriter(t, v1, 100, 200, 50)
 	require.Equal(t, int64(300), readRC(t, v1), "revision.counter holds the last flush's count after the kill")
 	res, err := Rebuild(t.Context(), v1, v2, nil)
 	require.NoError(t, err)
