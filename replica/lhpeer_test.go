@@ -33,8 +33,18 @@ const lhArchive = "longhorn-engine-5939910c.tar.gz"
 
 var lhPeerBuild struct {
 	once sync.Once
+	dir  string // removed by TestMain
 	bin  string
 	skip string
+}
+
+// TestMain removes the peer's build directory after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if lhPeerBuild.dir != "" {
+		os.RemoveAll(lhPeerBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // longhornPeer returns the path of the built peer, or skips the test (fails
@@ -43,7 +53,7 @@ var lhPeerBuild struct {
 func longhornPeer(t *testing.T) string {
 	t.Helper()
 	b := &lhPeerBuild
-	b.once.Do(func() { b.bin, b.skip = buildLonghornPeer() })
+	b.once.Do(func() { b.dir, b.bin, b.skip = buildLonghornPeer() })
 	if b.skip != "" {
 		if os.Getenv("SPARSESYNC_REQUIRE_TOOLS") == "1" {
 			t.Fatalf("Longhorn peer unavailable and SPARSESYNC_REQUIRE_TOOLS=1: %s", b.skip)
@@ -53,45 +63,42 @@ func longhornPeer(t *testing.T) string {
 	return b.bin
 }
 
-func buildLonghornPeer() (bin, skip string) {
+func buildLonghornPeer() (dir, bin, skip string) {
 	peers := os.Getenv("SPARSESYNC_PEERS")
 	if peers == "" {
 		peers = "/work/shared/peers"
 	}
 	archive := filepath.Join(peers, lhArchive)
 	if _, err := os.Stat(archive); err != nil {
-		return "", err.Error()
+		return dir, "", err.Error()
 	}
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		if goBin, err = exec.LookPath("go"); err != nil {
-			return "", "no go command"
+			return dir, "", "no go command"
 		}
 	}
 	src, err := filepath.Abs("testdata/lhpeer/main.go")
 	if err != nil {
-		return "", err.Error()
+		return dir, "", err.Error()
 	}
-	dir, err := os.MkdirTemp("", "sparsesync-lhpeer-")
+	dir, err = os.MkdirTemp("", "sparsesync-lhpeer-")
 	if err != nil {
-		return "", err.Error()
+		return "", "", err.Error()
 	}
-	// The binary stays for the process's tests; the directory is removed
-	// by the OS's tmp cleaning (tests cannot register a process-wide
-	// cleanup).
 	if out, err := exec.Command("tar", "-xzf", archive, "-C", dir).CombinedOutput(); err != nil {
-		return "", fmt.Sprintf("tar: %v: %s", err, out)
+		return dir, "", fmt.Sprintf("tar: %v: %s", err, out)
 	}
 	tree := filepath.Join(dir, "longhorn-engine")
 	if err := os.MkdirAll(filepath.Join(tree, "ourpeer"), 0o755); err != nil {
-		return "", err.Error()
+		return dir, "", err.Error()
 	}
 	code, err := os.ReadFile(src)
 	if err != nil {
-		return "", err.Error()
+		return dir, "", err.Error()
 	}
 	if err := os.WriteFile(filepath.Join(tree, "ourpeer", "main.go"), code, 0o644); err != nil {
-		return "", err.Error()
+		return dir, "", err.Error()
 	}
 	bin = filepath.Join(dir, "lhpeer")
 	// -trimpath: the build cache then serves any extraction directory.
@@ -99,9 +106,13 @@ func buildLonghornPeer() (bin, skip string) {
 	cmd.Dir = tree
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-mod=vendor")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Sprintf("go build (needs libqcow-dev): %v: %s", err, truncate(string(out), 2000))
+		return dir, "", fmt.Sprintf("go build (needs libqcow-dev): %v: %s", err, truncate(string(out), 2000))
 	}
-	return bin, ""
+	// Only the binary is needed from here on.
+	if err := os.RemoveAll(tree); err != nil {
+		return dir, "", err.Error()
+	}
+	return dir, bin, ""
 }
 
 // lh runs Longhorn's replica code on dir (see testdata/lhpeer): ops on
