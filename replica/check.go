@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparsesync/sparsesync/sparse"
@@ -29,6 +30,7 @@ type probe struct {
 	err    error // the directory cannot be used at all
 	revErr error // the counter cannot be read
 	rev    int64
+	cs     counterState
 }
 
 func probeDir(dir string, boot ID) probe {
@@ -52,47 +54,39 @@ func probeDir(dir string, boot ID) probe {
 	}
 	p.info.HeadModTimeNs, p.info.HeadAllocatedBytes = st.ModTime.UnixNano(), st.Allocated
 
-	h, haveHdr, err := readHeader(filepath.Join(dir, HeaderFile))
+	cf, ids, err := readCounters(dir, chain)
 	if err != nil {
 		p.err = err
 		return p
 	}
-	rcPath := filepath.Join(dir, RevisionCounterFile)
-	if haveHdr && h.mode.Enabled() {
-		if rc, err := readRevisionCounter(rcPath); err == nil && staleHeader(h, rc) {
-			haveHdr = false // left behind by Longhorn's Delete: not this replica's
-		}
+	cs, err := cf.judge(dir, ids, boot)
+	if err != nil {
+		p.err = err
+		return p
 	}
-	if haveHdr {
-		p.hdr, p.info.HasHeader, p.info.Epoch = h, true, h.epoch
-		p.info.CounterMode = h.mode
-	} else if _, err := os.Lstat(rcPath); err == nil {
-		p.info.CounterMode = CounterOn
-	} else {
-		p.info.CounterMode = CounterOff
+	p.cs = cs
+	p.info.IgnoredHeader = cs.ignored
+	if cs.haveHdr {
+		p.hdr, p.info.HasHeader, p.info.Epoch = cs.hdr, true, cs.hdr.epoch
 	}
-	p.info.CounterEnabled = p.info.CounterMode.Enabled()
+	p.info.CounterMode = cs.mode
+	p.info.CounterEnabled = cs.mode.Enabled()
 	if !p.info.CounterEnabled {
 		return p
 	}
-	rc, err := readRevisionCounter(rcPath)
-	if err != nil {
-		p.revErr = err
+	if cs.rcErr != nil {
+		p.revErr = cs.rcErr
 		return p
 	}
-	// The count is the highest either file claims: Longhorn keeps
+	// The count is the highest the files claim: Longhorn keeps
 	// revision.counter current and ignores replica.hdr, so after Longhorn
 	// wrote into a directory of ours the counter file is ahead of the
 	// header, and a replica lacking those writes must not look equal.
-	p.rev = rc
-	if haveHdr {
-		p.rev = max(rc, int64(h.writeSeq))
-		ls, ok, err := readLive(filepath.Join(dir, LiveCounterFile))
-		if err == nil && ok && ls.bootID == boot && ls.replicaID == h.replicaID && int64(ls.count) > p.rev {
-			p.rev = int64(ls.count)
-		}
-	}
+	// Foreign writes on top of an unclean count are reported apart (the
+	// start check cannot order them).
+	p.rev = cs.own
 	p.info.Revision = &p.rev
+	p.info.ForeignWrites = cs.foreign
 	return p
 }
 
@@ -163,7 +157,9 @@ type CheckReport struct {
 //  3. replica.hdr of another volume (when a strict majority shares one
 //     volume id), or an epoch below the highest (demoted by the engine): ERR
 //  4. counter on: unreadable/garbage counter: ERR; count below the
-//     highest: ERR
+//     highest: ERR; a replica holding another writer's writes on top of
+//     an unclean count of ours, and every sibling at or above that count:
+//     ERR, order undecided (the error matches ErrOrderUndecided)
 //  5. counter off + salvage: candidates have head mtime strictly within
 //     5 s of the newest; the one with the most allocated bytes wins, then
 //     the later mtime, then the lowest path; all others ERR
@@ -184,6 +180,7 @@ func Check(dirs []string, opts CheckOptions) (CheckReport, error) {
 }
 
 func decide(probes []probe, opts CheckOptions) (rep CheckReport, err error) {
+	var undecided []string
 	res := make([]CheckResult, len(probes))
 	alive := func(i int) bool { return res[i].Mode == ModeRW }
 	on, off := 0, 0
@@ -274,26 +271,7 @@ func decide(probes []probe, opts CheckOptions) (rep CheckReport, err error) {
 
 	switch {
 	case enabled:
-		maxRev := int64(-1)
-		for i, p := range probes {
-			if !alive(i) {
-				continue
-			}
-			if p.revErr != nil {
-				errf(i, "revision counter unreadable: %v", p.revErr)
-				continue
-			}
-			maxRev = max(maxRev, p.rev)
-		}
-		for i, p := range probes {
-			if alive(i) {
-				if p.rev < maxRev {
-					errf(i, "revision %d below %d", p.rev, maxRev)
-				} else {
-					res[i].Reason = fmt.Sprintf("revision %d is the highest", p.rev)
-				}
-			}
-		}
+		undecided = countCheck(probes, res)
 	case opts.Salvage:
 		salvage(probes, res)
 	default:
@@ -310,10 +288,72 @@ func decide(probes []probe, opts CheckOptions) (rep CheckReport, err error) {
 			rep.RW = append(rep.RW, r.Dir)
 		}
 	}
+	if len(undecided) > 0 {
+		return rep, fmt.Errorf("%w: %s holds writes of another writer on top of a count its writer left unclean",
+			ErrOrderUndecided, strings.Join(undecided, ", "))
+	}
 	if len(rep.RW) == 0 {
 		return rep, fmt.Errorf("%w among %d replicas", ErrNoHealthyReplica, len(res))
 	}
 	return rep, nil
+}
+
+// countCheck is the counter-on rule: every replica whose count is below
+// the highest is ERR, the others RW (Longhorn's, control.go). A replica
+// with foreign writes (probe.cs.foreign: revision.counter moved past the
+// count we last wrote while our header was unclean) holds its own count B
+// plus at least that many writes of another writer: it is ahead of a
+// sibling below B, but against a sibling at or above B neither holds all
+// the other's writes for certain, so both are ERR and the order is
+// undecided. It returns the directories holding foreign writes that made
+// the order undecided.
+func countCheck(probes []probe, res []CheckResult) (undecided []string) {
+	alive := func(i int) bool { return res[i].Mode == ModeRW }
+	for i, p := range probes {
+		if alive(i) && p.revErr != nil {
+			res[i].Mode, res[i].Reason = ModeERR, fmt.Sprintf("revision counter unreadable: %v", p.revErr)
+		}
+	}
+	eff := func(i int) int64 { return probes[i].rev + probes[i].cs.foreign }
+	why := map[int]string{}
+	for f, pf := range probes {
+		if !alive(f) || pf.cs.foreign == 0 {
+			continue
+		}
+		var with []string
+		for j, pj := range probes {
+			if j != f && alive(j) && pj.rev >= pf.rev {
+				with = append(with, fmt.Sprintf("%s (revision %d)", pj.info.Dir, pj.rev))
+				why[j] = fmt.Sprintf("order cannot be decided: %s holds %d writes of ours and at least %d of another writer (%s moved past the %d we last wrote)",
+					pf.info.Dir, pf.rev, pf.cs.foreign, RevisionCounterFile, pf.cs.lastRC)
+			}
+		}
+		if len(with) > 0 {
+			undecided = append(undecided, pf.info.Dir)
+			why[f] = fmt.Sprintf("order cannot be decided: %s (this replica) holds %d writes of ours and at least %d of another writer (%s moved past the %d we last wrote), against %s",
+				pf.info.Dir, pf.rev, pf.cs.foreign, RevisionCounterFile, pf.cs.lastRC, strings.Join(with, ", "))
+		}
+	}
+	maxRev := int64(-1)
+	for i := range probes {
+		if alive(i) {
+			maxRev = max(maxRev, eff(i))
+		}
+	}
+	for i, p := range probes {
+		switch {
+		case !alive(i):
+		case why[i] != "":
+			res[i].Mode, res[i].Reason = ModeERR, why[i]
+		case eff(i) < maxRev:
+			res[i].Mode, res[i].Reason = ModeERR, fmt.Sprintf("revision %d below %d", eff(i), maxRev)
+		case p.cs.foreign > 0:
+			res[i].Reason = fmt.Sprintf("revision %d+%d (ours, then at least %d of another writer) is the highest", p.rev, p.cs.foreign, p.cs.foreign)
+		default:
+			res[i].Reason = fmt.Sprintf("revision %d is the highest", p.rev)
+		}
+	}
+	return undecided
 }
 
 // salvage keeps exactly one of the RW replicas (Longhorn's rule, §4 of the

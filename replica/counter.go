@@ -157,19 +157,6 @@ func currentBootID() (ID, error) {
 	return ParseBootID(string(b))
 }
 
-// staleHeader reports whether replica.hdr h belongs to a replica that no
-// longer exists, given rc, the count in the directory's revision.counter.
-// Our clean close (and a rebuild's finish) writes revision.counter before a
-// clean header, with the same count, and Longhorn only ever raises that
-// count; so a clean header ahead of revision.counter means the counter file
-// was re-created: Longhorn's Delete (replica.go) removes the images,
-// volume.meta and revision.counter but not our files, and a new replica in
-// the same directory starts revision.counter at 0. Its count, epoch and ids
-// must then not be used.
-func staleHeader(h header, rc int64) bool {
-	return h.clean && h.mode.Enabled() && rc < int64(h.writeSeq)
-}
-
 // header is one slot of replica.hdr: what Longhorn's format cannot say.
 //
 // The file holds two slots (A at 0, B at headerSlotSize). An update writes
@@ -186,13 +173,36 @@ type header struct {
 	volumeID  ID
 	replicaID ID
 	bootID    ID // boot of the process that wrote this slot
+
+	// Version 2 on. version is the slot's format as read (encode always
+	// writes headerVersion).
+	version uint16
+	// head identifies the head image when the slot was written: the
+	// replica incarnation the header belongs to (see leftoverReason).
+	head fileIdent
+	// rcSeq is the count last written into revision.counter before this
+	// slot was written: a higher revision.counter was written by another
+	// writer (Longhorn).
+	rcSeq uint64
+}
+
+// fileIdent identifies one file for as long as it exists: its inode number
+// and birth time (0 where the filesystem keeps none). A hard link (how
+// Longhorn and we turn the head into a snapshot) keeps it; a file created
+// anew after a delete gets another birth time even where the inode number
+// is reused.
+type fileIdent struct {
+	ino   uint64
+	btime int64
 }
 
 const (
-	headerMagic    = "SPSYNCRH"
-	headerVersion  = 1
-	headerSlotSize = 4096                       // one O_DIRECT block per slot
-	headerLen      = 8 + 2 + 1 + 1 + 8*4 + 16*3 // 92
+	headerMagic = "SPSYNCRH"
+	// headerVersion 2 added head and rcSeq; version 1 slots (sparsesync
+	// before issue 24) still decode, with both zero.
+	headerVersion  = 2
+	headerSlotSize = 4096                             // one O_DIRECT block per slot
+	headerLen      = 8 + 2 + 1 + 1 + 8*4 + 16*3 + 8*3 // 116
 	headerFileSize = 2 * headerSlotSize
 )
 
@@ -215,6 +225,9 @@ func (h *header) encode(b []byte) {
 	copy(b[44:60], h.volumeID[:])
 	copy(b[60:76], h.replicaID[:])
 	copy(b[76:92], h.bootID[:])
+	le.PutUint64(b[92:], h.head.ino)
+	le.PutUint64(b[100:], uint64(h.head.btime))
+	le.PutUint64(b[108:], h.rcSeq)
 	le.PutUint32(b[headerSlotSize-4:], crc32.Checksum(b[:headerSlotSize-4], crc32c))
 }
 
@@ -233,8 +246,9 @@ func decodeHeaderSlot(b []byte) (header, error) {
 	if got, want := le.Uint32(b[headerSlotSize-4:]), crc32.Checksum(b[:headerSlotSize-4], crc32c); got != want {
 		return h, fmt.Errorf("checksum mismatch")
 	}
-	if v := le.Uint16(b[8:]); v != headerVersion {
-		return h, fmt.Errorf("version %d, want %d", v, headerVersion)
+	h.version = le.Uint16(b[8:])
+	if h.version != 1 && h.version != headerVersion {
+		return h, fmt.Errorf("version %d, want 1 or %d", h.version, headerVersion)
 	}
 	h.mode = CounterMode(b[10])
 	if h.mode > CounterPerWrite || b[11] > 1 {
@@ -248,7 +262,11 @@ func decodeHeaderSlot(b []byte) (header, error) {
 	copy(h.volumeID[:], b[44:60])
 	copy(h.replicaID[:], b[60:76])
 	copy(h.bootID[:], b[76:92])
-	if h.writeSeq > 1<<62 {
+	if h.version >= 2 {
+		h.head = fileIdent{ino: le.Uint64(b[92:]), btime: int64(le.Uint64(b[100:]))}
+		h.rcSeq = le.Uint64(b[108:])
+	}
+	if h.writeSeq > 1<<62 || h.rcSeq > 1<<62 {
 		return h, fmt.Errorf("write count %d out of range", h.writeSeq)
 	}
 	return h, nil
@@ -332,6 +350,9 @@ const (
 	liveMagic    = "SPSYNCLC"
 	liveFileSize = 4096
 	liveCountOff = 64 // own cache line
+	// liveRCOff holds the count last written into revision.counter (in a
+	// line of its own: it changes once per flush, the count per write).
+	liveRCOff = 128
 )
 
 // liveCounter is a mapped live.counter.
@@ -339,6 +360,7 @@ type liveCounter struct {
 	f   *os.File
 	mem []byte
 	n   *atomic.Uint64
+	rc  *atomic.Uint64 // last count written into revision.counter
 }
 
 // liveState is a decoded live.counter.
@@ -346,6 +368,7 @@ type liveState struct {
 	replicaID ID
 	bootID    ID
 	count     uint64
+	rcLast    uint64 // 0 in pages of sparsesync before issue 24
 }
 
 func decodeLive(b []byte) (liveState, error) {
@@ -359,6 +382,7 @@ func decodeLive(b []byte) (liveState, error) {
 	copy(s.replicaID[:], b[16:32])
 	copy(s.bootID[:], b[32:48])
 	s.count = binary.LittleEndian.Uint64(b[liveCountOff:])
+	s.rcLast = binary.LittleEndian.Uint64(b[liveRCOff:])
 	return s, nil
 }
 
@@ -378,8 +402,9 @@ func readLive(path string) (liveState, bool, error) {
 }
 
 // openLive creates or rewrites path as a live counter page for this boot
-// starting at count, and maps it.
-func openLive(path string, replicaID, bootID ID, count uint64) (*liveCounter, error) {
+// starting at count, with rcLast the count last written into
+// revision.counter, and maps it.
+func openLive(path string, replicaID, bootID ID, count, rcLast uint64) (*liveCounter, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -389,6 +414,7 @@ func openLive(path string, replicaID, bootID ID, count uint64) (*liveCounter, er
 	copy(page[16:32], replicaID[:])
 	copy(page[32:48], bootID[:])
 	binary.LittleEndian.PutUint64(page[liveCountOff:], count)
+	binary.LittleEndian.PutUint64(page[liveRCOff:], rcLast)
 	if _, err := f.WriteAt(page, 0); err != nil {
 		f.Close()
 		return nil, err
@@ -407,7 +433,8 @@ func openLive(path string, replicaID, bootID ID, count uint64) (*liveCounter, er
 		f.Close()
 		return nil, corruptf(path, "mapped page does not hold what was written")
 	}
-	return &liveCounter{f: f, mem: mem, n: (*atomic.Uint64)(unsafe.Pointer(&mem[liveCountOff]))}, nil
+	return &liveCounter{f: f, mem: mem, n: (*atomic.Uint64)(unsafe.Pointer(&mem[liveCountOff])),
+		rc: (*atomic.Uint64)(unsafe.Pointer(&mem[liveRCOff]))}, nil
 }
 
 func (l *liveCounter) close() error {

@@ -14,8 +14,11 @@
 // plus two files of ours that Longhorn ignores:
 //
 //	replica.hdr   two crc32c-checked 4 KiB slots: counter mode, epoch,
-//	              flush sequence, count at the last flush, volume/replica/boot ids
-//	live.counter  one MAP_SHARED page: the count of completed writes
+//	              flush sequence, count at the last flush, volume/replica/boot ids,
+//	              the head image it was written with (inode, birth time) and
+//	              the count last written into revision.counter
+//	live.counter  one MAP_SHARED page: the count of completed writes and
+//	              the count last written into revision.counter
 //
 // Metadata is replaced by writing a temporary file, fsyncing it, renaming it
 // over the old one and fsyncing the directory.
@@ -30,6 +33,7 @@
 // durable is recorded behind it:
 //
 //	S = live count
+//	pwrite(revision.counter, S)  (buffered: what Longhorn reads after a kill)
 //	fdatasync(head)
 //	D = S; wake the header writer
 //	header writer, while replica.hdr trails D, at most once per 10 ms:
@@ -44,8 +48,32 @@
 // the highest epoch holds all of those. Close syncs the data first and
 // then records the exact count. A failed header write latches the replica.
 //
-// revision.counter gets the count on Open and on Close (Longhorn's tools
-// read it; Longhorn never syncs it either).
+// revision.counter gets the count on Open, at every flush (before the data
+// sync, one buffered pwrite) and on Close (then synced, before the clean
+// header): a directory Longhorn adopts after a kill of our writer claims
+// every write the last completed flush covered.
+//
+// # Leftovers and foreign writes
+//
+// A header is believed only for the replica it was written for: the head
+// image it names (inode and birth time; a snapshot's hard link keeps it in
+// the chain) must still be in the chain, and the counter files must not
+// contradict it (counter on but revision.counter missing, counter off but
+// present, clean but ahead of revision.counter). Otherwise it is the
+// leftover of an earlier replica in the directory (Longhorn's Delete keeps
+// our files): Open, Inspect, Check and Rebuild read Longhorn's files alone
+// and Info.IgnoredHeader says why. Version-1 headers (before the head's
+// identity was recorded) get the consistency rules only. A header whose
+// head is found by inode and birth time vouches for itself: if
+// revision.counter is then missing, that is damage (ErrCorrupt), not a
+// new replica.
+//
+// When our header is unclean and revision.counter is past the count we
+// last wrote into it, another writer (Longhorn) wrote on top of a count
+// revision.counter never held: Info.ForeignWrites is that excess, and
+// Check cannot order the replica against a sibling whose count is at or
+// above ours (ErrOrderUndecided). Open takes such a replica as the one
+// holding every write and counts on from our count plus the excess.
 //
 // Concurrent flushes share one such sync (group commit). After a reboot
 // (another boot id) the live page is not trusted and the count of the last
@@ -127,9 +155,10 @@
 // abandoned too), as Longhorn's rebuild does; over TCP the server's listing
 // of the directory (tcpsync.List) finds them.
 // A replica's count is the highest its files claim (revision.counter,
-// which Longhorn keeps current, replica.hdr, live.counter), except that a
-// clean replica.hdr ahead of revision.counter is a leftover of Longhorn's
-// Delete and ignored (see staleHeader).
+// which Longhorn keeps current, replica.hdr, live.counter), read by the
+// rules of "Leftovers and foreign writes" (incarnation.go); over TCP the
+// source's image identities are not known, so only the counter files'
+// consistency tells a leftover header there.
 //
 // Volume.AddReplica does it under writes: the target, in its staging
 // directory, joins write-only, every member snapshots with no write in

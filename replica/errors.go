@@ -23,6 +23,10 @@ var (
 	ErrRebuilding = errors.New("replica: directory is being rebuilt (incomplete)")
 	// ErrNoHealthyReplica: the start check left no replica RW.
 	ErrNoHealthyReplica = errors.New("replica: no healthy replica")
+	// ErrOrderUndecided: the start check cannot order the replicas: one
+	// holds writes of another writer (Longhorn) on top of a count our
+	// writer left unclean, and a sibling's count is not below ours in it.
+	ErrOrderUndecided = errors.New("replica: order of the replicas cannot be decided")
 	// ErrBackingFormat: volume.meta names a backing file that is not a
 	// raw image (qcow2 and the other formats qemu-img recognises): we
 	// have no reader for it and refuse rather than read zeros.

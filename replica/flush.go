@@ -24,6 +24,8 @@ func (r *Replica) count() error {
 		return fmt.Errorf("revision counter: %w", err)
 	}
 	r.live.n.Store(n)
+	r.live.rc.Store(n)
+	r.rcSeq.Store(n)
 	return nil
 }
 
@@ -96,6 +98,9 @@ func (r *Replica) sync(clean bool) error {
 	if err := r.injected("sync"); err != nil {
 		return err
 	}
+	if err := r.writeRevisionCounter(s); err != nil {
+		return err
+	}
 	if err := fdatasync(r.layers[0]); err != nil {
 		return err
 	}
@@ -107,21 +112,37 @@ func (r *Replica) sync(clean bool) error {
 		return nil
 	}
 	r.hwWG.Wait()
-	// revision.counter is for Longhorn's tools and rewritten on close;
-	// replica.hdr is what our check trusts after a reboot. (Rewriting
-	// revision.counter on every flush as well cost up to half the flush
-	// rate on ext4: another inode in each journal commit.)
+	// Close makes revision.counter durable before the clean header
+	// that repeats its count (leftoverReason relies on that order).
 	if r.rc != nil {
-		r.pwMu.Lock()
-		formatRevisionCounter(r.pwBuf, int64(s))
-		_, err := r.rc.WriteAt(r.pwBuf, 0)
-		r.pwMu.Unlock()
-		if err != nil {
-			return fmt.Errorf("revision counter: %w", err)
-		}
 		if err := fdatasync(r.rc); err != nil {
-			return err
+			return fmt.Errorf("revision counter: %w", err)
 		}
 	}
 	return r.writeCount(s, true)
+}
+
+// writeRevisionCounter brings revision.counter to s, the count a sync is
+// about to make durable, before that sync: Longhorn reads only this file,
+// so a directory it adopts after a kill of our writer claims every write
+// of the last completed flush (the page cache keeps the write; one
+// pwrite, no sync of its own). The live page then records that
+// revision.counter holds s: a higher count there is another writer's.
+// With the counter per write the file is current already.
+func (r *Replica) writeRevisionCounter(s uint64) error {
+	if r.rc == nil || r.mode == CounterPerWrite {
+		return nil
+	}
+	r.pwMu.Lock()
+	defer r.pwMu.Unlock()
+	if r.rcSeq.Load() == s {
+		return nil
+	}
+	formatRevisionCounter(r.pwBuf, int64(s))
+	if _, err := r.rc.WriteAt(r.pwBuf, 0); err != nil {
+		return fmt.Errorf("revision counter: %w", err)
+	}
+	r.live.rc.Store(s)
+	r.rcSeq.Store(s)
+	return nil
 }

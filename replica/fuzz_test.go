@@ -2,6 +2,8 @@ package replica
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"strconv"
 	"testing"
 )
@@ -45,14 +47,26 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add(bytes.Clone(b))
 	f.Add(make([]byte, headerFileSize))
 	f.Add([]byte("SPSYNCRH"))
+	// A version-1 slot (sparsesync before issue 24): no head identity,
+	// no revision.counter count.
+	v1 := make([]byte, headerFileSize)
+	h.encode(v1)
+	binary.LittleEndian.PutUint16(v1[8:], 1)
+	clear(v1[92:116])
+	binary.LittleEndian.PutUint32(v1[headerSlotSize-4:], crc32.Checksum(v1[:headerSlotSize-4], crc32c))
+	f.Add(v1)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, _, err := decodeHeader(b)
 		if err != nil {
 			return
 		}
+		if got.version == 1 && (got.head != fileIdent{} || got.rcSeq != 0) {
+			t.Fatalf("version-1 slot decoded with version-2 fields: %+v", got)
+		}
 		slot := make([]byte, headerSlotSize)
 		got.encode(slot)
 		again, err := decodeHeaderSlot(slot)
+		got.version = headerVersion // encode writes the current version
 		if err != nil || again != got {
 			t.Fatalf("re-encoded header %+v decodes to %+v, %v", got, again, err)
 		}

@@ -59,6 +59,7 @@ func (r *Replica) writeCount(count uint64, clean bool) error {
 	h := r.hf.cur
 	h.flushSeq++
 	h.writeSeq, h.clean, h.bootID = count, clean, r.bootID
+	h.head, h.rcSeq = r.head, r.rcSeq.Load()
 	return r.hf.write(h)
 }
 
@@ -79,6 +80,7 @@ func (r *Replica) SetEpoch(epoch uint64) error {
 	defer r.hmu.Unlock()
 	h := r.hf.cur
 	h.epoch = epoch
+	h.head, h.rcSeq = r.head, r.rcSeq.Load()
 	if r.live != nil {
 		h.writeSeq = max(h.writeSeq, r.durable.Load())
 	}

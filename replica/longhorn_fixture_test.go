@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,14 +256,19 @@ func exportSHA(t *testing.T, dir string) [32]byte {
 func longhornStartCheck(t *testing.T, dirs []string) []string {
 	t.Helper()
 	counts := make([]int64, len(dirs))
-	var top int64 = -1
 	for i, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, RevisionCounterFile))
 		require.NoError(t, err)
 		counts[i], err = ParseRevisionCounter(b)
 		require.NoError(t, err)
-		top = max(top, counts[i])
 	}
+	return keepHighest(dirs, counts)
+}
+
+// keepHighest is checkReplicasRevisionCounter's verdict (control.go): the
+// replicas whose count equals the highest stay RW, the others are ERR.
+func keepHighest(dirs []string, counts []int64) []string {
+	top := slices.Max(counts)
 	var rw []string
 	for i, d := range dirs {
 		if counts[i] == top {

@@ -78,7 +78,11 @@ func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err 
 			return nil, err
 		}
 	}
-	h := header{mode: mode, clean: true, volumeID: volumeID, replicaID: newID(), bootID: boot, gen: 1}
+	id, err := identOf(path)
+	if err != nil {
+		return nil, err
+	}
+	h := header{mode: mode, clean: true, volumeID: volumeID, replicaID: newID(), bootID: boot, gen: 1, head: id}
 	b := make([]byte, headerFileSize)
 	h.encode(b[:headerSlotSize])
 	if err := write(HeaderFile, b); err != nil {
@@ -130,60 +134,52 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	r.size, r.vm, r.chain = vm.Size, vm, chain
 
 	hdrPath := filepath.Join(dir, HeaderFile)
-	h, slot, haveHdr, err := readHeaderSlot(hdrPath)
+	rcPath := filepath.Join(dir, RevisionCounterFile)
+	cf, ids, err := readCounters(dir, chain)
 	if err != nil {
 		return nil, err
 	}
-	rcPath := filepath.Join(dir, RevisionCounterFile)
-	if haveHdr && h.mode.Enabled() {
-		if n, err := readRevisionCounter(rcPath); err == nil && staleHeader(h, n) {
-			// Left behind by Longhorn's Delete: start a header of our
-			// own, in a new file (a slot of the old one could win).
-			r.log.Warn("replica: replica.hdr is older than revision.counter; ignoring it",
-				"dir", dir, "header_count", h.writeSeq, "revision_counter", n)
-			for _, n := range []string{HeaderFile, LiveCounterFile} {
-				if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return nil, err
-				}
+	cs, err := cf.judge(dir, ids, boot)
+	if err != nil {
+		return nil, err
+	}
+	if cs.rcErr != nil {
+		return nil, cs.rcErr
+	}
+	r.head = ids[0]
+	h, slot, haveHdr := cs.hdr, cs.slot, cs.haveHdr
+	if cs.ignored != "" {
+		// Left by an earlier replica in this directory (Longhorn's
+		// Delete keeps our files): start a header of our own, in a new
+		// file (a slot of the old one could win).
+		r.log.Warn("replica: ignoring a leftover replica.hdr", "dir", dir, "reason", cs.ignored)
+		for _, n := range []string{HeaderFile, LiveCounterFile} {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
 			}
-			h, slot, haveHdr = header{}, 0, false
 		}
 	}
 	if !haveHdr {
-		// A Longhorn directory: adopt it.
-		h = header{volumeID: newID(), replicaID: newID(), clean: !vm.Dirty}
-		if _, err := os.Stat(rcPath); err == nil {
-			h.mode = CounterOn
-		} else {
-			h.mode = CounterOff
-		}
+		// A Longhorn directory: adopt it, in the mode its files say.
+		h = header{volumeID: newID(), replicaID: newID(), clean: !vm.Dirty, mode: cs.mode}
 	}
 	r.mode = h.mode
 
 	var start uint64
 	if r.mode.Enabled() {
-		n, err := readRevisionCounter(rcPath)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if haveHdr && h.writeSeq != 0 {
-				return nil, fmt.Errorf("%s: %w: %s missing", dir, ErrCorrupt, RevisionCounterFile)
-			}
-		case err != nil:
-			return nil, err
+		// Our count continues from every write the directory holds; the
+		// counter never moves backwards. Writes of another writer on top
+		// of an unclean count of ours are added to it: opening the
+		// replica for writing takes it as the one that holds them.
+		start = uint64(cs.total())
+		if cs.foreign > 0 {
+			r.log.Warn("replica: revision.counter moved past the count we last wrote: adopting another writer's writes",
+				"dir", dir, "own", cs.own, "foreign_at_least", cs.foreign)
 		}
-		start = uint64(n)
-		if haveHdr {
-			// A foreign writer (Longhorn) advanced revision.counter
-			// past our header: adopt its count, as for a Longhorn
-			// directory; the counter never moves backwards.
-			h.writeSeq = max(h.writeSeq, uint64(n))
-			start = h.writeSeq
-			if ls, ok, err := readLive(filepath.Join(dir, LiveCounterFile)); err == nil && ok &&
-				ls.bootID == boot && ls.replicaID == h.replicaID && ls.count > start {
-				start = ls.count
-			}
-		}
-		if r.live, err = openLive(filepath.Join(dir, LiveCounterFile), h.replicaID, boot, start); err != nil {
+		// The page first: it says revision.counter holds start before
+		// it does, which a kill in between cannot make wrong (start is
+		// at least what revision.counter holds).
+		if r.live, err = openLive(filepath.Join(dir, LiveCounterFile), h.replicaID, boot, start, start); err != nil {
 			return nil, err
 		}
 		flag := os.O_RDWR | os.O_CREATE
@@ -194,6 +190,10 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		formatRevisionCounter(r.pwBuf, int64(start))
 		if _, err := r.rc.WriteAt(r.pwBuf, 0); err != nil {
 			return nil, err
+		}
+		r.rcSeq.Store(start)
+		if rc, err := ParseRevisionCounter(cf.rc); err == nil && haveHdr {
+			h.writeSeq = max(h.writeSeq, uint64(rc))
 		}
 	}
 
@@ -217,7 +217,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		h.writeSeq = start
 	}
 	r.durable.Store(h.writeSeq)
-	h.clean, h.bootID = false, boot
+	h.clean, h.bootID, h.head, h.rcSeq = false, boot, r.head, r.rcSeq.Load()
 	if err := r.hf.write(h); err != nil {
 		return nil, err
 	}

@@ -232,59 +232,6 @@ type rebuildResult struct {
 	revision int64
 }
 
-// counterFiles are the source's counter state: replica.hdr, revision.counter
-// and live.counter, each nil when absent.
-type counterFiles struct {
-	hdr, rc, live []byte
-}
-
-// state derives the counter mode, header and count the way Open does.
-func (c counterFiles) state(boot ID) (mode CounterMode, h header, haveHdr bool, rev int64, err error) {
-	if c.hdr != nil {
-		h, _, err = decodeHeader(c.hdr)
-		if err != nil {
-			return 0, h, false, 0, corruptf(HeaderFile, "%v", err)
-		}
-		haveHdr, mode = true, h.mode
-	}
-	if haveHdr && c.rc != nil && mode.Enabled() {
-		if rc, err := ParseRevisionCounter(c.rc); err == nil && staleHeader(h, rc) {
-			h, haveHdr = header{}, false // left behind by Longhorn's Delete
-		}
-	}
-	switch {
-	case haveHdr:
-	case c.rc != nil:
-		mode = CounterOn
-	default:
-		// Neither file: Longhorn with --disableRevCounter (its default
-		// since 1.7) never creates revision.counter (replica.go
-		// construct skips initRevisionCounter).
-		mode = CounterOff
-	}
-	if !mode.Enabled() {
-		return mode, h, haveHdr, 0, nil
-	}
-	if haveHdr {
-		rev = int64(h.writeSeq)
-		if c.live != nil {
-			if ls, err := decodeLive(c.live); err == nil && ls.bootID == boot && ls.replicaID == h.replicaID && int64(ls.count) > rev {
-				rev = int64(ls.count)
-			}
-		}
-		if c.rc == nil {
-			return mode, h, haveHdr, rev, nil
-		}
-	}
-	rc, err := ParseRevisionCounter(c.rc)
-	if err != nil {
-		return mode, h, haveHdr, 0, corruptf(RevisionCounterFile, "%v", err)
-	}
-	// Longhorn keeps revision.counter current and ignores replica.hdr:
-	// the higher of the two is the count (as probeDir and Open decide).
-	return mode, h, haveHdr, max(rev, rc), nil
-}
-
 // markRebuilding writes target/volume.meta as the source's with Rebuilding
 // set: from here on the target does not open until finish.
 func markRebuilding(target string, vm VolumeMeta) error {
@@ -398,12 +345,24 @@ func cleanStage(stage string, keep []string) error {
 // volume.meta not marked Rebuilding, and returns that counter mode and
 // count. Every data file is already copied, verified and synced; publish
 // then moves the copy to the target.
-func finish(target string, vm VolumeMeta, cf counterFiles) (CounterMode, int64, error) {
+//
+// cf are the source's counter files, judged as Open would (source names
+// them in errors; ids identifies the source's chain images, nil over TCP,
+// where only the counter files' own consistency tells a leftover header).
+func finish(target string, vm VolumeMeta, source string, cf counterFiles, ids []fileIdent) (CounterMode, int64, error) {
 	boot, err := currentBootID()
 	if err != nil {
 		return 0, 0, err
 	}
-	mode, h, haveHdr, rev, err := cf.state(boot)
+	cs, err := cf.judge(source, ids, boot)
+	if err != nil {
+		return 0, 0, err
+	}
+	if cs.rcErr != nil {
+		return 0, 0, cs.rcErr
+	}
+	mode, h, haveHdr, rev := cs.mode, cs.hdr, cs.haveHdr, cs.total()
+	head, err := identOf(filepath.Join(target, vm.Head))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -420,8 +379,8 @@ func finish(target string, vm VolumeMeta, cf counterFiles) (CounterMode, int64, 
 	if haveHdr {
 		// Same volume, mode and epoch as the source; a replica id of its
 		// own; the source's count, persisted as at a clean close.
-		nh := header{gen: 1, mode: mode, clean: true, epoch: h.epoch, writeSeq: uint64(rev),
-			volumeID: h.volumeID, replicaID: newID(), bootID: boot}
+		nh := header{gen: 1, mode: mode, clean: true, epoch: h.epoch, writeSeq: uint64(rev), rcSeq: uint64(rev),
+			volumeID: h.volumeID, replicaID: newID(), bootID: boot, head: head}
 		b := make([]byte, headerFileSize)
 		nh.encode(b[:headerSlotSize])
 		if err := writeFileAtomic(target, HeaderFile, b); err != nil {
@@ -445,17 +404,9 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err != nil {
 		return res, err
 	}
-	var cf counterFiles
-	for _, f := range []struct {
-		name string
-		dst  *[]byte
-	}{{HeaderFile, &cf.hdr}, {RevisionCounterFile, &cf.rc}, {LiveCounterFile, &cf.live}} {
-		b, err := os.ReadFile(filepath.Join(source, f.name))
-		if err == nil {
-			*f.dst = b
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return res, err
-		}
+	cf, ids, err := readCounters(source, chain)
+	if err != nil {
+		return res, err
 	}
 	names, err := sourceFiles(source, chain)
 	if err != nil {
@@ -481,7 +432,7 @@ func rebuildLocal(ctx context.Context, source, target string, o *RebuildOptions)
 	if err := o.injected("local", VolumeMetaFile); err != nil {
 		return res, err
 	}
-	if res.counter, res.revision, err = finish(stage, vm, cf); err != nil {
+	if res.counter, res.revision, err = finish(stage, vm, source, cf, ids); err != nil {
 		return res, err
 	}
 	return res, publish(target, names, o)
@@ -658,7 +609,7 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 	if err := o.injected("tcp", VolumeMetaFile); err != nil {
 		return res, err
 	}
-	if res.counter, res.revision, err = finish(dir, vm, cf); err != nil {
+	if res.counter, res.revision, err = finish(dir, vm, remote(""), cf, nil); err != nil {
 		return res, err
 	}
 	return res, publish(target, all, o)

@@ -318,7 +318,11 @@ func prepareTarget(src *Replica, target string, opts Options, o *RebuildOptions)
 	if err != nil {
 		return nil, nil, err
 	}
-	h := header{gen: 1, mode: sh.mode, clean: true, epoch: sh.epoch, volumeID: sh.volumeID, replicaID: newID(), bootID: boot}
+	id, err := identOf(filepath.Join(stage, head))
+	if err != nil {
+		return nil, nil, err
+	}
+	h := header{gen: 1, mode: sh.mode, clean: true, epoch: sh.epoch, volumeID: sh.volumeID, replicaID: newID(), bootID: boot, head: id}
 	b := make([]byte, headerFileSize)
 	h.encode(b[:headerSlotSize])
 	if err := writeFileAtomic(stage, HeaderFile, b); err != nil {
@@ -344,18 +348,22 @@ func setRebuilt(target string, rev int64, epoch uint64) error {
 			return err
 		}
 	}
+	vm, err := ReadVolumeMeta(target)
+	if err != nil {
+		return err
+	}
+	if h.head, err = identOf(filepath.Join(target, vm.Head)); err != nil {
+		return err
+	}
 	h.gen++
 	h.writeSeq, h.clean, h.epoch = uint64(max(rev, 0)), true, epoch
+	h.rcSeq = h.writeSeq
 	b := make([]byte, headerFileSize)
 	h.encode(b[:headerSlotSize])
 	if err := writeFileAtomic(target, HeaderFile, b); err != nil {
 		return err
 	}
 	os.Remove(filepath.Join(target, LiveCounterFile))
-	vm, err := ReadVolumeMeta(target)
-	if err != nil {
-		return err
-	}
 	vm.Rebuilding, vm.Dirty = false, false
 	return writeJSONAtomic(target, VolumeMetaFile, vm)
 }

@@ -82,11 +82,14 @@ type Replica struct {
 	live *liveCounter // nil when the counter is off
 	rc   *os.File     // revision.counter; nil when off
 
-	pwMu  sync.Mutex // per-write counter
+	pwMu  sync.Mutex // revision.counter writes
 	pwBuf []byte
+	// rcSeq is the count last written into revision.counter.
+	rcSeq atomic.Uint64
 
-	hmu sync.Mutex
-	hf  headerFile
+	hmu  sync.Mutex
+	hf   headerFile
+	head fileIdent // the head image, recorded in every header write (under hmu)
 
 	// durable is the count of completed writes whose data a data sync has
 	// made durable; replica.hdr never records more than this.
@@ -152,6 +155,16 @@ type Info struct {
 	// Longhorn wrote (no replica.hdr).
 	Epoch     uint64 `json:"epoch"`
 	HasHeader bool   `json:"has_header"`
+	// IgnoredHeader says why a replica.hdr in the directory was ignored:
+	// it was left by an earlier replica there (Longhorn's Delete keeps
+	// it); the other fields then come from Longhorn's files alone.
+	IgnoredHeader string `json:"ignored_header,omitempty"`
+	// ForeignWrites > 0: our writer did not close, and another writer
+	// (Longhorn) has counted at least this many writes in
+	// revision.counter since, on top of Revision (our own count): the
+	// replica holds Revision+ForeignWrites writes at least, and the start
+	// check cannot order it against a sibling at or above Revision.
+	ForeignWrites int64 `json:"foreign_writes,omitempty"`
 }
 
 // Info returns the replica's current description.

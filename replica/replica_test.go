@@ -53,7 +53,8 @@ func TestRevisionCounterFormat(t *testing.T) {
 }
 
 func TestHeaderSlots(t *testing.T) {
-	h := header{mode: CounterPerWrite, epoch: 7, flushSeq: 3, writeSeq: 99, gen: 5, volumeID: newID(), replicaID: newID(), bootID: newID()}
+	h := header{mode: CounterPerWrite, epoch: 7, flushSeq: 3, writeSeq: 99, gen: 5, volumeID: newID(), replicaID: newID(), bootID: newID(),
+		version: headerVersion, head: fileIdent{ino: 42, btime: 1_700_000_000_123_456_789}, rcSeq: 98}
 	b := make([]byte, headerFileSize)
 	h.encode(b[:headerSlotSize])
 	got, slot, err := decodeHeader(b)

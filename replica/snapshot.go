@@ -110,6 +110,13 @@ func (r *Replica) snapshot(snap string, so SnapshotOptions) error {
 	if err != nil {
 		return err
 	}
+	// Later header writes name the new head (the old one stays in the
+	// chain as the snapshot, a hard link: the header keeps matching).
+	if id, err := identOf(path); err == nil {
+		r.hmu.Lock()
+		r.head = id
+		r.hmu.Unlock()
+	}
 	sf, _, err := openImage(filepath.Join(r.dir, snap), os.O_RDONLY, r.direct)
 	if err != nil {
 		nf.Close()

@@ -133,8 +133,11 @@ func newReplicaInfoCommand(g *globalOpts) *cobra.Command {
 revision, head mtime and allocated bytes, the snapshot chain (head first).
 Works on directories Longhorn wrote. --json prints one object
 {"dir", "size", "head", "revision_counter_enabled", "revision", "head_mtime_ns",
-"head_allocated_bytes", "chain", "epoch", "has_header"}; revision is null
-when the counter is off.
+"head_allocated_bytes", "chain", "epoch", "has_header"} plus "ignored_header"
+(why a replica.hdr left by an earlier replica in the directory was ignored)
+and "foreign_writes" (writes another writer, Longhorn, counted in
+revision.counter on top of our unclean count) when they apply; revision is
+null when the counter is off.
 ` + exitCodesHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -168,10 +171,19 @@ func runReplicaInfo(ctx context.Context, g *globalOpts, opts replicaInfoOptions,
 	fmt.Fprintf(tw, "head mtime\t%s\n", time.Unix(0, info.HeadModTimeNs).UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(tw, "head allocated\t%d\n", info.HeadAllocatedBytes)
 	fmt.Fprintf(tw, "chain\t%s\n", strings.Join(info.Chain, " <- "))
-	if info.HasHeader {
+	switch {
+	case info.HasHeader:
 		fmt.Fprintf(tw, "epoch\t%d\n", info.Epoch)
-	} else {
+	case info.IgnoredHeader != "":
+		fmt.Fprintf(tw, "epoch\tnone (replica.hdr ignored: written by Longhorn)\n")
+	default:
 		fmt.Fprintf(tw, "epoch\tnone (no replica.hdr: written by Longhorn)\n")
+	}
+	if info.IgnoredHeader != "" {
+		fmt.Fprintf(tw, "replica.hdr\tignored, a leftover: %s\n", info.IgnoredHeader)
+	}
+	if info.ForeignWrites > 0 {
+		fmt.Fprintf(tw, "foreign writes\tat least %d by another writer on top of revision %s (our writer did not close): the start check cannot order this replica against a sibling at or above it\n", info.ForeignWrites, rev)
 	}
 	return tw.Flush()
 }
@@ -198,6 +210,13 @@ print each replica's mode (RW or ERR) and the reason:
   always:      a replica that cannot be read, whose size differs from most
                replicas', that belongs to another volume or has a lower
                epoch (demoted by the engine) is ERR
+
+A replica.hdr left in a directory by an earlier replica (Longhorn's Delete
+keeps it) is ignored: Longhorn's files alone count. When our writer did not
+close a replica and Longhorn wrote into it since (revision.counter moved
+past the count we last wrote), its order against a sibling at or above our
+count cannot be decided: both are ERR, the reason names the replica holding
+the other writer's writes, and the exit status is 1.
 
 --revision-counter=auto takes the mode most replicas recorded. --json prints
 {"replicas": [{"dir", "mode", "reason"}], "rw": [dirs]}.

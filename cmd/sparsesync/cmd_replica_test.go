@@ -144,3 +144,82 @@ func TestReplicaBench(t *testing.T) {
 		require.True(t, errors.Is(err, os.ErrNotExist), "bench removes its directory")
 	}
 }
+
+// Issue 24, its shell reproduction: a counter-off Longhorn replica made in
+// a directory where ours was deleted (Longhorn's Delete keeps replica.hdr
+// and live.counter). info and check read it as Longhorn does: counter off,
+// both replicas RW; info says the leftover header was ignored.
+func TestReplicaInfoCheckIgnoreLeftoverHeader(t *testing.T) {
+	root := t.TempDir()
+	r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
+	mk := func(dir string) {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "volume-head-000.img"), nil, 0o644))
+		require.NoError(t, os.Truncate(filepath.Join(dir, "volume-head-000.img"), 1<<20))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "volume-head-000.img.meta"),
+			[]byte(`{"Name":"volume-head-000.img","Parent":"","Removed":false,"UserCreated":false,"Created":"2026-01-01T00:00:00Z","Labels":null}`+"\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "volume.meta"),
+			[]byte(`{"Size":1048576,"Head":"volume-head-000.img","Dirty":false,"Rebuilding":false,"Error":"","Parent":"","SectorSize":512,"BackingFilePath":"","Encrypted":false}`+"\n"), 0o644))
+	}
+	_, stderr, code, _ := runCLI(t, "replica", "create", "--size", "1M", r)
+	require.Equal(t, 0, code, stderr)
+	for _, n := range []string{"volume-head-000.img", "volume-head-000.img.meta", "volume.meta", "revision.counter"} {
+		require.NoError(t, os.Remove(filepath.Join(r, n)))
+	}
+	mk(r)
+	mk(sib)
+
+	stdout, stderr, code, _ := runCLI(t, "replica", "info", "--json", r)
+	require.Equal(t, 0, code, stderr)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &info))
+	require.Equal(t, false, info["revision_counter_enabled"])
+	require.Nil(t, info["revision"])
+	require.Equal(t, false, info["has_header"])
+	require.Contains(t, info["ignored_header"], "not in the chain")
+	stdout, stderr, code, _ = runCLI(t, "replica", "info", r)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "replica.hdr     ignored, a leftover: its head image")
+
+	stdout, stderr, code, _ = runCLI(t, "replica", "check", "--json", r, sib)
+	require.Equal(t, 0, code, stderr)
+	var rep struct {
+		RW      []string `json:"rw"`
+		Counter bool     `json:"revision_counter_enabled"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+	require.Equal(t, []string{r, sib}, rep.RW)
+	require.False(t, rep.Counter)
+}
+
+// A replica our writer left open (unclean) into which another writer
+// counted 3 writes past the count we last wrote: check cannot order it
+// against a sibling at our count, says so, names it and exits 1.
+func TestReplicaCheckOrderUndecided(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	ra, err := replica.Create(a, 1<<20, replica.Options{})
+	require.NoError(t, err)
+	defer ra.Close()
+	rb, err := replica.Create(b, 1<<20, replica.Options{})
+	require.NoError(t, err)
+	for _, r := range []*replica.Replica{ra, rb} {
+		for i := range 5 {
+			_, err := r.WriteAt(make([]byte, 4096), int64(i)*4096)
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, ra.Flush())
+	require.NoError(t, rb.Close())
+	// Longhorn's WriteAt x3 on a (revision_counter.go: cache+1 each).
+	require.NoError(t, os.WriteFile(filepath.Join(a, "revision.counter"), replica.FormatRevisionCounter(8), 0o600))
+
+	stdout, stderr, code, _ := runCLI(t, "replica", "check", a, b)
+	require.Equal(t, 1, code, stdout)
+	require.Contains(t, stderr, "order of the replicas cannot be decided: "+a)
+	require.Equal(t, 2, strings.Count(stdout, "ERR  "), stdout)
+	require.Equal(t, 2, strings.Count(stdout, "order cannot be decided: "+a), stdout)
+	stdout, _, code, _ = runCLI(t, "replica", "info", a)
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "foreign writes  at least 3 by another writer on top of revision 5")
+}
