@@ -114,7 +114,7 @@ func replicaCase(t *testing.T, srv server, c fcase) {
 	}
 
 	img := filepath.Join(dir, "export.img")
-	if _, err := replica.Export(t.Context(), filepath.Join(dir, "r"), img); err != nil {
+	if _, err := replica.Export(t.Context(), filepath.Join(dir, "r"), img, nil); err != nil {
 		t.Fatalf("%s: export: %v", what, err)
 	}
 	checkVolume(t, what+": export", img, m)

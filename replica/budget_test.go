@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -31,4 +32,28 @@ func TestRebuildChargesItsBudget(t *testing.T) {
 		require.Positive(t, copied)
 		require.GreaterOrEqual(t, b.Read.Bytes(), 3*copied, "the copy reads the data once, the verification twice")
 	}
+}
+
+// TestExportChargesItsBudget checks that Export asks its budget for every
+// byte it reads from the chain and writes to the image: the volume's data,
+// once each way.
+func TestExportChargesItsBudget(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	makeSource(t, src, 32<<20, 2<<20)
+	b := qos.NewBudget(8 << 30)
+	out := filepath.Join(root, "out.img")
+	st, err := Export(t.Context(), src, out, &ExportOptions{Budget: b})
+	require.NoError(t, err)
+	require.Positive(t, st.DataBytes)
+	require.Equal(t, st.DataBytes, b.Read.Bytes(), "bytes read from the chain, as charged")
+	require.Equal(t, st.DataBytes, b.Write.Bytes(), "bytes written to the image, as charged")
+	plain := filepath.Join(root, "plain.img")
+	_, err = Export(t.Context(), src, plain, nil)
+	require.NoError(t, err)
+	want, err := os.ReadFile(plain)
+	require.NoError(t, err)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "a budget changes the pace, not the image")
 }

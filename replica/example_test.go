@@ -73,7 +73,7 @@ func ExampleExport() {
 	if err := r.Close(); err != nil {
 		panic(err)
 	}
-	st, err := replica.Export(context.Background(), filepath.Join(root, "r"), filepath.Join(root, "vol.img"))
+	st, err := replica.Export(context.Background(), filepath.Join(root, "r"), filepath.Join(root, "vol.img"), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"github.com/sparsesync/sparsesync/qos"
+
 	"context"
 	"fmt"
 	"time"
@@ -25,6 +27,13 @@ type ExportStats struct {
 // exportBuf is the read/write unit of Export.
 const exportBuf = 1 << 20
 
+// ExportOptions are Export's options; nil means the defaults.
+type ExportOptions struct {
+	// Budget bounds the bytes per second Export reads from the replica's
+	// images and writes to dst (package qos); the zero Budget is unlimited.
+	Budget qos.Budget
+}
+
 // Export writes the volume held by the replica directory dir (ours or
 // Longhorn's) into the sparse image dst: the head merged with its snapshot
 // chain, the newest layer winning per 4 KiB block, holes left as holes.
@@ -32,8 +41,12 @@ const exportBuf = 1 << 20
 // not to the volume size. A regular-file dst is written to a temporary file
 // that replaces dst, synced, only when complete; a block device is written
 // in place and its holes are zeroed.
-func Export(ctx context.Context, dir, dst string) (ExportStats, error) {
+func Export(ctx context.Context, dir, dst string, opts *ExportOptions) (ExportStats, error) {
 	start := time.Now()
+	var o ExportOptions
+	if opts != nil {
+		o = *opts
+	}
 	c, err := OpenChain(dir)
 	if err != nil {
 		return ExportStats{}, err
@@ -48,7 +61,7 @@ func Export(ctx context.Context, dir, dst string) (ExportStats, error) {
 	if err != nil {
 		return st, err
 	}
-	if err := exportTo(ctx, c, owners, t, &st); err != nil {
+	if err := exportTo(ctx, c, owners, t, &st, o.Budget); err != nil {
 		t.Abort()
 		return st, err
 	}
@@ -59,7 +72,7 @@ func Export(ctx context.Context, dir, dst string) (ExportStats, error) {
 	return st, nil
 }
 
-func exportTo(ctx context.Context, c *ChainReader, owners []sparse.Map, t *target.File, st *ExportStats) error {
+func exportTo(ctx context.Context, c *ChainReader, owners []sparse.Map, t *target.File, st *ExportStats, budget qos.Budget) error {
 	if err := t.SetSize(c.size); err != nil {
 		return err
 	}
@@ -76,8 +89,20 @@ func exportTo(ctx context.Context, c *ChainReader, owners []sparse.Map, t *targe
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				b := buf[:min(int64(len(buf)), e.End()-off)]
+				n := min(int64(len(buf)), e.End()-off)
+				for _, l := range []*qos.Limiter{budget.Read, budget.Write} {
+					if p := l.Piece(); p > 0 {
+						n = min(n, max(p, BlockSize)) // one piece at a time: a steady rate
+					}
+				}
+				b := buf[:n]
+				if err := budget.Read.Wait(ctx, n); err != nil {
+					return err
+				}
 				if err := readLayer(c.layers[i], b, off); err != nil {
+					return err
+				}
+				if err := budget.Write.Wait(ctx, n); err != nil {
 					return err
 				}
 				if _, err := t.WriteAt(b, off); err != nil {

@@ -64,7 +64,7 @@ func BenchmarkExport(b *testing.B) {
 			b.SetBytes(c.data)
 			b.ReportAllocs()
 			for b.Loop() {
-				st, err := Export(b.Context(), dir, out)
+				st, err := Export(b.Context(), dir, out, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -89,7 +89,7 @@ func TestExportLonghornChain(t *testing.T) {
 	wantData := []sparse.Extent{{Off: 0, Len: 8 * 4096}, {Off: 20 * 4096, Len: 4096}, {Off: 40 * 4096, Len: 3 * 4096}, {Off: size - 4096, Len: 4096}}
 
 	out := filepath.Join(t.TempDir(), "vol.img")
-	st, err := Export(t.Context(), dir, out)
+	st, err := Export(t.Context(), dir, out, nil)
 	require.NoError(t, err)
 	require.Equal(t, ExportStats{Size: size, DataBytes: 13 * 4096, Layers: 3, Elapsed: st.Elapsed}, st)
 	got, err := os.ReadFile(out)
@@ -113,9 +113,9 @@ func TestExportLonghornChain(t *testing.T) {
 
 	// Exporting again replaces the old image; a missing directory fails
 	// naming it and leaves the old image.
-	_, err = Export(t.Context(), dir, out)
+	_, err = Export(t.Context(), dir, out, nil)
 	require.NoError(t, err)
-	_, err = Export(t.Context(), filepath.Join(t.TempDir(), "none"), out)
+	_, err = Export(t.Context(), filepath.Join(t.TempDir(), "none"), out, nil)
 	require.ErrorIs(t, err, ErrNotReplica)
 	got, err = os.ReadFile(out)
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestExportMatchesReplicaReads(t *testing.T) {
 	require.NoError(t, r.Close())
 
 	out := filepath.Join(t.TempDir(), "vol.img")
-	st, err := Export(t.Context(), dir, out)
+	st, err := Export(t.Context(), dir, out, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, st.Layers)
 	got, err := os.ReadFile(out)

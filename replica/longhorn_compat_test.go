@@ -310,7 +310,7 @@ func TestQcow2BackingFileRefused(t *testing.T) {
 	require.Contains(t, err.Error(), "qcow2")
 	_, err = Open(src, Options{})
 	require.ErrorIs(t, err, ErrBackingFormat)
-	_, err = Export(t.Context(), src, filepath.Join(root, "out.img"))
+	_, err = Export(t.Context(), src, filepath.Join(root, "out.img"), nil)
 	require.ErrorIs(t, err, ErrBackingFormat)
 }
 

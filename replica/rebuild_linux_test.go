@@ -54,9 +54,9 @@ func TestRebuildXFSReflink(t *testing.T) {
 	// The exported images are identical (exported to the test's temporary
 	// directory, compared by streaming).
 	ea, eb := filepath.Join(t.TempDir(), "a.img"), filepath.Join(t.TempDir(), "b.img")
-	_, err = Export(t.Context(), src, ea)
+	_, err = Export(t.Context(), src, ea, nil)
 	require.NoError(t, err)
-	_, err = Export(t.Context(), dst, eb)
+	_, err = Export(t.Context(), dst, eb, nil)
 	require.NoError(t, err)
 	requireSameFile(t, ea, eb)
 }

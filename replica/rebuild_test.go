@@ -55,7 +55,7 @@ func makeSourceLayers(t testing.TB, dir string, size int64, data ...int64) {
 func exportBytes(t testing.TB, dir string) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "export.img")
-	_, err := Export(context.Background(), dir, out)
+	_, err := Export(context.Background(), dir, out, nil)
 	require.NoError(t, err)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func BenchmarkWorkloadExport(b *testing.B) {
 			loopfs.DropCaches(b)
 			b.StartTimer()
 			start := time.Now()
-			st, err := replica.Export(b.Context(), rdir, out)
+			st, err := replica.Export(b.Context(), rdir, out, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 type replicaExportOptions struct {
 	json     bool
 	progress string
+	qos      qosFlags
 }
 
 func newReplicaExportCommand(g *globalOpts) *cobra.Command {
@@ -31,7 +32,10 @@ the time follows the data, not the volume size. OUT is replaced only once
 the image is complete and synced; a block device is written in place.
 
 --json prints one object {"dir", "out", "size", "data_bytes", "layers",
-"seconds"}.
+"seconds", "bwlimit"}.
+
+--bwlimit RATE bounds the reads from DIR and the writes to OUT, each to RATE
+(see docs/qos.md); --ionice sets this process's I/O priority.
 ` + exitCodesHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,6 +44,7 @@ the image is complete and synced; a block device is written in place.
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
+	opts.qos.register(cmd.Flags())
 	return cmd
 }
 
@@ -50,9 +55,14 @@ type replicaExportResult struct {
 	DataBytes int64   `json:"data_bytes"`
 	Layers    int     `json:"layers"`
 	Seconds   float64 `json:"seconds"`
+	Bwlimit   int64   `json:"bwlimit"`
 }
 
 func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOptions, dir, out string) error {
+	budget, rate, err := opts.qos.budget()
+	if err != nil {
+		return err
+	}
 	show, err := progressEnabled(opts.progress, g.stderr)
 	if err != nil {
 		return err
@@ -61,14 +71,14 @@ func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOpti
 	if show {
 		bar = exportProgress(ctx, g, dir, out)
 	}
-	st, err := replica.Export(ctx, dir, out)
+	st, err := replica.Export(ctx, dir, out, &replica.ExportOptions{Budget: budget})
 	bar.Stop()
 	if err != nil {
 		return fmt.Errorf("replica export: %w", err)
 	}
 	if opts.json {
 		return writeJSONLine(g.stdout, replicaExportResult{Dir: dir, Out: out, Size: st.Size, DataBytes: st.DataBytes,
-			Layers: st.Layers, Seconds: st.Elapsed.Seconds()})
+			Layers: st.Layers, Seconds: st.Elapsed.Seconds(), Bwlimit: rate})
 	}
 	_, err = fmt.Fprintf(g.stdout, "exported %s to %s: %s volume, %s data from %d %s, %.2f s\n",
 		dir, out, bytesize.Format(st.Size), bytesize.Format(st.DataBytes), st.Layers, plural(st.Layers, "layer", "layers"), st.Elapsed.Seconds())

@@ -68,7 +68,7 @@ func writeReplica(t *testing.T, dir string, size, data int64, seed uint64) strin
 func exportSum(t *testing.T, dir string) string {
 	t.Helper()
 	img := filepath.Join(t.TempDir(), "export.img")
-	_, err := replica.Export(t.Context(), dir, img)
+	_, err := replica.Export(t.Context(), dir, img, nil)
 	require.NoError(t, err)
 	f, err := os.Open(img)
 	require.NoError(t, err)
