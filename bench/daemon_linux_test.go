@@ -90,4 +90,3 @@ func TestStartDaemonAlwaysFails(t *testing.T) {
 		t.Errorf("error %q does not name port %s", err, want)
 	}
 }
-
