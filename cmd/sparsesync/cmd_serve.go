@@ -169,7 +169,10 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String(), metricsAddr)
 	}
-	return srv.Serve(ctx, ln)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	return ctx.Err() // stopped by a signal: exit 130, as documented
 }
 
 // checkRoot refuses a --root that is not a directory, before serving.

@@ -25,7 +25,14 @@ func execute(ctx context.Context, g *globalOpts, args []string) (*cobra.Command,
 	out := &countingWriter{w: g.stdout}
 	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay})
 	root.SetArgs(args)
+	interruptedBefore := ctx.Err() != nil
 	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil && interruptedBefore {
+		// Interrupted before it ran (a command that never looks at ctx,
+		// such as version, still counts as interrupted); one interrupted
+		// after it finished its work succeeded (exitCode).
+		err = ctx.Err()
+	}
 	if err != nil && cmd != nil && !jsonRequested(cmd) && slices.ContainsFunc(beforeDashes(args), isJSONFlag) {
 		// Parsing stopped at a bad flag before reaching --json: the user
 		// still asked for a JSON error.
@@ -70,6 +77,9 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 	var line string
 	if code == 130 {
 		line = "sparsesync: " + commandName(cmd) + "interrupted"
+		if pe := (*partialError)(nil); errors.As(err, &pe) {
+			line += "; " + pe.note()
+		}
 	} else {
 		line = errorLine(err)
 		// A library error returned as is starts with its package's
@@ -106,14 +116,17 @@ func jsonRequested(cmd *cobra.Command) bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// exitCode maps an error to the documented exit status: 130 once the
-// command was interrupted (SIGINT, SIGTERM), whatever it returned.
+// exitCode maps an error to the documented exit status: 0 for a command
+// that finished its work (an interrupt that came after that changes
+// nothing: `local --atomic` renamed the new file into place), 130 for one
+// that was interrupted (SIGINT, SIGTERM), whatever error it returned.
+// Services (serve, disks) return ctx.Err() when a signal stops them.
 func exitCode(ctx context.Context, err error) int {
 	switch {
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		return 130
 	case err == nil:
 		return 0
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return 130
 	case errors.As(err, new(usageError)):
 		return 2
 	default:
