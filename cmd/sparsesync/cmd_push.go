@@ -179,11 +179,14 @@ func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, ad
 }
 
 func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {
+	var prog *tcpsync.Progress
 	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+		prog = co.Progress
 		return tcpsync.PushFile(ctx, addr, src, remote, co)
 	})
 	if err != nil {
-		return fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)
+		started := prog != nil && prog.Done.Load() > 0
+		return remotePartial(fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err), remote, opts.atomic, started)
 	}
 	return printResult(g, opts.json, "pushed", src, "tcp://"+addr+"/"+remote, st)
 }
