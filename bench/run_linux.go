@@ -26,7 +26,7 @@ import (
 // session itself cannot go on (a workload cannot be made, ctx is done).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Preflight(ctx); err != nil {
 		return nil, err
 	}
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC(), Host: hostInfo(), Runs: cfg.Runs}
@@ -95,6 +95,9 @@ func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
 			return err
 		}
 		s.rep.Cases = append(s.rep.Cases, c)
+		if s.cfg.CaseDone != nil {
+			s.cfg.CaseDone(c, len(s.rep.Cases), s.cases)
+		}
 		if src != base {
 			os.Remove(src)
 			os.Remove(src + ".bmap")

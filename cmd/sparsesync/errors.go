@@ -77,8 +77,9 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 	var line string
 	if code == 130 {
 		line = "sparsesync: " + commandName(cmd) + "interrupted"
-		if pe := (*partialError)(nil); errors.As(err, &pe) {
-			line += "; " + pe.note()
+		var n noter
+		if errors.As(err, &n) {
+			line += "; " + n.note()
 		}
 	} else {
 		line = errorLine(err)
@@ -101,6 +102,10 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 	}
 	return code
 }
+
+// noter is an error with a note that an interrupted command's line keeps
+// (which is otherwise just "interrupted"): what it left behind.
+type noter interface{ note() string }
 
 // commandName is "push: " for `sparsesync push`, "" for the root.
 func commandName(cmd *cobra.Command) string {
