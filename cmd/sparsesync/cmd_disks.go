@@ -238,6 +238,9 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 	a, err := disks.New(cfg)
 	if err != nil {
 		out.stop()
+		if errors.Is(err, disks.ErrOutOfRange) {
+			return usageError{disksErr(err)} // a value out of range: exit 2
+		}
 		return disksErr(err)
 	}
 	defer a.Close()

@@ -184,6 +184,9 @@ func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, rem
 		prog = co.Progress
 		return tcpsync.PushFile(ctx, addr, src, remote, co)
 	})
+	if errors.Is(err, tcpsync.ErrBadPath) {
+		return usageError{fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)} // a bad argument: exit 2
+	}
 	if err != nil {
 		started := prog != nil && prog.Done.Load() > 0
 		return remotePartial(fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err), remote, opts.atomic, started)
