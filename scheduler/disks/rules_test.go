@@ -256,7 +256,8 @@ func TestRules(t *testing.T) {
 		res, rec := pass(t, cfg)
 		require.False(t, res.Disks[0].Pressured)
 		require.Empty(t, res.Planned)
-		require.Empty(t, rec.events)
+		require.Len(t, rec.events, 1, "only the pass event")
+		require.Equal(t, disks.EventPass, rec.events[0].Kind)
 		require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, cfg, sums))
 		// Unset is Longhorn's default, 90: d1 is under pressure.
 		cfg.PressurePercent = nil
