@@ -56,6 +56,15 @@ func NewWalker(f *os.File) (*Walker, error) {
 	case !info.Mode.IsRegular() && !info.BlockDevice:
 		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("%w (%s)", ErrNotRegular, TypeName(info.Mode))}
 	}
+	if info.Mode.IsRegular() && info.Size == 0 {
+		// A file of size 0 that reads data is a pseudo-file (/proc, /sys):
+		// its size says nothing of its content, and a copy would be an
+		// empty file reported as a success.
+		var b [1]byte
+		if n, _ := f.ReadAt(b[:], 0); n > 0 {
+			return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("%w (size 0 but it reads data: a pseudo-file such as those under /proc or /sys)", ErrNotRegular)}
+		}
+	}
 	return &Walker{f: f, info: info, holesKnown: true}, nil
 }
 
