@@ -47,7 +47,7 @@ func newBenchPlan(cfg *bench.Config) *benchPlan {
 
 // intro is the line printed before anything runs.
 func (p *benchPlan) intro(cfg *bench.Config) string {
-	return fmt.Sprintf("sparsesync: bench: %d cases (%d workloads x %d scenarios x %d places), %d rounds of up to %d tools each (the floor, sparsesync, peers): %d runs over %s of workloads (each run writes its case's data once); the time left follows each case",
+	return fmt.Sprintf("sparsesync: bench: %d cases (workloads %d x scenarios %d x places %d), %d rounds of up to %d tools each (the floor, sparsesync, peers): %d runs over %s of workloads (each run writes its case's data once); the time left follows each case",
 		p.cases, len(cfg.Workloads), len(cfg.Scenarios), len(cfg.Places), p.runs, p.tools, p.cases*p.runs*p.tools, bytesize.Format(p.total))
 }
 

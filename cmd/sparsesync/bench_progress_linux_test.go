@@ -52,7 +52,7 @@ func TestBenchInterruptedKeepsFinishedCases(t *testing.T) {
 	stderr := errOut.buf.String()
 	require.Equal(t, 130, code, stderr)
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
-	require.Contains(t, lines[0], "sparsesync: bench: 2 cases (1 workloads x 2 scenarios x 1 places), 1 rounds")
+	require.Contains(t, lines[0], "sparsesync: bench: 2 cases (workloads 1 x scenarios 2 x places 1), 1 rounds")
 	require.Contains(t, stderr, "sparsesync: bench: case 1/2 done: dense copy on "+dir)
 	require.Equal(t, "sparsesync: bench: interrupted; stopped after 1 of 2 cases (their results printed above)", lines[len(lines)-1])
 	require.Contains(t, out.String(), "dense")

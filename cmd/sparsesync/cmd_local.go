@@ -109,6 +109,7 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), nil)
 		o.Progress = bar.Update
 	}
+	dst = intoDir(dst, src) // like cp: DST a directory means DST/SRC's name
 	var before dstState
 	if !o.Atomic {
 		before = statDst(dst)

@@ -43,6 +43,7 @@ fdatasync and checks it whole against the source.
 }
 
 func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, dst string) error {
+	dst = intoDir(dst, remote) // like rsync: DST a directory means DST/REMOTE's name
 	var before dstState
 	if !opts.atomic {
 		before = statDst(dst)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -179,6 +180,9 @@ func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, ad
 }
 
 func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {
+	if strings.HasSuffix(remote, "/") {
+		remote += filepath.Base(src) // like rsync: a remote directory gets SRC's name
+	}
 	var prog *tcpsync.Progress
 	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
 		prog = co.Progress

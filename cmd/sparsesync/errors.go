@@ -141,7 +141,7 @@ func exitCode(ctx context.Context, err error) int {
 
 // libraryPrefixes are the "pkg: " prefixes the library packages put on
 // their errors; the CLI line names the command instead.
-var libraryPrefixes = []string{"tcpsync: ", "localsync: ", "replica: ", "sparse: ", "target: "}
+var libraryPrefixes = []string{"tcpsync: ", "localsync: ", "replica: ", "sparse: ", "target: ", "disks: "}
 
 // errorLine renders err as exactly one line for stderr, with one
 // "sparsesync: " prefix and no package prefixes repeated after the first

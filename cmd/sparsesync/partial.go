@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
 	"time"
 
 	"github.com/sparsesync/sparsesync/sparse"
@@ -95,4 +97,14 @@ func remotePartial(err error, remote string, atomic, started bool) error {
 		return &partialError{dst: "the remote " + remote, maybe: true, err: err}
 	}
 	return err
+}
+
+// intoDir is dst, or dst/NAME (NAME the last element of src, a local path
+// or a remote name) when dst is an existing directory: what cp and rsync
+// do with a directory as the destination.
+func intoDir(dst, src string) string {
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		return filepath.Join(dst, path.Base(filepath.ToSlash(src)))
+	}
+	return dst
 }
