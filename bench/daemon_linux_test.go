@@ -21,18 +21,23 @@ func selfServe(t *testing.T) tool {
 	}}
 }
 
+// takenPort is a loopback port another listener (of this test) holds.
+func takenPort(t *testing.T) int {
+	thief, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { thief.Close() })
+	return thief.Addr().(*net.TCPAddr).Port
+}
+
 // TestStartDaemonPortTaken: the port the harness picks is taken by another
 // process before the daemon binds it (the race that failed the README's
 // test command under load). The harness must not mistake the other
 // listener for its daemon: it starts the daemon again on another port and
 // hands back that one, owned by the daemon.
 func TestStartDaemonPortTaken(t *testing.T) {
-	thief, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer thief.Close()
-	taken := thief.Addr().(*net.TCPAddr).Port
+	taken := takenPort(t)
 	picks := 0
 	pick := func() (int, error) {
 		picks++
@@ -70,15 +75,10 @@ func TestStartDaemonPortTaken(t *testing.T) {
 // after a bounded number of ports, with its own words in the error, and
 // each attempt ends when the daemon exits (not after a fixed wait).
 func TestStartDaemonAlwaysFails(t *testing.T) {
-	thief, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer thief.Close()
-	taken := thief.Addr().(*net.TCPAddr).Port
+	taken := takenPort(t)
 	picks := 0
 	pick := func() (int, error) { picks++; return taken, nil }
-	_, err = startDaemon(t.Context(), selfServe(t), t.TempDir(), pick)
+	_, err := startDaemon(t.Context(), selfServe(t), t.TempDir(), pick)
 	if err == nil {
 		t.Fatal("started a daemon on a taken port")
 	}

@@ -20,16 +20,6 @@ func TestEveryDecisionReported(t *testing.T) {
 	d2 := subdir(t, mount(t, loopfs.Ext4), "replicas")
 	sums := map[string]string{}
 	fill(t, d1, 0, 1, sums)
-	run := func(t *testing.T, cfg disks.Config, ctx context.Context) (disks.PassResult, *recorder, error) {
-		t.Helper()
-		var rec recorder
-		cfg.OnEvent = rec.on
-		a, err := disks.New(cfg)
-		require.NoError(t, err)
-		defer a.Close()
-		res, err := a.Pass(ctx)
-		return res, &rec, err
-	}
 
 	t.Run("mount-point-given", func(t *testing.T) {
 		mnt := filepath.Dir(d1)
@@ -37,7 +27,7 @@ func TestEveryDecisionReported(t *testing.T) {
 			{Name: "d1", Path: mnt, ReservedBytes: 1 << 40},
 			{Name: "d2", Path: d2},
 		}, PressurePercent: ptr(90)}
-		res, rec, err := run(t, cfg, t.Context())
+		res, rec, err := runPass(t, t.Context(), cfg)
 		require.NoError(t, err)
 		require.Empty(t, res.Planned)
 		var said bool
@@ -63,7 +53,7 @@ func TestEveryDecisionReported(t *testing.T) {
 			{Name: "d1", Path: d1, ReservedBytes: 1 << 40},
 			{Name: "d2", Path: d2, NoScheduling: true},
 		}, PressurePercent: ptr(90)}
-		res, rec, err := run(t, cfg, t.Context())
+		res, rec, err := runPass(t, t.Context(), cfg)
 		require.NoError(t, err)
 		require.Empty(t, res.Planned)
 		require.Equal(t, 1, res.Held)
@@ -85,7 +75,7 @@ func TestEveryDecisionReported(t *testing.T) {
 				cancel()
 			}
 		})
-		res, rec, err := run(t, cfg, ctx)
+		res, rec, err := runPass(t, ctx, cfg)
 		require.ErrorIs(t, err, context.Canceled)
 		require.Len(t, res.Failed, 1)
 		failed := rec.kinds(disks.EventMoveFailed)

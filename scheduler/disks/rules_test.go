@@ -77,14 +77,9 @@ func TestRules(t *testing.T) {
 	}
 	pass := func(t *testing.T, cfg disks.Config) (disks.PassResult, *recorder) {
 		t.Helper()
-		var rec recorder
-		cfg.OnEvent = rec.on
-		a, err := disks.New(cfg)
+		res, rec, err := runPass(t, t.Context(), cfg)
 		require.NoError(t, err)
-		defer a.Close()
-		res, err := a.Pass(t.Context())
-		require.NoError(t, err)
-		return res, &rec
+		return res, rec
 	}
 
 	t.Run("writer-skipped", func(t *testing.T) {
