@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 )
@@ -45,6 +46,10 @@ type Config struct {
 	KeepCaches bool
 	// Progress, if set, is called before each run.
 	Progress func(Progress)
+	// CaseDone, if set, is called with each case as soon as its rounds
+	// are done (the report holds it from then on): results are not lost
+	// to a later failure or an interrupt.
+	CaseDone func(c Case, done, cases int)
 	// Logger receives debug records; nil discards them.
 	Logger *slog.Logger
 }
@@ -85,6 +90,23 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// Preflight checks the configuration (Validate) and that every workload
+// can be made (a vm-image tree that fits its image), before anything runs.
+// It fills in the defaults of the zero fields first.
+func (c *Config) Preflight(ctx context.Context) error {
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for _, name := range c.Workloads {
+		w, _ := WorkloadNamed(name)
+		if err := w.Check(ctx, c.Gen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Validate checks every name in the configuration.

@@ -12,6 +12,9 @@ var (
 	ErrUnknownPeer = errors.New("bench: unknown peer")
 	// ErrNoSparsesync: Config.Sparsesync is nil; there is nothing to compare.
 	ErrNoSparsesync = errors.New("bench: no sparsesync command configured")
+	// ErrTreeTooBig: the vm-image workload's tree cannot fit in the image
+	// at this scale (mkfs.ext4 -d would fail after minutes of work).
+	ErrTreeTooBig = errors.New("bench: tree too big for the vm-image workload")
 	// ErrResultDiffers: a tool's target does not have the source's bytes.
 	ErrResultDiffers = errors.New("bench: target differs from the source")
 )

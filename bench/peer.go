@@ -60,10 +60,10 @@ type tool struct {
 	// prepareDaemon runs before each start of the daemon, untimed.
 	prepareDaemon func(dst string) error
 	// daemon, if set, returns a receiving daemon to start (and wait for)
-	// before argv runs, and the address it listens on. The client (argv)
+	// before argv runs, listening on 127.0.0.1:port. The client (argv)
 	// connects to a counting proxy that forwards to that address: the
 	// bytes on the wire.
-	daemon func(dst string) (argv []string, addr string)
+	daemon func(dst, port string) (argv []string)
 	// daemonStays: the daemon serves on after the transfer and is stopped
 	// with SIGTERM once the client is done (rsync --daemon, sparsesync
 	// serve); otherwise it exits by itself after one transfer (ssync).
@@ -81,8 +81,7 @@ func (t tool) command() string {
 	}
 	s := strings.Join(t.argv("SRC", "DST", ""), " ")
 	if t.daemon != nil {
-		d, _ := t.daemon("DST")
-		s = strings.Join(d, " ") + " & " + s
+		s = strings.Join(t.daemon("DST", "PORT"), " ") + " & " + s
 	}
 	return s
 }
@@ -96,9 +95,9 @@ func needs(prog, pkg string) string {
 }
 
 // peerTool builds the tool for peer p on a filesystem of type fs; for
-// network peers, port is a free loopback port for the daemon and client the
-// port of the counting proxy the client connects to.
-func peerTool(p Peer, fs string, port, client int) tool {
+// network peers, client is the port of the counting proxy the client
+// connects to.
+func peerTool(p Peer, fs string, client int) tool {
 	t := tool{name: p.Name, network: p.Network}
 	switch p.Name {
 	case "cp":
@@ -134,9 +133,8 @@ func peerTool(p Peer, fs string, port, client int) tool {
 		}
 	case "ssync":
 		t.skip = needs("ssync", "it from Longhorn's github.com/longhorn/sparse-tools")
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		t.daemon = func(dst string) ([]string, string) {
-			return []string{"ssync", "-daemon", "-host", "127.0.0.1", "-port", fmt.Sprint(port), dst}, addr
+		t.daemon = func(dst, port string) []string {
+			return []string{"ssync", "-daemon", "-host", "127.0.0.1", "-port", port, dst}
 		}
 		t.argv = func(src, _, _ string) []string {
 			return []string{"ssync", "-host", "127.0.0.1", "-port", fmt.Sprint(client), src}
@@ -144,10 +142,10 @@ func peerTool(p Peer, fs string, port, client int) tool {
 	case "rsync-daemon":
 		t.skip = needs("rsync", "the rsync package")
 		t.daemonStays = true
-		t.daemon = func(dst string) ([]string, string) {
+		t.daemon = func(dst, port string) []string {
 			conf := filepath.Join(filepath.Dir(dst), "rsyncd.conf")
-			return []string{"rsync", "--daemon", "--no-detach", "--address=127.0.0.1", "--port=" + fmt.Sprint(port),
-				"--config=" + conf, "--log-file=/dev/null"}, fmt.Sprintf("127.0.0.1:%d", port)
+			return []string{"rsync", "--daemon", "--no-detach", "--address=127.0.0.1", "--port=" + port,
+				"--config=" + conf, "--log-file=/dev/null"}
 		}
 		t.prepareDaemon = func(dst string) error {
 			// As root the daemon would switch to nobody, who cannot write
@@ -168,16 +166,15 @@ func peerTool(p Peer, fs string, port, client int) tool {
 }
 
 // sparsesyncNetTool is sparsesync's own network sync, the side network
-// peers are compared with: serve on port, push through the proxy at client.
-func sparsesyncNetTool(cfg *Config, port, client int) tool {
+// peers are compared with: serve, and push through the proxy at client.
+func sparsesyncNetTool(cfg *Config, client int) tool {
 	t := tool{name: SparsesyncNet, network: true, daemonStays: true}
 	if cfg.SparsesyncServe == nil || cfg.SparsesyncPush == nil {
 		t.skip = "no sparsesync serve and push commands configured (Config.SparsesyncServe, SparsesyncPush)"
 		return t
 	}
-	t.daemon = func(dst string) ([]string, string) {
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		return cfg.SparsesyncServe(filepath.Dir(dst), addr), addr
+	t.daemon = func(dst, port string) []string {
+		return cfg.SparsesyncServe(filepath.Dir(dst), "127.0.0.1:"+port)
 	}
 	t.argv = func(src, dst, _ string) []string {
 		return cfg.SparsesyncPush(src, fmt.Sprintf("127.0.0.1:%d", client), filepath.Base(dst))

@@ -26,7 +26,7 @@ import (
 // session itself cannot go on (a workload cannot be made, ctx is done).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Preflight(ctx); err != nil {
 		return nil, err
 	}
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC(), Host: hostInfo(), Runs: cfg.Runs}
@@ -95,6 +95,9 @@ func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
 			return err
 		}
 		s.rep.Cases = append(s.rep.Cases, c)
+		if s.cfg.CaseDone != nil {
+			s.cfg.CaseDone(c, len(s.rep.Cases), s.cases)
+		}
 		if src != base {
 			os.Remove(src)
 			os.Remove(src + ".bmap")
@@ -136,27 +139,18 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 	var proxy *wireProxy
 	for _, name := range s.cfg.Peers {
 		p, _ := PeerNamed(name)
-		port := 0
-		if p.Network {
-			if proxy == nil {
-				if proxy, err = newWireProxy(); err != nil {
-					return err
-				}
-				defer proxy.Close()
-				if port, err = freePort(); err != nil {
-					return err
-				}
-				tools = append(tools, sparsesyncNetTool(s.cfg, port, proxy.Port()))
-			}
-			if port, err = freePort(); err != nil {
+		if p.Network && proxy == nil {
+			if proxy, err = newWireProxy(); err != nil {
 				return err
 			}
+			defer proxy.Close()
+			tools = append(tools, sparsesyncNetTool(s.cfg, proxy.Port()))
 		}
 		client := 0
 		if proxy != nil {
 			client = proxy.Port()
 		}
-		tools = append(tools, peerTool(p, c.FSType, port, client))
+		tools = append(tools, peerTool(p, c.FSType, client))
 	}
 	floor := tool{name: "floor", floor: true}
 	c.Floor = Tool{Name: "floor", Command: "O_DIRECT reads of the source's data (and the old target's, for a re-sync) with a queue of 16 1 MiB requests, overlapping O_DIRECT writes of the bytes to change to a new file, then fdatasync"}
@@ -259,26 +253,18 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 		}
 		r.Wall = d.Seconds()
 	} else {
-		var daemon *exec.Cmd
-		var dout bytes.Buffer
+		var daemon *daemonProc
 		if t.daemon != nil {
 			if t.prepareDaemon != nil {
 				if err := t.prepareDaemon(dst); err != nil {
 					return Sample{}, err
 				}
 			}
-			argv, addr := t.daemon(dst)
-			proxy.reset(addr)
-			daemon = exec.CommandContext(ctx, argv[0], argv[1:]...)
-			daemon.Stdout, daemon.Stderr = &dout, &dout
-			if err := daemon.Start(); err != nil {
+			var err error
+			if daemon, err = startDaemon(ctx, t, dst, freePort); err != nil {
 				return Sample{}, err
 			}
-			if err := waitListening(ctx, addr); err != nil {
-				_ = daemon.Process.Kill()
-				_ = daemon.Wait()
-				return Sample{}, fmt.Errorf("%s: %w: %s", argv[0], err, dout.Bytes())
-			}
+			proxy.reset(daemon.Addr())
 		}
 		argv := t.argv(src, dst, prof)
 		usage := filepath.Join(dir, "usage.txt")
@@ -292,15 +278,14 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 			switch {
 			case err == nil && t.daemonStays:
 				// Serving on: stop it; its exit status is the signal's.
-				_ = daemon.Process.Signal(syscall.SIGTERM)
-				_ = daemon.Wait()
+				_ = daemon.cmd.Process.Signal(syscall.SIGTERM)
+				_ = daemon.wait()
 			case err == nil:
-				if err = daemon.Wait(); err != nil {
-					err = fmt.Errorf("daemon: %w: %s", err, firstLine(dout.Bytes()))
+				if err = daemon.wait(); err != nil {
+					err = fmt.Errorf("daemon: %w: %s", err, firstLine(daemon.out.Bytes()))
 				}
 			default:
-				_ = daemon.Process.Kill()
-				_ = daemon.Wait()
+				daemon.kill()
 			}
 			r.WireBytes = proxy.count()
 		}
@@ -318,7 +303,7 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 			os.Remove(usage)
 		}
 		if daemon != nil {
-			u, sy, rss := childUsage(daemon.ProcessState)
+			u, sy, rss := childUsage(daemon.cmd.ProcessState)
 			r.User, r.Sys = r.User+u, r.Sys+sy
 			_ = rss
 		}
@@ -347,26 +332,6 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitListening waits (at most 10 s) until addr accepts connections.
-func waitListening(ctx context.Context, addr string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := net.Dialer{Timeout: time.Second}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("not listening on %s after 10 s: %w", addr, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // sameContent checks that b has a's bytes and size: it compares the union

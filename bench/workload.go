@@ -3,10 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 
+	"github.com/sparsesync/sparsesync/internal/bytesize"
 	"github.com/sparsesync/sparsesync/internal/patternfile"
 )
 
@@ -26,6 +29,18 @@ type Workload struct {
 	Size int64
 	// build writes the file at path (it does not exist yet).
 	build func(ctx context.Context, path string, size int64, seed uint64, g GenOptions) error
+	// check, if set, says before anything runs why build cannot work at
+	// this size.
+	check func(ctx context.Context, size int64, g GenOptions) error
+}
+
+// Check says, before any workload is made, why w cannot be made with g
+// (a vm-image tree bigger than the image): minutes of work not wasted.
+func (w Workload) Check(ctx context.Context, g GenOptions) error {
+	if w.check == nil {
+		return nil
+	}
+	return w.check(ctx, w.ScaledSize(g), g)
 }
 
 // GenOptions tune workload generation.
@@ -82,7 +97,7 @@ func Workloads() []Workload {
 			}},
 		{Name: "vm-image", Size: 2 * gib,
 			Description: "2 GiB ext4 image made by mkfs.ext4 -d from a real directory tree (/usr/share)",
-			build:       buildVMImage},
+			build:       buildVMImage, check: checkVMImage},
 	}
 }
 
@@ -132,14 +147,77 @@ func scatter(size int64, pct, extents int, seed uint64) patternfile.Layout {
 	return l
 }
 
+// vmImageTree is the tree the vm-image workload copies.
+func vmImageTree(g GenOptions) string {
+	if g.TreeDir == "" {
+		return "/usr/share"
+	}
+	return g.TreeDir
+}
+
+// checkVMImage refuses a tree that cannot fit in an ext4 image of size:
+// its files' 4 KiB blocks (and one per directory) beside ext4's own
+// metadata (inode tables at mkfs's 1 inode per 16 KiB, the journal), or
+// more files than the image has inodes. The figures err on the side of
+// trying: only a tree that surely does not fit is refused.
+func checkVMImage(ctx context.Context, size int64, g GenOptions) error {
+	tree := vmImageTree(g)
+	var blocks, inodes int64
+	err := filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == tree {
+				return err
+			}
+			return nil // unreadable below the top: mkfs will say so itself
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		inodes++
+		switch {
+		case d.IsDir():
+			blocks++
+		case d.Type().IsRegular():
+			if fi, err := d.Info(); err == nil {
+				blocks += (fi.Size() + blk - 1) / blk
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("vm-image: --tree %s: %w", tree, err)
+	}
+	need := blocks*blk + size/64 + ext4JournalSize(size)
+	if need > size || inodes > size/(16*kib) {
+		return fmt.Errorf("%w: %s holds %d files in %s of 4 KiB blocks; the %s image at this scale holds %s and %d files (use a larger --scale or a smaller --tree)",
+			ErrTreeTooBig, tree, inodes, bytesize.Format(blocks*blk), bytesize.Format(size), bytesize.Format(size-size/64-ext4JournalSize(size)), size/(16*kib))
+	}
+	return nil
+}
+
+// ext4JournalSize is mkfs.ext4's default journal for a filesystem of size
+// bytes with 4 KiB blocks (ext2fs_default_journal_size).
+func ext4JournalSize(size int64) int64 {
+	switch b := size / blk; {
+	case b < 2048:
+		return 0
+	case b < 32768:
+		return 1024 * blk
+	case b < 256*1024:
+		return 4096 * blk
+	case b < 512*1024:
+		return 8192 * blk
+	case b < 4096*1024:
+		return 16384 * blk
+	}
+	return 32768 * blk
+}
+
 // buildVMImage makes an ext4 filesystem image on a sparse file of the given
 // size, filled by mkfs.ext4 -d with a copy of a real directory tree: the
 // extents and contents of a VM disk, made without mounting anything.
 func buildVMImage(ctx context.Context, p string, size int64, _ uint64, g GenOptions) error {
-	tree := g.TreeDir
-	if tree == "" {
-		tree = "/usr/share"
-	}
+	tree := vmImageTree(g)
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		return fmt.Errorf("mkfs.ext4 not found (package e2fsprogs): %w", err)
 	}

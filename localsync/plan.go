@@ -22,9 +22,9 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	zeroScan := opts.DetectZeros || !w.HolesKnown()
 	if !zeroScan && !info.BlockDevice {
 		// Ranges SEEK_DATA calls data only because zero pages are cached
-		// over unwritten space (XFS) are holes: see unstoredZeros.
+		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
 		buf := bufPool.Get().(*[]byte)
-		if z := unstoredZeros(ctx, src, srcMap, *buf); z.Len() > 0 {
+		if z := sparse.UnstoredZeros(ctx, src, srcMap, *buf); z.Len() > 0 {
 			opts.Logger.Debug("localsync: unwritten ranges read as holes", "src", src.Name(), "bytes", z.Bytes(), "ranges", z.Len())
 			srcMap = srcMap.Difference(z)
 		}

@@ -24,7 +24,8 @@ var (
 )
 
 // ErrNotRegular is returned for files that are neither regular files nor
-// block devices (pipes, sockets, character devices): they have no extents.
+// block devices (pipes, sockets, character devices): they have no extents;
+// and for pseudo-files of size 0 that read data (/proc, /sys).
 var ErrNotRegular = errors.New("sparse: not a regular file or block device")
 
 // mapError ties a specific validation failure to ErrInvalidMap so callers can

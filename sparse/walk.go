@@ -56,6 +56,15 @@ func NewWalker(f *os.File) (*Walker, error) {
 	case !info.Mode.IsRegular() && !info.BlockDevice:
 		return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("%w (%s)", ErrNotRegular, TypeName(info.Mode))}
 	}
+	if info.Mode.IsRegular() && info.Size == 0 {
+		// A file of size 0 that reads data is a pseudo-file (/proc, /sys):
+		// its size says nothing of its content, and a copy would be an
+		// empty file reported as a success.
+		var b [1]byte
+		if n, _ := f.ReadAt(b[:], 0); n > 0 {
+			return nil, &fs.PathError{Op: "walk", Path: f.Name(), Err: fmt.Errorf("%w (size 0 but it reads data: a pseudo-file such as those under /proc or /sys)", ErrNotRegular)}
+		}
+	}
 	return &Walker{f: f, info: info, holesKnown: true}, nil
 }
 
@@ -163,6 +172,25 @@ func (w *Walker) Map(ctx context.Context) (Map, error) {
 		return Map{}, err
 	}
 	return m, nil
+}
+
+// DataMap walks the file and returns its data as every command counts it:
+// Map without the ranges that read as zeros without being stored
+// (UnstoredZeros: unwritten or unmapped in FIEMAP, no dirty page, cached
+// pages all zeros). SEEK_DATA calls unwritten (preallocated) space data on
+// ext4 and XFS once zero pages are cached over it, so Map's total depends
+// on the page cache; DataMap's does not: an unwritten extent that was never
+// written is a hole, read or not. A block device, or a file whose holes
+// the filesystem cannot tell, is all Map.
+func (w *Walker) DataMap(ctx context.Context) (Map, error) {
+	m, err := w.Map(ctx)
+	if err != nil || !w.holesKnown || w.info.BlockDevice || m.Len() == 0 {
+		return m, err
+	}
+	if z := UnstoredZeros(ctx, w.f, m, make([]byte, 256<<10)); z.Len() > 0 {
+		m = m.Difference(z)
+	}
+	return m, ctx.Err()
 }
 
 // ReadMap opens path read-only and returns its data map and what was known

@@ -303,7 +303,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	f := newFramer(c)
 	*fp = f
 	f.budget = maxPreAuth
-	seed, err := serverHandshake(ctx, f, s.Token, s.NoAuth, s.FailDelay)
+	seed, err := serverHandshake(ctx, f, s.token(), s.NoAuth, s.FailDelay)
 	if err != nil {
 		return Stats{}, err
 	}

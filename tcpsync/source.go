@@ -78,8 +78,9 @@ func (s *FileSource) ReadAt(b []byte, off int64) (int, error) {
 // of it started.
 func (s *FileSource) Size() int64 { return s.info.Size }
 
-// Extents walks the file's data extents.
-func (s *FileSource) Extents(ctx context.Context) (sparse.Map, error) { return s.w.Map(ctx) }
+// Extents walks the file's data extents: its data as every command counts
+// it (sparse.Walker.DataMap: unwritten space is a hole, cached or not).
+func (s *FileSource) Extents(ctx context.Context) (sparse.Map, error) { return s.w.DataMap(ctx) }
 
 // Identity names the file's version: device, inode, size, mtime and ctime.
 func (s *FileSource) Identity() string {

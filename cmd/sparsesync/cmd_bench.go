@@ -32,6 +32,7 @@ type benchOpts struct {
 	from                              []string
 	markdown                          bool
 	progress                          string
+	jsonl                             string
 }
 
 func newBenchCommand(g *globalOpts) *cobra.Command {
@@ -84,7 +85,8 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.StringVar(&opts.tree, "tree", "/usr/share", "directory tree copied into the vm-image workload")
 	f.StringSliceVar(&opts.fsKinds, "fs", []string{"ext4", "xfs", "btrfs"}, "loop filesystems to make without --dir (ext4, xfs, btrfs)")
 	f.StringVar(&opts.fsSize, "fs-size", "24G", "size of each loop filesystem made without --dir (sparse image)")
-	f.StringVar(&opts.progress, "progress", "auto", "progress line on stderr: auto (on a terminal), always or never")
+	f.StringVar(&opts.progress, "progress", "auto", "progress on stderr: auto (a live line on a terminal, a line per finished case otherwise), always or never")
+	f.StringVar(&opts.jsonl, "jsonl", "", "append each case to this file as one JSON object a line as soon as it finishes")
 	cmd.AddCommand(newBenchExecCommand(g))
 	return cmd
 }
@@ -107,6 +109,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 	if err != nil {
 		return err
 	}
+	caseLines := opts.progress != "never" // a line per finished case (on a terminal, under the live line)
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench: finding this program to run it: %w", err)
@@ -132,6 +135,9 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 			return fmt.Errorf("bench: --profile-dir: %w", err)
 		}
 	}
+	if err := preflightBench(ctx, &cfg); err != nil {
+		return err
+	}
 	for _, d := range opts.dirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
@@ -150,20 +156,39 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 		}
 		cfg.Places = places
 	}
-	if err := validateBenchNames(&cfg); err != nil {
-		return err
+	plan := newBenchPlan(&cfg)
+	if caseLines {
+		fmt.Fprintln(g.stderr, plan.intro(&cfg))
+	}
+	var log *caseLog
+	if opts.jsonl != "" {
+		if log, err = openCaseLog(opts.jsonl); err != nil {
+			return err
+		}
 	}
 	if showProgress {
 		cfg.Progress = func(p bench.Progress) {
 			fmt.Fprintf(g.stderr, "\r\033[K[%d/%d] %s %s on %s: %s, round %d/%d", p.Case, p.Cases, p.Workload, p.Scenario, p.Place, p.Tool, p.Round, p.Runs)
 		}
 	}
+	cfg.CaseDone = func(c bench.Case, done, _ int) {
+		log.write(c)
+		if caseLines {
+			if showProgress {
+				fmt.Fprint(g.stderr, "\r\033[K")
+			}
+			fmt.Fprintln(g.stderr, plan.caseDone(c, done))
+		}
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if showProgress {
 		fmt.Fprint(g.stderr, "\r\033[K")
 	}
+	if lerr := log.close(); err == nil && lerr != nil {
+		return lerr
+	}
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return benchPartial(g.stdout, opts, rep, plan.cases, err)
 	}
 	return writeBenchOutputs(g, opts, rep)
 }
@@ -185,20 +210,25 @@ func writeBenchOutputs(g *globalOpts, opts *benchOpts, rep *bench.Report) error 
 	return rep.WriteTable(g.stdout)
 }
 
-// validateBenchNames turns an unknown workload, scenario or peer into a
-// usage error before any filesystem is made.
-func validateBenchNames(cfg *bench.Config) error {
-	c := *cfg
-	c.Sparsesync = func(string, string, string) []string { return nil }
-	if err := c.Validate(); err != nil {
-		for _, e := range []error{bench.ErrUnknownWorkload, bench.ErrUnknownChange, bench.ErrUnknownPeer} {
-			if errors.Is(err, e) {
-				return usageError{err}
-			}
-		}
-		return err
+// preflightBench fills in cfg's defaults and refuses, before any
+// filesystem is made or workload generated, an unknown workload, scenario
+// or peer (usage errors) and a --tree too big for its image.
+func preflightBench(ctx context.Context, cfg *bench.Config) error {
+	places := cfg.Places
+	if len(places) == 0 {
+		cfg.Places = []bench.Place{{Name: "preflight", Dir: os.TempDir()}} // the places come later
 	}
-	return nil
+	err := cfg.Preflight(ctx)
+	cfg.Places = places
+	if err == nil {
+		return nil
+	}
+	for _, e := range []error{bench.ErrUnknownWorkload, bench.ErrUnknownChange, bench.ErrUnknownPeer, bench.ErrTreeTooBig} {
+		if errors.Is(err, e) {
+			return usageError{err}
+		}
+	}
+	return fmt.Errorf("bench: %w", err)
 }
 
 // benchDefaultPlaces makes ext4, XFS and btrfs loop filesystems as root

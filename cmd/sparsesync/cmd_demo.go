@@ -133,7 +133,7 @@ func demoNetwork(ctx context.Context, w io.Writer, dir, src string) error {
 		if err != nil {
 			return fmt.Errorf("demo: push: %w", err)
 		}
-		fmt.Fprintf(w, "%s\n   sparsesync push disk.img %s disk.img\n   data %s: copied %s, unchanged %s, punched %s; on the wire %s sent, %s received; verified %v\n\n",
+		fmt.Fprintf(w, "%s\n   sparsesync push --no-auth disk.img %s disk.img\n   data %s: copied %s, unchanged %s, punched %s; on the wire %s sent, %s received; verified %v\n\n",
 			title, addr, bytesize.Format(st.DataBytes), bytesize.Format(st.CopiedBytes), bytesize.Format(st.UnchangedBytes), bytesize.Format(st.PunchedBytes),
 			bytesize.Format(st.WireBytesSent), bytesize.Format(st.WireBytesReceived), st.Verified)
 		return nil

@@ -67,10 +67,15 @@ as JSON: {"node": "...", "disks": [{"name", "path", "reserved_bytes",
 flags given on the command line win.
 
 --json prints one event per line: {"time", "event": "pressure"|"move-start"|
-"move-done"|"move-failed"|"skip", "replica", "volume", "from", "to", "bytes",
+"move-done"|"move-failed"|"skip"|"held"|"ignored"|"pass", "replica", "volume", "from", "to", "bytes",
 "seconds", "reason"}. move-done: the replica lives on "to" (a reason says
 when the cleanup after the commit failed and is left to the next start);
-move-failed: the move was rolled back, the replica lives on "from". --metrics ADDR serves Prometheus metrics at
+move-failed: the move was rolled back, the replica lives on "from" (an
+interrupted move says so). held: a disk under pressure ("from") gives up no
+replica this pass, with the planner's reason; ignored: a directory beneath
+a disk that is not a replica (a disk given as its mount point names the
+directory one level down to give instead); pass: one per pass, its reason
+sums it up. --metrics ADDR serves Prometheus metrics at
 http://ADDR/metrics while the agent runs.
 
 Examples:
@@ -219,6 +224,9 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 	a, err := disks.New(cfg)
 	if err != nil {
 		out.stop()
+		if errors.Is(err, disks.ErrOutOfRange) {
+			return usageError{disksErr(err)} // a value out of range: exit 2
+		}
 		return disksErr(err)
 	}
 	defer a.Close()
@@ -289,6 +297,14 @@ func (p *disksPrinter) event(e disks.Event) {
 			_, err = fmt.Fprintf(p.g.stdout, "failed       %s %s -> %s: %s\n", e.Replica, e.From, e.To, e.Reason)
 		case disks.EventSkip:
 			_, err = fmt.Fprintf(p.g.stdout, "skip         %s %s -> %s: %s\n", e.Replica, e.From, e.To, e.Reason)
+		case disks.EventHeld:
+			what := ""
+			if e.Replica != "" {
+				what = fmt.Sprintf(" keeps %s (volume %s)", e.Replica, e.Volume)
+			}
+			_, err = fmt.Fprintf(p.g.stdout, "held         %s%s: %s\n", e.From, what, e.Reason)
+		case disks.EventIgnored:
+			_, err = fmt.Fprintf(p.g.stdout, "ignored      %s %s: %s\n", e.From, e.Replica, e.Reason)
 		}
 	}
 	if err != nil && p.err == nil {
@@ -328,8 +344,8 @@ func (p *disksPrinter) summary(res disks.PassResult) {
 	if n := len(res.CleanupPending); n > 0 {
 		pending = fmt.Sprintf(" (%d with cleanup left to the next start)", n)
 	}
-	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s)%s, %d failed, %d skipped; under pressure when measured: %s\n",
-		len(res.Planned), len(res.Moved), bytesize.Format(res.BytesMoved), pending, len(res.Failed), len(res.Skipped), under)
+	_, err := fmt.Fprintf(p.g.stdout, "pass: %d planned, %d moved (%s)%s, %d failed, %d skipped, %d held; under pressure when measured: %s\n",
+		len(res.Planned), len(res.Moved), bytesize.Format(res.BytesMoved), pending, len(res.Failed), len(res.Skipped), res.Held, under)
 	if err != nil && p.err == nil {
 		p.err = err
 	}

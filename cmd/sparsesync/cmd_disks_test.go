@@ -64,7 +64,7 @@ func TestDisksCommandJSON(t *testing.T) {
 			require.GreaterOrEqual(t, ev["bytes"].(float64), float64(2<<20))
 		}
 	}
-	require.Equal(t, []string{"pressure", "move-start", "move-done"}, kinds)
+	require.Equal(t, []string{"pressure", "move-start", "move-done", "pass"}, kinds)
 	_, err = os.Stat(filepath.Join(d2, name))
 	require.NoError(t, err)
 	_, err = os.Stat(filepath.Join(d1, name))
@@ -78,7 +78,7 @@ func TestDisksCommandDryRunAndErrors(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "pressure     d1: ")
 	require.Contains(t, out, "skip         "+name+" d1 -> d2: dry run")
-	require.Contains(t, out, "pass: 1 planned, 0 moved (0 B), 0 failed, 1 skipped; under pressure when measured: d1\n")
+	require.Contains(t, out, "pass: 1 planned, 0 moved (0 B), 0 failed, 1 skipped, 0 held; under pressure when measured: d1\n")
 	_, err = os.Stat(filepath.Join(d1, name))
 	require.NoError(t, err)
 

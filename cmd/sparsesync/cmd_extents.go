@@ -26,7 +26,14 @@ func newExtentsCommand(g *globalOpts) *cobra.Command {
 		Long: `Show a file's size, data bytes, allocated bytes, and its data extents, found with
 SEEK_DATA/SEEK_HOLE (the cost grows with the number of extents, never with the size).
 On a terminal a one-line map shows where data (#: mostly data, +: some data) and holes (.)
-lie across the file. Block devices are shown as one data extent over the whole device.
+lie across the file, with its legend. Block devices are shown as one data extent over the
+whole device.
+
+Data is what every command (extents, local, push, pull) counts and moves: the ranges
+SEEK_DATA reports, less those that are allocated but unwritten (preallocated) and hold
+no pending write: they read as zeros and are holes. (ext4 and XFS report such ranges as
+data once zero pages are cached over them; without this rule the figure would change
+with the page cache.) "allocated" counts every allocated block, unwritten ones too.
 
 --json prints exactly one object:
   {"path", "size", "data_bytes", "allocated_bytes", "extents": [{"offset", "length"}, ...]}
@@ -71,7 +78,7 @@ func runExtents(ctx context.Context, g *globalOpts, opts extentsOptions, path st
 	if err != nil {
 		return fmt.Errorf("extents: %w", err)
 	}
-	m, err := w.Map(ctx)
+	m, err := w.DataMap(ctx)
 	if err != nil {
 		return fmt.Errorf("extents: %w", err)
 	}
@@ -98,6 +105,7 @@ func runExtents(ctx context.Context, g *globalOpts, opts extentsOptions, path st
 	if opts.showMap == "always" || (opts.showMap == "auto" && isTerminal(g.stdout)) {
 		width := terminalWidth(g.stdout, 80) - 2
 		fmt.Fprintf(out, "[%s]\n", dataMapLine(m, width))
+		fmt.Fprintf(out, "map:        # mostly data, + some data, . hole; one character is %s\n", bytesize.Format((m.Size()+int64(width)-1)/int64(max(width, 1))))
 	}
 	if m.Len() > 0 {
 		fmt.Fprintf(out, "%-20s %-20s %s\n", "OFFSET", "LENGTH", "END")

@@ -122,13 +122,18 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), nil)
 		o.Progress = bar.Update
 	}
+	dst = intoDir(dst, src) // like cp: DST a directory means DST/SRC's name
+	var before dstState
+	if !o.Atomic {
+		before = statDst(dst)
+	}
 	st, err := localsync.Copy(ctx, src, dst, o)
 	bar.Stop() // before the result: it must stand on a line of its own
 	if err != nil {
 		if errors.Is(err, localsync.ErrInvalidOptions) {
 			return usageError{err}
 		}
-		return fmt.Errorf("local %s -> %s: %w", src, dst, err)
+		return partial(fmt.Errorf("local %s -> %s: %w", src, dst, err), dst, before)
 	}
 	if opts.json {
 		return writeJSONLine(g.stdout, localResult{

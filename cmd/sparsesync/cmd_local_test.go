@@ -125,6 +125,7 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, out, "copied 3.3 MiB, unchanged 0 B, punched 0 B; on the wire 3.3 MiB sent", "the first push sends the data, not the holes")
 	assert.Contains(t, out, "copied 8.0 KiB, unchanged 3.2 MiB", "the second push sends only the two changed blocks")
 	assert.Contains(t, out, "remote/disk.img is identical to disk.img, byte for byte and hole for hole: true")
+	assert.Regexp(t, `\n   sparsesync push --no-auth disk\.img 127\.0\.0\.1:\d+ disk\.img\n`, out, "the push line works as typed against the demo's server")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "demo cleans up")

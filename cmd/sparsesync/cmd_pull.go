@@ -43,11 +43,16 @@ fdatasync and checks it whole against the source.
 }
 
 func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, dst string) error {
+	dst = intoDir(dst, remote) // like rsync: DST a directory means DST/REMOTE's name
+	var before dstState
+	if !opts.atomic {
+		before = statDst(dst)
+	}
 	st, err := transfer(g, opts, addr, "pull", func(co *tcpsync.Options) (tcpsync.Stats, error) {
 		return tcpsync.Pull(ctx, addr, remote, dst, co)
 	})
 	if err != nil {
-		return fmt.Errorf("pull %s %s to %s: %w", addr, remote, dst, err)
+		return partial(fmt.Errorf("pull %s %s to %s: %w", addr, remote, dst, err), dst, before)
 	}
 	return printResult(g, opts.json, "pulled", "tcp://"+addr+"/"+remote, dst, st)
 }

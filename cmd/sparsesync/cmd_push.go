@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -178,11 +179,20 @@ func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, ad
 }
 
 func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {
+	if strings.HasSuffix(remote, "/") {
+		remote += filepath.Base(src) // like rsync: a remote directory gets SRC's name
+	}
+	var prog *tcpsync.Progress
 	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+		prog = co.Progress
 		return tcpsync.PushFile(ctx, addr, src, remote, co)
 	})
+	if errors.Is(err, tcpsync.ErrBadPath) {
+		return usageError{fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)} // a bad argument: exit 2
+	}
 	if err != nil {
-		return fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err)
+		started := prog != nil && prog.Done.Load() > 0
+		return remotePartial(fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err), remote, opts.atomic, started)
 	}
 	return printResult(g, opts.json, "pushed", src, "tcp://"+addr+"/"+remote, st)
 }

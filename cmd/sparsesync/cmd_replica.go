@@ -105,6 +105,9 @@ func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOpti
 	if err != nil {
 		return usageError{fmt.Errorf("replica create: --size: %w", err)}
 	}
+	if size%replica.BlockSize != 0 {
+		return usageError{fmt.Errorf("replica create: --size %d is not a multiple of %d", size, replica.BlockSize)}
+	}
 	mode, err := parseCounterFlag(opts.counter)
 	if err != nil {
 		return usageError{fmt.Errorf("replica create: --revision-counter: %w", err)}

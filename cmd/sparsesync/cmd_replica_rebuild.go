@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -89,7 +92,7 @@ type replicaRebuildResult struct {
 
 func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOptions, source, target string) error {
 	ro := &replica.RebuildOptions{Remote: opts.remote, RemoteDir: opts.remoteDir,
-		Logger: slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger: newLineLogger(g.stderr, slog.LevelWarn)}
 	if ro.RemoteDir == "" {
 		ro.RemoteDir = baseName(source)
 	}
@@ -135,11 +138,18 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 		total := dirAllocated(source, nil)
 		bar = startProgress(g.stderr, "rebuild", terminalWidth(g.stderr, 80), g.delay(time.Second),
 			fileSampler(total, func() int64 { return dirAllocated(target, nil) }))
-		ro.Logger = slog.New(slog.NewTextHandler(barWriter{bar, g.stderr}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		ro.Logger = newLineLogger(barWriter{bar, g.stderr}, slog.LevelWarn)
 	}
+	_, statErr := os.Lstat(target)
 	st, err := replica.Rebuild(ctx, local, target, ro)
 	bar.Stop()
 	if err != nil {
+		if errors.Is(statErr, fs.ErrNotExist) {
+			// A target this command made and left empty (interrupted, out
+			// of space) is removed: nothing half made stays behind. One
+			// that holds anything is kept (os.Remove refuses it).
+			_ = os.Remove(target)
+		}
 		return err
 	}
 	if opts.json {
@@ -163,10 +173,7 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	}
 	_, err = fmt.Fprintf(g.stdout, "rebuilt %s from %s (%s): %d files, %s copied, %s cloned, %s unchanged, %s, %.2f s\n",
 		target, source, st.Path, len(st.Files), bytesize.Format(copied), bytesize.Format(cloned), bytesize.Format(unchanged), revision, st.Elapsed.Seconds())
-	if err == nil && st.FallbackReason != "" {
-		_, err = fmt.Fprintf(g.stdout, "local copy failed: %s\n", st.FallbackReason)
-	}
-	return err
+	return err // a fallback to TCP was said on stderr as it happened
 }
 
 func baseName(p string) string {

@@ -101,7 +101,7 @@ func TestReplicaUsageErrors(t *testing.T) {
 	}
 	err := runReplicaCreate(t.Context(), g, replicaCreateOptions{size: "1000", counter: "on"}, dir)
 	require.Error(t, err)
-	require.Equal(t, 1, exitCode(t.Context(), err))
+	require.Equal(t, 2, exitCode(t.Context(), err), "a size out of range is bad usage")
 	_, statErr := os.Stat(filepath.Join(dir, replica.VolumeMetaFile))
 	require.True(t, errors.Is(statErr, os.ErrNotExist), "a refused create leaves no replica")
 	err = runReplicaCheck(t.Context(), g, replicaCheckOptions{counter: "maybe"}, dir)

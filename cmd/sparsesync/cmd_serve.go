@@ -12,7 +12,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,6 +67,16 @@ next sync of an unchanged source ends after a quick check, and of the
 checkpoint an interrupted sync resumes from. Removing it is harmless (the
 next sync compares every block).
 
+serve logs one line per session on stderr (msg="session done" or
+"session failed", with the peer's address, the operation, the file, the
+bytes copied and unchanged, and the error), and one line per failed
+authentication in a fixed format for fail2ban and the like:
+  level=WARN msg="authentication failed" remote=ADDR:PORT
+-v adds debug records.
+
+SIGHUP reloads the token file (and the TLS certificate and key): new
+connections use them, sessions already running go on; a file that cannot
+be read or is not a valid token is reported and the old one kept.
 SIGINT or SIGTERM stops accepting, lets running syncs checkpoint (a later
 push resumes) and exits with status 130.
 ` + exitCodesHelp,
@@ -80,7 +94,7 @@ push resumes) and exits with status 130.
 	f.StringVar(&opts.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	f.StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics")
 	f.BoolVar(&opts.pprof, "pprof", false, "with --metrics, also serve Go profiles on /debug/pprof/ (keep ADDR private)")
-	f.BoolVarP(&opts.verbose, "verbose", "v", false, "log every session on stderr")
+	f.BoolVarP(&opts.verbose, "verbose", "v", false, "also log debug records on stderr (every session is logged without it)")
 	_ = cmd.MarkFlagRequired("root")
 	return cmd
 }
@@ -116,22 +130,30 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 		return err
 	}
 	var pin string
+	var certs *certReloader
 	if opts.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
-		if err != nil {
-			return fmt.Errorf("serve: %s: %w", opts.tlsCert, err)
+		var err error
+		if certs, err = loadCert(opts.tlsCert, opts.tlsKey); err != nil {
+			return err
 		}
-		sum := sha256.Sum256(cert.Certificate[0])
-		pin = hex.EncodeToString(sum[:])
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+		pin = certs.pin()
+		srv.TLSConfig = &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS13}
 	}
-	level := slog.LevelWarn
+	level := slog.LevelInfo // a line per session
 	if opts.verbose {
-		level = slog.LevelInfo
+		level = slog.LevelDebug
 	}
-	srv.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	srv.Logger = logger
 	m := newServeMetrics()
-	srv.OnSession = m.record
+	srv.OnSession = func(ev tcpsync.SessionEvent) {
+		m.record(ev)
+		if ev.Op == "" && errors.Is(ev.Err, tcpsync.ErrUnauthorized) {
+			// One fixed format, for fail2ban: the address and nothing
+			// the client chose.
+			logger.Warn("authentication failed", "remote", ev.Remote)
+		}
+	}
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -166,10 +188,91 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	if metricsAddr != "" {
 		fmt.Fprintf(g.stderr, "sparsesync: metrics on http://%s/metrics\n", shownAddr(opts.metrics, mln(metricsAddr)))
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, g, hup, srv, opts, certs)
 	if opts.ready != nil {
 		opts.ready(ln.Addr().String(), metricsAddr)
 	}
-	return srv.Serve(ctx, ln)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	return ctx.Err() // stopped by a signal: exit 130, as documented
+}
+
+// reloadOnHUP reloads the token file and the TLS certificate on each
+// SIGHUP until ctx ends; what cannot be loaded is reported and the old
+// one kept.
+func reloadOnHUP(ctx context.Context, g *globalOpts, hup <-chan os.Signal, srv *tcpsync.Server, opts serveOptions, certs *certReloader) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		var done []string
+		if opts.tokenFile != "" {
+			tok, err := tcpsync.LoadToken(opts.tokenFile)
+			if err == nil {
+				err = srv.SetToken(tok)
+			}
+			if err != nil {
+				g.stderrLine(fmt.Sprintf("sparsesync: serve: SIGHUP: %v; keeping the previous token", err))
+			} else {
+				done = append(done, "the token file "+opts.tokenFile)
+			}
+		}
+		if certs != nil {
+			c, err := loadCert(opts.tlsCert, opts.tlsKey)
+			if err != nil {
+				g.stderrLine(fmt.Sprintf("sparsesync: %v; keeping the previous certificate", err))
+			} else {
+				certs.set(c)
+				done = append(done, "the TLS certificate "+opts.tlsCert+" (pin "+c.pin()+")")
+			}
+		}
+		if len(done) > 0 {
+			g.stderrLine("sparsesync: serve: SIGHUP: reloaded " + strings.Join(done, " and "))
+		}
+	}
+}
+
+// certReloader is the TLS certificate serve presents, replaced on SIGHUP.
+type certReloader struct {
+	mu   sync.Mutex
+	cert *tls.Certificate
+}
+
+func loadCert(certFile, keyFile string) (*certReloader, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %s: %w", certFile, err)
+	}
+	return &certReloader{cert: &cert}, nil
+}
+
+func (r *certReloader) set(o *certReloader) {
+	o.mu.Lock()
+	c := o.cert
+	o.mu.Unlock()
+	r.mu.Lock()
+	r.cert = c
+	r.mu.Unlock()
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cert, nil
+}
+
+// pin is the SHA-256 of the certificate's DER encoding in hex.
+func (r *certReloader) pin() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum := sha256.Sum256(r.cert.Certificate[0])
+	return hex.EncodeToString(sum[:])
 }
 
 // checkRoot refuses a --root that is not a directory, before serving.

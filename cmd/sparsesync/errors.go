@@ -25,7 +25,14 @@ func execute(ctx context.Context, g *globalOpts, args []string) (*cobra.Command,
 	out := &countingWriter{w: g.stdout}
 	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay})
 	root.SetArgs(args)
+	interruptedBefore := ctx.Err() != nil
 	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil && interruptedBefore {
+		// Interrupted before it ran (a command that never looks at ctx,
+		// such as version, still counts as interrupted); one interrupted
+		// after it finished its work succeeded (exitCode).
+		err = ctx.Err()
+	}
 	if err != nil && cmd != nil && !jsonRequested(cmd) && slices.ContainsFunc(beforeDashes(args), isJSONFlag) {
 		// Parsing stopped at a bad flag before reaching --json: the user
 		// still asked for a JSON error.
@@ -70,6 +77,10 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 	var line string
 	if code == 130 {
 		line = "sparsesync: " + commandName(cmd) + "interrupted"
+		var n noter
+		if errors.As(err, &n) {
+			line += "; " + n.note()
+		}
 	} else {
 		line = errorLine(err)
 		// A library error returned as is starts with its package's
@@ -92,6 +103,10 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 	return code
 }
 
+// noter is an error with a note that an interrupted command's line keeps
+// (which is otherwise just "interrupted"): what it left behind.
+type noter interface{ note() string }
+
 // commandName is "push: " for `sparsesync push`, "" for the root.
 func commandName(cmd *cobra.Command) string {
 	if cmd == nil || !cmd.HasParent() {
@@ -106,14 +121,17 @@ func jsonRequested(cmd *cobra.Command) bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// exitCode maps an error to the documented exit status: 130 once the
-// command was interrupted (SIGINT, SIGTERM), whatever it returned.
+// exitCode maps an error to the documented exit status: 0 for a command
+// that finished its work (an interrupt that came after that changes
+// nothing: `local --atomic` renamed the new file into place), 130 for one
+// that was interrupted (SIGINT, SIGTERM), whatever error it returned.
+// Services (serve, disks) return ctx.Err() when a signal stops them.
 func exitCode(ctx context.Context, err error) int {
 	switch {
-	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
-		return 130
 	case err == nil:
 		return 0
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return 130
 	case errors.As(err, new(usageError)):
 		return 2
 	default:
@@ -123,7 +141,7 @@ func exitCode(ctx context.Context, err error) int {
 
 // libraryPrefixes are the "pkg: " prefixes the library packages put on
 // their errors; the CLI line names the command instead.
-var libraryPrefixes = []string{"tcpsync: ", "localsync: ", "replica: ", "sparse: ", "target: ", "qos: "}
+var libraryPrefixes = []string{"tcpsync: ", "localsync: ", "replica: ", "sparse: ", "target: ", "disks: ", "qos: "}
 
 // errorLine renders err as exactly one line for stderr, with one
 // "sparsesync: " prefix and no package prefixes repeated after the first

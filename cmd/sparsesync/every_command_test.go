@@ -85,6 +85,7 @@ func TestExitStatusEveryCommand(t *testing.T) {
 		"serve":                 {[]string{"serve", "--root", dir, "--token-file", tok, "--listen", "127.0.0.1:0"}, []string{"serve", "--root", dir, "--token-file", tok, "--listen", "nonsense"}, []string{"serve", "--token-file", tok}},
 		"squeeze":               {[]string{"squeeze", "-t", ganeti}, []string{"squeeze", "-t", ganeti, "--target-resources", "lots"}, []string{"squeeze"}},
 		"version":               {[]string{"version"}, nil, nil},
+		"man":                   {[]string{"man", dir}, nil, []string{"man"}},
 		"help":                  {[]string{"help", "local"}, nil, nil},
 		"completion bash":       {[]string{"completion", "bash"}, nil, nil},
 		"completion fish":       {[]string{"completion", "fish"}, nil, nil},

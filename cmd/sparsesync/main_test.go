@@ -71,6 +71,12 @@ func TestExitStatusContract(t *testing.T) {
 		{"library error under the command's name", []string{"replica", "rebuild", missing, filepath.Join(dir, "rep")}, 1,
 			"replica rebuild: rebuild " + filepath.Join(dir, "rep") + ": " + missing + ": not a replica directory: open " + missing + "/volume.meta: no such file or directory"},
 		{"failure", []string{"local", missing, filepath.Join(dir, "out")}, 1, "local " + missing + " -> " + filepath.Join(dir, "out") + ": open " + missing + ": no such file or directory"},
+		{"disks threshold out of range", []string{"disks", "--disk", "a=" + dir, "--disk", "b=" + missing, "--pressure-percent", "150", "--once"}, 2,
+			"disks: bad configuration: pressure percent 150 is not in 0..100"},
+		{"replica create size not in blocks", []string{"replica", "create", "--size", "1000", filepath.Join(dir, "r")}, 2,
+			"replica create: --size 1000 is not a multiple of 4096"},
+		{"push to a name escaping the root", []string{"push", "--no-auth", missing, "127.0.0.1:1", "../escape.img"}, 2,
+			"push " + missing + " to 127.0.0.1:1 ../escape.img: bad remote path: \"../escape.img\": dot component"},
 		{"version", []string{"version"}, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,6 +45,7 @@ var subcommands = []func(*globalOpts) *cobra.Command{
 	newDisksCommand,
 	newVersionCommand,
 	newBenchCommand,
+	newManCommand,
 }
 
 const exitCodesHelp = `

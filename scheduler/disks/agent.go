@@ -18,6 +18,9 @@ const (
 	EventMoveDone   = "move-done"   // a move committed; the replica lives on To (a Reason says the cleanup was left to the next start)
 	EventMoveFailed = "move-failed" // a move failed and was rolled back; the replica lives on From
 	EventSkip       = "skip"        // a planned move (or a replica) was left alone, Reason says why
+	EventHeld       = "held"        // a disk under pressure gives up no replica this pass (From), Reason says why (the planner's)
+	EventIgnored    = "ignored"     // a directory beneath a disk (Replica: its name) is not a replica; Reason says what it is
+	EventPass       = "pass"        // a pass ended: Reason sums it up, Bytes is what it moved
 )
 
 // Event is what the agent reports, one per decision or outcome.
@@ -51,6 +54,26 @@ type PassResult struct {
 	CleanupPending []Move
 	// BytesMoved sums the allocated bytes of the moved replicas.
 	BytesMoved int64
+	// Held counts the disks under pressure that give up no replica (each
+	// reported in a held event with the planner's reason).
+	Held int
+}
+
+// summary is the pass event's text: what was measured, planned and done.
+func (r PassResult) summary(err error) string {
+	pressured, replicas := 0, 0
+	for _, d := range r.Disks {
+		replicas += d.Replicas
+		if d.Pressured {
+			pressured++
+		}
+	}
+	s := fmt.Sprintf("%d disks, %d replicas, %d under pressure: %d planned, %d moved (%s), %d failed, %d skipped, %d held",
+		len(r.Disks), replicas, pressured, len(r.Planned), len(r.Moved), bytesize.Format(r.BytesMoved), len(r.Failed), len(r.Skipped), r.Held)
+	if err != nil {
+		s += "; interrupted"
+	}
+	return s
 }
 
 // Agent balances the disks of one node. Create it with [New], run passes
@@ -145,11 +168,12 @@ func (a *Agent) disk(name string) DiskConfig {
 // measured, a cancelled ctx.
 func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 	var res PassResult
-	states, moves, reps, err := a.plan(ctx)
+	states, moves, reps, held, err := a.plan(ctx)
 	if err != nil {
 		return res, err
 	}
-	res.Disks, res.Planned = states, moves
+	res.Disks, res.Planned, res.Held = states, moves, len(held)
+	defer func() { a.emit(Event{Kind: EventPass, Bytes: res.BytesMoved, Reason: res.summary(ctx.Err())}) }()
 	for _, st := range states {
 		if st.Pressured {
 			free := max(st.AvailableBytes-st.ReservedBytes, 0)
@@ -161,6 +185,23 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 				Reason: fmt.Sprintf("%s of %s free%s, below %d%%",
 					pct(free, st.MaxBytes), bytesize.Format(st.MaxBytes), reserve, 100-*a.cfg.PressurePercent)})
 		}
+	}
+	for _, st := range states {
+		// The planner explains the disks it holds that have replicas; one
+		// with none (its space taken by other files, or its replicas not
+		// where the agent looks: see the ignored events) is said too.
+		if st.Pressured && st.Replicas == 0 {
+			res.Held++
+			a.emit(Event{Kind: EventHeld, From: st.Name,
+				Reason: "no replica directory on the disk to move: its space is used by other files (see any ignored directories)"})
+		}
+	}
+	for _, h := range held {
+		reason := h.Reason
+		if s := h.Summary(); s != "" {
+			reason += ": " + s
+		}
+		a.emit(Event{Kind: EventHeld, From: h.Disk, Replica: h.Replica, Volume: h.Volume, Reason: reason})
 	}
 	for _, m := range moves {
 		if a.cfg.DryRun {

@@ -111,13 +111,13 @@ func (c *Config) Validate() error {
 		return configf("%d disk(s) configured: the agent moves replicas between disks and needs at least two", len(c.Disks))
 	}
 	if p := c.PressurePercent; p != nil && (*p < 0 || *p > 100) {
-		return configf("pressure percent %d is not in 0..100", *p)
+		return rangef("pressure percent %d is not in 0..100", *p)
 	}
 	if p := c.MinimalAvailablePercent; p != nil && (*p < 0 || *p > 100) {
-		return configf("minimal available percent %d is not in 0..100", *p)
+		return rangef("minimal available percent %d is not in 0..100", *p)
 	}
 	if p := c.OverProvisioningPercent; p != nil && *p < 0 {
-		return configf("over-provisioning percent %d is negative", *p)
+		return rangef("over-provisioning percent %d is negative", *p)
 	}
 	root := c.root
 	if root == "" {

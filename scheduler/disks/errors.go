@@ -12,6 +12,9 @@ var (
 	// a disk that is not mounted, a duplicate or empty name, a threshold
 	// out of range. The message names the disk and the cause.
 	ErrConfig = errors.New("disks: bad configuration")
+	// ErrOutOfRange marks the ErrConfig errors of a value out of its
+	// range (a percentage over 100): a bad argument, not a bad disk.
+	ErrOutOfRange = errors.New("disks: value out of range")
 	// ErrAgentRunning: another agent (in this or another process) holds
 	// one of the disks.
 	ErrAgentRunning = errors.New("disks: another agent holds the disk")
@@ -35,3 +38,16 @@ var (
 func configf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
 }
+
+// rangef is an ErrConfig error that also matches ErrOutOfRange, with the
+// same message as configf.
+func rangef(format string, args ...any) error {
+	return fmt.Errorf("%w: %w", ErrConfig, outOfRange(fmt.Sprintf(format, args...)))
+}
+
+// outOfRange is the cause of a rangef error: its text, matching
+// ErrOutOfRange.
+type outOfRange string
+
+func (e outOfRange) Error() string        { return string(e) }
+func (e outOfRange) Is(target error) bool { return target == ErrOutOfRange }

@@ -1,6 +1,7 @@
 package disks_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -173,4 +174,17 @@ func movedNames(ms []disks.Move) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// runPass runs one pass of an agent made from cfg under ctx, recording its
+// events.
+func runPass(t *testing.T, ctx context.Context, cfg disks.Config) (disks.PassResult, *recorder, error) {
+	t.Helper()
+	var rec recorder
+	cfg.OnEvent = rec.on
+	a, err := disks.New(cfg)
+	require.NoError(t, err)
+	defer a.Close()
+	res, err := a.Pass(ctx)
+	return res, &rec, err
 }

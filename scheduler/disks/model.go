@@ -92,6 +92,7 @@ func (a *Agent) scan(ctx context.Context) ([]DiskState, []Replica, error) {
 			dir := filepath.Join(d.Path, e.Name())
 			info, err := replica.Inspect(dir, replica.InspectOptions{})
 			if errors.Is(err, replica.ErrNotReplica) && !hasVolumeMeta(dir) {
+				a.emit(Event{Kind: EventIgnored, Replica: e.Name(), From: d.Name, Reason: notReplicaReason(dir)})
 				continue
 			}
 			r := Replica{Name: e.Name(), Volume: VolumeOf(e.Name()), Disk: d.Name, Dir: dir, Size: info.Size}
@@ -123,6 +124,27 @@ func (a *Agent) scan(ctx context.Context) ([]DiskState, []Replica, error) {
 		kept = append(kept, r)
 	}
 	return states, kept, nil
+}
+
+// notReplicaReason says why dir, beneath a disk's path, is passed over,
+// and points at replica directories one level down (a disk given as its
+// mount point, /mnt/d1, holding /mnt/d1/replicas/vol-...).
+func notReplicaReason(dir string) string {
+	reason := "not a replica directory (no " + replica.VolumeMetaFile + "); replicas must be directly beneath the disk's path"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return reason
+	}
+	n := 0
+	for _, e := range ents {
+		if e.IsDir() && hasVolumeMeta(filepath.Join(dir, e.Name())) {
+			n++
+		}
+	}
+	if n > 0 {
+		reason += fmt.Sprintf("; it holds %d replica director%s: give the disk as NAME=%s", n, map[bool]string{true: "y", false: "ies"}[n == 1], dir)
+	}
+	return reason
 }
 
 func hasVolumeMeta(dir string) bool {
@@ -199,25 +221,35 @@ func (a *Agent) cluster(states []DiskState, reps []Replica) *longhorn.Cluster {
 
 // plan measures the disks and returns their state and the moves the
 // planner makes: scheduler/longhorn's disk-pressure moves for this node.
-func (a *Agent) plan(ctx context.Context) ([]DiskState, []Move, map[string]Replica, error) {
+func (a *Agent) plan(ctx context.Context) ([]DiskState, []Move, map[string]Replica, []longhorn.HeldDisk, error) {
 	states, reps, err := a.scan(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	c := a.cluster(states, reps)
 	if err := c.Index(); err != nil {
-		return nil, nil, nil, fmt.Errorf("disks: model: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("disks: model: %w", err)
 	}
 	pressure, err := longhorn.DiskPressure(c)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	for i := range states {
 		states[i].Pressured = pressure[a.cfg.Node][states[i].Name]
 	}
-	planned, err := longhorn.Rebalance(c, longhorn.RebalanceOptions{Now: a.cfg.Now()})
+	plan, err := longhorn.PlanRebalance(c, longhorn.RebalanceOptions{Now: a.cfg.Now()})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("disks: plan: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("disks: plan: %w", err)
+	}
+	var planned []longhorn.Move
+	if len(plan.Passes) > 0 {
+		planned = plan.Passes[0]
+	}
+	var held []longhorn.HeldDisk
+	for _, h := range plan.Held {
+		if h.Node == a.cfg.Node {
+			held = append(held, h)
+		}
 	}
 	byName := make(map[string]Replica, len(reps))
 	for _, r := range reps {
@@ -231,5 +263,5 @@ func (a *Agent) plan(ctx context.Context) ([]DiskState, []Move, map[string]Repli
 		r := byName[m.Replica]
 		moves = append(moves, Move{Replica: m.Replica, Volume: m.Volume, From: m.From.Disk, To: m.To.Disk, Bytes: r.Allocated})
 	}
-	return states, moves, byName, nil
+	return states, moves, byName, held, nil
 }

@@ -64,7 +64,13 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 		// Not committed: the source is authoritative. Undo everything;
 		// if even that fails, the record stays and the next start
 		// finishes the rollback.
-		if rerr := a.rollback(in, p); rerr != nil {
+		rerr := a.rollback(in, p)
+		switch {
+		case ctx.Err() != nil && rerr == nil:
+			err = fmt.Errorf("interrupted, rolled back: the replica stays on %s: %w", m.From, err)
+		case ctx.Err() != nil:
+			err = fmt.Errorf("interrupted; the rollback is incomplete, the next start completes it (%v): %w", rerr, err)
+		case rerr != nil:
 			err = fmt.Errorf("%w (rollback incomplete, the next start completes it: %v)", err, rerr)
 		}
 		return fail(err)

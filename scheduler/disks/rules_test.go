@@ -77,14 +77,9 @@ func TestRules(t *testing.T) {
 	}
 	pass := func(t *testing.T, cfg disks.Config) (disks.PassResult, *recorder) {
 		t.Helper()
-		var rec recorder
-		cfg.OnEvent = rec.on
-		a, err := disks.New(cfg)
+		res, rec, err := runPass(t, t.Context(), cfg)
 		require.NoError(t, err)
-		defer a.Close()
-		res, err := a.Pass(t.Context())
-		require.NoError(t, err)
-		return res, &rec
+		return res, rec
 	}
 
 	t.Run("writer-skipped", func(t *testing.T) {
@@ -256,7 +251,8 @@ func TestRules(t *testing.T) {
 		res, rec := pass(t, cfg)
 		require.False(t, res.Disks[0].Pressured)
 		require.Empty(t, res.Planned)
-		require.Empty(t, rec.events)
+		require.Len(t, rec.events, 1, "only the pass event")
+		require.Equal(t, disks.EventPass, rec.events[0].Kind)
 		require.Equal(t, map[string]string{repName(0): "d1"}, checkClean(t, cfg, sums))
 		// Unset is Longhorn's default, 90: d1 is under pressure.
 		cfg.PressurePercent = nil

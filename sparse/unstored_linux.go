@@ -1,20 +1,19 @@
-package localsync
+package sparse
 
 import (
 	"context"
 	"os"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// unstoredZeros returns the parts of data (the source's SEEK_DATA map) that
+// UnstoredZeros returns the parts of data (the source's SEEK_DATA map) that
 // read as zeros without being stored: FIEMAP shows no written extent there
 // (a hole or an unwritten extent), no page of the range is dirty or under
 // writeback, and every page of it that is cached holds zeros.
 //
-// XFS needs it: after a reflinked file is rewritten in place, its
+// This is what a file's data is, for every command (DataMap): XFS needs
+// it, and ext4 too: after a reflinked file is rewritten in place, its
 // copy-on-write preallocations (and fallocated space) are reported by
 // SEEK_DATA as data while any page over them is cached (readahead of the
 // neighbouring data is enough), though they read as zeros; a re-sync would
@@ -24,23 +23,24 @@ import (
 // the copy checks at its end (ErrSourceChanged).
 //
 // Any failure (no FIEMAP, no cachestat) returns an empty map: the ranges
-// are then copied as data, which is always exact.
-func unstoredZeros(ctx context.Context, f *os.File, data sparse.Map, buf []byte) sparse.Map {
-	empty, _ := sparse.NewMap(data.Size())
+// are then copied as data, which is always exact. buf is scratch space for
+// reading cached pages (any size above zero).
+func UnstoredZeros(ctx context.Context, f *os.File, data Map, buf []byte) Map {
+	empty, _ := NewMap(data.Size())
 	if data.Len() == 0 {
 		return empty
 	}
-	var stored []sparse.Extent
-	err := sparse.Fiemap(ctx, f, 0, data.Size(), func(x sparse.FiemapExtent) error {
-		if x.Flags&sparse.FiemapUnwritten == 0 {
-			stored = append(stored, sparse.Extent{Off: x.Logical, Len: min(x.Length, data.Size()-x.Logical)})
+	var stored []Extent
+	err := Fiemap(ctx, f, 0, data.Size(), func(x FiemapExtent) error {
+		if x.Flags&FiemapUnwritten == 0 {
+			stored = append(stored, Extent{Off: x.Logical, Len: min(x.Length, data.Size()-x.Logical)})
 		}
 		return nil
 	})
 	if err != nil {
 		return empty
 	}
-	storedMap, err := sparse.NewMap(data.Size(), clip(stored, data.Size())...)
+	storedMap, err := NewMap(data.Size(), clip(stored, data.Size())...)
 	if err != nil {
 		return empty
 	}
@@ -52,12 +52,12 @@ func unstoredZeros(ctx context.Context, f *os.File, data sparse.Map, buf []byte)
 	if err != nil {
 		return empty
 	}
-	var zeros []sparse.Extent
+	var zeros []Extent
 	var failed bool
 	// check keeps the parts of x with no dirty page that read as zeros,
 	// halving a range with dirty pages down to single pages.
-	var check func(x sparse.Extent)
-	check = func(x sparse.Extent) {
+	var check func(x Extent)
+	check = func(x Extent) {
 		var st unix.Cachestat_t
 		var cerr error
 		if err := rc.Control(func(fd uintptr) {
@@ -68,8 +68,8 @@ func unstoredZeros(ctx context.Context, f *os.File, data sparse.Map, buf []byte)
 		}
 		if st.Dirty != 0 || st.Writeback != 0 {
 			if half := x.Len / 2 / pageSize * pageSize; half > 0 && !failed {
-				check(sparse.Extent{Off: x.Off, Len: half})
-				check(sparse.Extent{Off: x.Off + half, Len: x.Len - half})
+				check(Extent{Off: x.Off, Len: half})
+				check(Extent{Off: x.Off + half, Len: x.Len - half})
 			}
 			return
 		}
@@ -83,7 +83,7 @@ func unstoredZeros(ctx context.Context, f *os.File, data sparse.Map, buf []byte)
 			return empty
 		}
 	}
-	m, err := sparse.NewMap(data.Size(), zeros...)
+	m, err := NewMap(data.Size(), zeros...)
 	if err != nil {
 		return empty
 	}
@@ -94,7 +94,7 @@ func unstoredZeros(ctx context.Context, f *os.File, data sparse.Map, buf []byte)
 const pageSize = 4096
 
 // clip drops the parts of xs at or beyond size.
-func clip(xs []sparse.Extent, size int64) []sparse.Extent {
+func clip(xs []Extent, size int64) []Extent {
 	out := xs[:0]
 	for _, x := range xs {
 		if x.Off < size && x.Len > 0 {
@@ -107,10 +107,10 @@ func clip(xs []sparse.Extent, size int64) []sparse.Extent {
 
 // readsZero reads x from f (through the page cache, where it is) and
 // reports whether it is all zeros.
-func readsZero(f *os.File, x sparse.Extent, buf []byte) bool {
+func readsZero(f *os.File, x Extent, buf []byte) bool {
 	for off := x.Off; off < x.End(); {
 		b := buf[:min(int64(len(buf)), x.End()-off)]
-		if n, _ := f.ReadAt(b, off); n < len(b) || !sparse.IsZero(b) {
+		if n, _ := f.ReadAt(b, off); n < len(b) || !IsZero(b) {
 			return false
 		}
 		off += int64(len(b))
