@@ -399,9 +399,15 @@ func salvage(probes []probe, res []CheckResult) {
 		}
 		w := probes[win].info
 		res[i].Mode = ModeERR
-		res[i].Reason = fmt.Sprintf("salvage: %s chosen (%d allocated bytes vs %d, mtime %d vs %d)",
-			w.Dir, w.HeadAllocatedBytes, probes[i].info.HeadAllocatedBytes, w.HeadModTimeNs, probes[i].info.HeadModTimeNs)
+		res[i].Reason = fmt.Sprintf("salvage: %s chosen (%d allocated bytes vs %d, head modified %s vs %s)",
+			w.Dir, w.HeadAllocatedBytes, probes[i].info.HeadAllocatedBytes, mtimeText(w.HeadModTimeNs), mtimeText(probes[i].info.HeadModTimeNs))
 	}
+}
+
+// mtimeText renders a head's modification time for people: UTC, to the
+// nanosecond, since the salvage rule compares them that finely.
+func mtimeText(ns int64) string {
+	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000000000 UTC")
 }
 
 // stableOrder returns probe indexes sorted by cleaned directory path, so the

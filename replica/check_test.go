@@ -117,7 +117,10 @@ func TestCheckTable(t *testing.T) {
 				{name: "c", mode: CounterOff, blocks: 4, mtime: -2 * time.Second},
 			},
 			counter: &off, salvage: true,
-			want: want{rw: []string{"b"}},
+			// The times in the reason are dates a person can read.
+			want: want{rw: []string{"b"}, reason: map[string]string{
+				"a": "head modified 2026-11-01 12:00:00.000000000 UTC vs 2026-11-01 11:59:59.000000000 UTC",
+				"c": "head modified 2026-11-01 12:00:00.000000000 UTC vs 2026-11-01 11:59:58.000000000 UTC"}},
 		},
 		{
 			name: "salvage/full tie goes to the lowest path",
