@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,4 +63,65 @@ func TestServeAnnouncesAddressAndPin(t *testing.T) {
 	require.Regexp(t, regexp.MustCompile(`(?m)^sparsesync: serving `+regexp.QuoteMeta(root)+` on 0\.0\.0\.0:\d+ \(token authentication, TLS 1\.3\)$`), out)
 	require.Contains(t, out, "sparsesync: TLS certificate pin (SHA-256 of its DER): "+pin+"\n")
 	require.NotContains(t, out, "[::]")
+}
+
+// TestServePprofWarning is issue 23's lower-severity item: --pprof with a
+// metrics address reachable from the network prints a warning line; on a
+// loopback address it does not.
+func TestServePprofWarning(t *testing.T) {
+	for _, c := range []struct {
+		metrics string
+		warn    bool
+	}{{"0.0.0.0:0", true}, {"127.0.0.1:0", false}} {
+		root := t.TempDir()
+		var errOut syncBuffer
+		g := &globalOpts{stdout: &bytes.Buffer{}, stderr: &errOut}
+		ready := make(chan struct{}, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- runServe(ctx, g, serveOptions{root: root, listen: "127.0.0.1:0", noAuth: true, metrics: c.metrics, pprof: true,
+				ready: func(_, _ string) { ready <- struct{}{} }})
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("serve: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("serve did not start")
+		}
+		cancel()
+		require.NoError(t, <-done)
+		out := errOut.String()
+		if c.warn {
+			require.Regexp(t, regexp.MustCompile(`(?m)^sparsesync: warning: --pprof serves Go profiles .* to anyone who can reach 0\.0\.0\.0:\d+; bind --metrics to a loopback or private address$`), out)
+		} else {
+			require.NotContains(t, out, "warning", c.metrics)
+		}
+	}
+}
+
+// TestServeTokenFIFO is hole 5 through the CLI: serve and push given a
+// FIFO as --token-file fail at once naming the file (they used to block
+// in the open, deaf to SIGTERM).
+func TestServeTokenFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "token")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	done := make(chan error, 2)
+	g, _ := testGlobals()
+	go func() {
+		done <- runServe(t.Context(), g, serveOptions{root: dir, listen: "127.0.0.1:0", tokenFile: fifo})
+	}()
+	go func() {
+		done <- runPush(t.Context(), g, netOptions{tokenFile: fifo, compress: "auto"}, filepath.Join(dir, "none"), "127.0.0.1:1", "x")
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			require.ErrorContains(t, err, fifo+" is not a regular file")
+		case <-time.After(10 * time.Second):
+			t.Fatal("a FIFO token file blocked the command")
+		}
+	}
 }
