@@ -178,6 +178,9 @@ func (r *receiver) checkOutsideData(ctx context.Context, f *os.File) error {
 	buf := make([]byte, 1<<20)
 	for _, e := range extra.Extents() {
 		for off := e.Off; off < e.End(); {
+			if err := ctx.Err(); err != nil {
+				return context.Cause(ctx)
+			}
 			n := min(e.End()-off, int64(len(buf)))
 			if err := readFull(f, buf[:n], off); err != nil {
 				return err

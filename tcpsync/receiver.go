@@ -189,6 +189,9 @@ func (r *receiver) run(ctx context.Context) error {
 	// the source's holes go too.
 	punch := r.plan.punch.Union(hidden.Resize(int64(size)).Intersect(srcMap.Holes()))
 	for _, e := range punch.Extents() {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
 		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
-	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // Server receives pushes into, and serves pulls from, files beneath Root.
@@ -225,10 +223,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // linger lets the peer read our ERROR before the close: closing with its
 // unread bytes in our buffer would reset the connection and lose the
-// frame. It half-closes and drains for at most a second and 4 MiB.
-func linger(c net.Conn) {
+// frame. It half-closes and drains for at most a second and 4 MiB, and
+// not at all once the server is shutting down (a peer that keeps the
+// connection open must not hold up the shutdown).
+func linger(ctx context.Context, c net.Conn) {
 	if hc, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = hc.CloseWrite()
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(time.Second))
 	_, _ = io.CopyN(io.Discard, c, 4<<20)
@@ -244,6 +247,7 @@ func hostOf(a net.Addr) string {
 func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 	c := tc.c
 	start := time.Now()
+	srvCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
@@ -267,7 +271,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 			if tc.opened {
 				// Out of every budget while it lingers (a second at most).
 				s.release(tc)
-				linger(c)
+				linger(srvCtx, c)
 			}
 		}
 	}
@@ -340,7 +344,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	switch op {
 	case opPush:
 		ev.Op = "push"
-		t, err := s.openForWrite(name, flags&openAtomic != 0)
+		t, err := s.openForWrite(ctx, name, flags&openAtomic != 0)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -356,7 +360,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		}
 		p.bs = int64(bs)
 		p.compress = Compression(flags >> 8 & 3)
-		src, file, err := s.openForRead(name)
+		src, file, err := s.openForRead(ctx, name)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -367,7 +371,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		return sendSource(ctx, f, src, p)
 	case opList:
 		ev.Op = "list"
-		body, err := s.listDir(name)
+		body, err := s.listDir(ctx, name)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -377,11 +381,18 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 }
 
 // ValidateName checks a remote name before it is resolved: a clean relative
-// path of at most 4096 bytes, components of at most 255 bytes, no empty,
+// path of at most 4096 bytes and 64 components (maxDepth), components of
+// at most 255 bytes, no empty,
 // "." or ".." components, no NUL or control characters, and not one of the
 // names tcpsync keeps next to targets.
 func ValidateName(name string) error {
-	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrBadPath, sanitize(name), why) }
+	bad := func(why string) error {
+		shown := name
+		if len(shown) > 128 { // the reason must survive the error text's 1 KiB bound
+			shown = shown[:128] + "…"
+		}
+		return fmt.Errorf("%w: %q: %s", ErrBadPath, sanitize(shown), why)
+	}
 	switch {
 	case name == "":
 		return bad("empty")
@@ -397,6 +408,9 @@ func ValidateName(name string) error {
 			return bad("control character")
 		}
 	}
+	if strings.Count(name, "/") >= maxDepth {
+		return bad(fmt.Sprintf("more than %d components", maxDepth))
+	}
 	for comp := range strings.SplitSeq(name, "/") {
 		switch {
 		case comp == "":
@@ -410,51 +424,29 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// checkDirs refuses a name whose directories are symlinks or missing.
-func (s *Server) checkDirs(name string) error {
-	comps := strings.Split(name, "/")
-	for i := 1; i < len(comps); i++ {
-		dir := strings.Join(comps[:i], "/")
-		fi, err := s.root.Lstat(dir)
-		if err != nil {
-			return pathErr(sanitize(name), err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%w: %q: %s is a symlink", ErrPathOutsideRoot, sanitize(name), sanitize(dir))
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%w: %q: %s is not a directory", ErrNotFound, sanitize(name), sanitize(dir))
-		}
-	}
-	if fi, err := s.root.Lstat(name); err == nil {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%w: %q is a symlink", ErrPathOutsideRoot, sanitize(name))
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %q is a %s", ErrNotRegular, sanitize(name), sparse.TypeName(fi.Mode()))
-		}
-	}
-	return nil
-}
-
-func (s *Server) openForWrite(name string, atomic bool) (*target, error) {
+// openForWrite opens the target of a push, creating its missing
+// directories; a refused OPEN leaves none of them behind.
+func (s *Server) openForWrite(ctx context.Context, name string, atomic bool) (*target, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := s.makeParents(name); err != nil {
+	w, err := s.walkDirs(ctx, name, true)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.checkDirs(name); err != nil {
+	t, err := openTarget(s.root, name, sanitize(name), atomic)
+	if err != nil {
+		w.undo(s)
 		return nil, err
 	}
-	return openTarget(s.root, name, sanitize(name), atomic)
+	return t, nil
 }
 
-func (s *Server) openForRead(name string) (*FileSource, *os.File, error) {
+func (s *Server) openForRead(ctx context.Context, name string) (*FileSource, *os.File, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, nil, err
 	}
-	if err := s.checkDirs(name); err != nil {
+	if _, err := s.walkDirs(ctx, name, false); err != nil {
 		return nil, nil, err
 	}
 	f, err := wtarget.OpenNoFollow(s.root, name, os.O_RDONLY|unix.O_NONBLOCK, 0)
