@@ -64,9 +64,11 @@
 //
 // # Storage verification and a changing source
 //
-// With ReadBack (the default for Atomic), the receiver reads the whole
-// target back after the final fdatasync, bypassing the page cache, and
-// checks the whole file against the sender's digest, which then covers the
+// With ReadBack (the default for Atomic), the receiver reads the target's
+// data back after the final fdatasync, bypassing the page cache (its own
+// extents within the source's data: the bytes read are bounded by what it
+// wrote or compared, not by what the peer claimed), and checks the whole
+// file against the sender's digest, which then covers the
 // chunks a resume skipped too; a mismatch moves the checkpoint back to the
 // start and fails with ErrVerify. A FileSource's identity is
 // taken when a sync starts (once the filesystem clock is past its last
