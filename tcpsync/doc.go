@@ -85,7 +85,8 @@
 // overflow-checked against the size; the peer never chooses memory, threads
 // or timeouts. A peer's claims cost nothing: plans are computed per chunk,
 // map extent counts are checked before buffering, and sessions draw from
-// memory budgets (limits.go). Connections are pending until OPEN, with
+// memory budgets (limits.go) by the bytes that arrived, never by a claimed
+// count, with a share per peer address. Connections are pending until OPEN, with
 // their own caps per address and in all (the oldest pending connection of
 // the busiest address makes room), separate from session caps (accept.go),
 // all lowered to fit a low descriptor limit (Server.fitDescriptors);

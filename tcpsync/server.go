@@ -55,11 +55,13 @@ type Server struct {
 	CheckpointInterval time.Duration
 	// OnSession, if set, is called after every session (for metrics).
 	OnSession func(SessionEvent)
-	// MaxMemory is the server-wide memory budget of sessions (1 GiB) and
-	// MaxSessionMemory one session's (about 150 MiB: its 12 MiB of
-	// buffers and a peer's map of the largest allowed extent count). A
-	// session that does not fit is refused as busy.
-	MaxMemory, MaxSessionMemory int64
+	// MaxMemory is the server-wide memory budget of sessions (1 GiB),
+	// MaxMemoryPerHost what the sessions of one peer address may hold of
+	// it together (a quarter, and at least MaxSessionMemory), and MaxSessionMemory one session's (about
+	// 150 MiB: its 12 MiB of buffers and a peer's map of the largest
+	// allowed extent count, reserved as the map arrives). A session that
+	// does not fit is refused as busy.
+	MaxMemory, MaxMemoryPerHost, MaxSessionMemory int64
 
 	root         *os.Root
 	mem          memPool
@@ -130,7 +132,11 @@ func (s *Server) setDefaults() {
 	if s.MaxSessionMemory <= 0 {
 		s.MaxSessionMemory = defaultSessionMemory
 	}
-	s.mem.limit = s.MaxMemory
+	if s.MaxMemoryPerHost <= 0 {
+		// A quarter, and at least one session's worth.
+		s.MaxMemoryPerHost = min(s.MaxMemory, max(s.MaxMemory/4, s.MaxSessionMemory))
+	}
+	s.mem.limit, s.mem.hostLimit = s.MaxMemory, s.MaxMemoryPerHost
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 1<<30 {
 		s.fitDescriptors(int(rl.Cur))
@@ -327,7 +333,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	_ = c.SetDeadline(time.Time{})
 	f.idle = s.IdleTimeout
 	f.watch(startWatchdog(s.IdleTimeout, cancel))
-	f.mem = &sessionMem{pool: &s.mem, limit: s.MaxSessionMemory}
+	f.mem = &sessionMem{pool: &s.mem, host: tc.host, limit: s.MaxSessionMemory}
 	defer f.mem.release()
 	if err := f.mem.reserve(sessionFixed, "the session's buffers"); err != nil {
 		return Stats{}, err
