@@ -2,6 +2,7 @@ package tcpsync
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/hmac"
 	"encoding/binary"
 	"fmt"
@@ -91,6 +92,7 @@ type counter struct {
 // goroutine and writes on one (possibly other) goroutine.
 type framer struct {
 	c       net.Conn
+	cc      countingConn
 	r       *bufio.Reader
 	w       *bufio.Writer
 	rbuf    []byte
@@ -130,11 +132,35 @@ func (c countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// Buffer sizes: small until the peer is authenticated (a connection that
+// never authenticates costs a few KiB, however many there are), then
+// grown by grow.
+const (
+	preAuthBuf = 4 << 10
+	sessionBuf = 256 << 10
+)
+
 func newFramer(c net.Conn) *framer {
 	in, out := new(counter), new(counter)
 	cc := countingConn{c, in, out}
-	return &framer{c: c, r: bufio.NewReaderSize(cc, 256<<10), w: bufio.NewWriterSize(cc, 256<<10), in: in, out: out,
+	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: bufio.NewWriterSize(cc, preAuthBuf), in: in, out: out,
 		rbuf: make([]byte, 0, maxPreAuth)}
+}
+
+// grow gives the framer its session buffers, once the peer is
+// authenticated; bytes already buffered are read first. The writer must
+// be flushed (the handshake flushes every frame).
+func (f *framer) grow() {
+	if f.r.Size() >= sessionBuf {
+		return
+	}
+	var src io.Reader = f.cc
+	if n := f.r.Buffered(); n > 0 {
+		b, _ := f.r.Peek(n)
+		src = io.MultiReader(bytes.NewReader(bytes.Clone(b)), f.cc)
+	}
+	f.r = bufio.NewReaderSize(src, sessionBuf)
+	f.w = bufio.NewWriterSize(f.cc, sessionBuf)
 }
 
 // watch makes w the session's watchdog (completed writes feed it).

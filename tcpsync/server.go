@@ -63,6 +63,10 @@ type Server struct {
 	// does not fit is refused as busy.
 	MaxMemory, MaxMemoryPerHost, MaxSessionMemory int64
 
+	// greetGrace is how long a pending connection may wait for its peer
+	// before it may be evicted (greetGrace; tests shorten it).
+	greetGrace time.Duration
+
 	root         *os.Root
 	mem          memPool
 	busy         []byte // the pre-encoded refusal
@@ -122,6 +126,9 @@ func (s *Server) setDefaults() {
 	}
 	if s.MaxSessionsPerHost <= 0 {
 		s.MaxSessionsPerHost = 32
+	}
+	if s.greetGrace <= 0 {
+		s.greetGrace = greetGrace
 	}
 	if s.FailDelay <= 0 {
 		s.FailDelay = time.Second
@@ -215,7 +222,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		delay = 0
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
-		tc := s.admit(c, hostOf(c.RemoteAddr()))
+		w := &watchedConn{Conn: c}
+		tc := s.admit(w, hostOf(c.RemoteAddr()))
 		if tc == nil {
 			s.refuse(c)
 			continue
@@ -302,6 +310,13 @@ func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *SessionEvent, fp **framer) (Stats, error) {
 	c := tc.c
 	if s.TLSConfig != nil {
+		// A plaintext client gets told, in plaintext, rather than a
+		// close it would take for a busy server's and retry.
+		pc, err := plaintextHello(ctx, c)
+		if err != nil {
+			return Stats{}, err
+		}
+		c = pc
 		cfg := s.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
 		tc := tls.Server(c, cfg)
@@ -481,4 +496,44 @@ func openBody(op uint8, flags uint32, bs uint32, name string) []byte {
 	b = binary.LittleEndian.AppendUint32(b, flags)
 	b = binary.LittleEndian.AppendUint32(b, bs)
 	return appendBytes(b, []byte(name))
+}
+
+// errNeedsTLS answers a plaintext HELLO on a TLS port.
+var errNeedsTLS = fmt.Errorf("%w: this server speaks TLS (give the client --tls-pin or --tls-ca)", ErrProtocol)
+
+// prefixConn is a connection whose first bytes were already read.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// plaintextHello reads the first frame header's worth of bytes of a
+// connection to a TLS server (a TLS ClientHello is longer). A tcpsync
+// HELLO header is answered with a plaintext ERROR (errNeedsTLS); anything
+// else is handed on, those bytes first.
+func plaintextHello(ctx context.Context, c net.Conn) (net.Conn, error) {
+	var h [headerLen]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		return nil, fmt.Errorf("tcpsync: TLS handshake: %w", unexpected(err))
+	}
+	if h != [headerLen]byte{byte(fHello), 0, 0, 0, helloLen} {
+		return &prefixConn{Conn: c, pre: h[:]}, nil
+	}
+	msg := errNeedsTLS.Error()
+	b := binary.LittleEndian.AppendUint16(h[:0:0], errorCode(errNeedsTLS))
+	b = append(b, msg...)
+	frame := append([]byte{byte(fError), 0, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(b)))...)
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write(append(frame, b...))
+	linger(ctx, c)
+	return nil, errNeedsTLS
 }
