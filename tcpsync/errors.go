@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 )
 
@@ -248,3 +249,24 @@ func closed(err error) bool {
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, net.ErrClosed)
 }
 
+// reportable reports whether a session's failure is this side's own (the
+// source changed, a local file failed), which the peer should hear about
+// in an ERROR frame rather than as a connection cut mid-frame.
+func reportable(err error) bool {
+	return errors.Is(err, ErrSourceChanged) || errors.As(err, new(*fs.PathError))
+}
+
+// unblock, once ctx ends, unblocks the goroutines of a session that use c:
+// reads always; writes too, unless the cause is reportable, so that the
+// frame being written is finished and the caller's ERROR frame follows
+// whole frames (a peer that stops reading is cut by the idle watchdog).
+// Call the returned stop when done.
+func unblock(ctx context.Context, c net.Conn) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
+		if reportable(context.Cause(ctx)) {
+			_ = c.SetReadDeadline(time.Now())
+			return
+		}
+		_ = c.SetDeadline(time.Now())
+	})
+}

@@ -229,9 +229,9 @@ func (r *receiver) quick(srcMap sparse.Map) error {
 // goroutine, own hashes computed ahead by a hasher goroutine.
 func (r *receiver) stream(ctx context.Context) error {
 	g, gctx := newGroup(ctx)
-	// A failure anywhere unblocks reads and writes on the connection, so
-	// no goroutine of the group can stay stuck in the socket.
-	stop := context.AfterFunc(gctx, func() { _ = r.f.c.SetDeadline(time.Now()) })
+	// A failure anywhere unblocks the connection (unblock), so no
+	// goroutine of the group can stay stuck in the socket.
+	stop := unblock(gctx, r.f.c)
 	defer stop()
 	q := newSendq(r.f, window+4)
 	own := make(chan *ownHashes, 2)

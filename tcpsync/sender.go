@@ -171,9 +171,9 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 // stream sends chunks from first on, with the answers handled concurrently.
 func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	g, gctx := newGroup(ctx)
-	// A failure anywhere unblocks reads and writes on the connection, so
-	// no goroutine of the group can stay stuck in the socket.
-	stop := context.AfterFunc(gctx, func() { _ = s.f.c.SetDeadline(time.Now()) })
+	// A failure anywhere unblocks the connection (unblock), so no
+	// goroutine of the group can stay stuck in the socket.
+	stop := unblock(gctx, s.f.c)
 	defer stop()
 	s.q = newSendq(s.f, 256)
 	s.pool = newBufPool(nBuffers, maxDataPayload)
