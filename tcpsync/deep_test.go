@@ -116,8 +116,7 @@ func TestShutdownWithinASecond(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.writeFrame(fSrcInfo, 0, srcInfoBody(1<<40, 4096, "")))
 	require.NoError(t, f.send(fExtents, 0, encodedMap(1<<40, 40000)[:maxFrame]))
-	// A real push, in progress (a large file; it fails with ErrShutdown
-	// or completes).
+	// A real push, in progress (a large file).
 	src := filepath.Join(local, "src")
 	require.NoError(t, writeImage(src, 256<<20, 0.9, 8, 5))
 	pushed := make(chan error, 1)
@@ -139,7 +138,10 @@ func TestShutdownWithinASecond(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("Serve returned %v after the cancel", took)
 	require.Less(t, took, time.Second)
+	// The push completed, or failed with an error its retry takes
+	// (ErrShutdown, or a reset: the server does not linger for a peer's
+	// reading once it is shutting down).
 	if err := <-pushed; err != nil {
-		require.ErrorIs(t, err, ErrShutdown)
+		require.True(t, retryable(err, true), "%v", err)
 	}
 }
