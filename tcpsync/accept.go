@@ -29,9 +29,9 @@ import (
 //     speak: a fresh one whose goroutine has not read yet, or one whose
 //     peer is answering, stays. With no silent connection to evict, a
 //     newcomer whose peer has already sent bytes (a real client sends its
-//     HELLO, or its TLS ClientHello, with the connection; the accept loop
-//     waits speakWait for it) is admitted beyond MaxPreAuth, up to
-//     MaxConns; a silent newcomer is refused.
+//     HELLO, or its TLS ClientHello, with the connection; it is waited
+//     for speakWait, off the accept loop) is admitted beyond MaxPreAuth,
+//     up to MaxConns; a silent newcomer is refused.
 //     A flood of silent connections, from however many addresses, thus
 //     fills only the places no speaking client needs;
 //   - sessions: at most MaxSessionsPerHost per address and MaxSessions in
@@ -118,9 +118,28 @@ func speaks(c net.Conn, wait time.Duration) bool {
 	return n > 0
 }
 
-// speakWait is how long the accept loop waits for a newcomer's first
-// bytes when it would otherwise be refused.
-const speakWait = 5 * time.Millisecond
+// speakWait is how long a newcomer's first bytes are waited for when it
+// would otherwise be refused, and maxProbes how many newcomers may be
+// waited for at once (at most MaxConns-MaxPreAuth; more are refused at
+// once): the wait happens off
+// the accept loop, so a silent flood does not delay the accept of a
+// client behind it.
+const (
+	speakWait = 5 * time.Millisecond
+	maxProbes = 64
+)
+
+// probe takes a place to wait for a newcomer's first bytes, if one is free.
+func (s *Server) probe() bool {
+	select {
+	case s.probes <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) probeDone() { <-s.probes }
 
 // tracked is one accepted connection.
 type tracked struct {
@@ -147,20 +166,11 @@ func hostCounts(m map[string]int, host string, d int) {
 }
 
 // admit registers a new connection (w, from host), evicting a silent
-// pending one if the pending budget is full; nil means refused. With no
-// silent one to evict, a newcomer that speaks (speaks, outside s.mu) is
-// admitted beyond MaxPreAuth within MaxConns.
-func (s *Server) admit(w *watchedConn, host string) *tracked {
-	tc, full := s.admitLocked(w, host, false)
-	if tc == nil && full && speaks(w.Conn, speakWait) {
-		tc, _ = s.admitLocked(w, host, true)
-	}
-	return tc
-}
-
-// admitLocked is admit's bookkeeping; full reports a refusal for want of
-// room (not a per-address cap).
-func (s *Server) admitLocked(w *watchedConn, host string, spoke bool) (_ *tracked, full bool) {
+// pending one if the pending budget is full; nil means refused, full
+// that it was for want of room (not a per-address cap). With no silent
+// one to evict, a newcomer that spoke (speaks) is admitted beyond
+// MaxPreAuth, within MaxConns.
+func (s *Server) admit(w *watchedConn, host string, spoke bool) (_ *tracked, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perHost[host] >= s.MaxConnsPerHost || s.preAuth[host] >= s.MaxPreAuthPerHost {

@@ -67,6 +67,7 @@ type Server struct {
 	// before it may be evicted (greetGrace; tests shorten it).
 	greetGrace time.Duration
 
+	probes       chan struct{} // newcomers whose first bytes are awaited (speaks)
 	root         *os.Root
 	mem          memPool
 	busy         []byte // the pre-encoded refusal
@@ -201,6 +202,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.root = root
 	s.perHost, s.preAuth, s.hostSessions = map[string]int{}, map[string]int{}, map[string]int{}
 	s.busy = refusal()
+	// Probes hold descriptors too: within what MaxConns leaves beyond
+	// MaxPreAuth (fitDescriptors' budget).
+	s.probes = make(chan struct{}, max(1, min(maxProbes, s.MaxConns-s.MaxPreAuth)))
 	s.stats.last.Store(time.Now().UnixNano())
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -223,7 +227,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		delay = 0
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 		w := &watchedConn{Conn: c}
-		tc := s.admit(w, hostOf(c.RemoteAddr()))
+		host := hostOf(c.RemoteAddr())
+		tc, full := s.admit(w, host, false)
+		if tc == nil && full && s.probe() {
+			// No room: admitted only if its peer speaks (accept.go),
+			// which is waited for off the accept loop.
+			s.wg.Go(func() {
+				spoke := speaks(c, speakWait)
+				s.probeDone()
+				var tc *tracked
+				if spoke {
+					tc, _ = s.admit(w, host, true)
+				}
+				if tc == nil {
+					s.refuse(c)
+					return
+				}
+				defer s.release(tc)
+				s.serveConn(ctx, tc)
+			})
+			continue
+		}
 		if tc == nil {
 			s.refuse(c)
 			continue
