@@ -116,9 +116,7 @@ func silentFlood(t *testing.T, useTLS bool) {
 	during := dialed.Load()
 	fw.Wait()
 
-	srv.mu.Lock()
-	pending := srv.pending.Len()
-	srv.mu.Unlock()
+	pending := srv.pendingLen()
 	t.Logf("flood: %d silent connections held from %d addresses (%d dialed while the pushes ran, %d dials failed); "+
 		"server: %d pending at the end", dialed.Load(), floodHosts, during, failed.Load(), pending)
 	for i, r := range res {
@@ -152,11 +150,7 @@ func TestBuffersAtAuthentication(t *testing.T) {
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
-	require.Eventually(t, func() bool {
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		return srv.pending.Len() == 64
-	}, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.pendingLen() == 64 }, 20*time.Second, time.Millisecond)
 	// Each connection's goroutine is reading (its framer made).
 	require.Eventually(t, func() bool {
 		srv.mu.Lock()
@@ -203,11 +197,7 @@ func TestUngreetedNeverEvicted(t *testing.T) {
 			defer c.Close()
 			held = append(held, c)
 		}
-		require.Eventually(t, func() bool {
-			srv.mu.Lock()
-			defer srv.mu.Unlock()
-			return srv.pending.Len() == 2
-		}, 20*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return srv.pendingLen() == 2 }, 20*time.Second, time.Millisecond)
 		time.Sleep(2 * grace % time.Second) // the short grace has passed
 		c, err := dialFrom(t.Context(), 9, addr)
 		require.NoError(t, err)
@@ -225,4 +215,11 @@ func TestUngreetedNeverEvicted(t *testing.T) {
 		f, _ := rawSession(t, addr, testToken)
 		require.NotNil(t, f)
 	}
+}
+
+// pendingLen is the server's count of pending connections.
+func (s *Server) pendingLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending.Len()
 }

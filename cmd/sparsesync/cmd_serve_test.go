@@ -32,24 +32,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestServeAnnouncesAddressAndPin: serve on 0.0.0.0 says 0.0.0.0 (not
-// [::]) and prints the TLS pin a client's --tls-pin accepts (the SHA-256
-// of the certificate's DER, computed independently by selfSigned).
-func TestServeAnnouncesAddressAndPin(t *testing.T) {
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	require.NoError(t, os.Mkdir(root, 0o755))
-	certFile, keyFile, pin := selfSigned(t, dir)
-	tok := writeToken(t, dir)
+// serveOutput runs serve with opts until it is ready, stops it, and
+// returns what it wrote on stderr.
+func serveOutput(t *testing.T, opts serveOptions) string {
+	t.Helper()
 	var errOut syncBuffer
 	g := &globalOpts{stdout: &bytes.Buffer{}, stderr: &errOut}
-	ready := make(chan string, 1)
+	ready := make(chan struct{}, 1)
+	opts.ready = func(_, _ string) { ready <- struct{}{} }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- runServe(ctx, g, serveOptions{root: root, listen: "0.0.0.0:0", tokenFile: tok, tlsCert: certFile, tlsKey: keyFile,
-			ready: func(a, _ string) { ready <- a }})
-	}()
+	go func() { done <- runServe(ctx, g, opts) }()
 	select {
 	case <-ready:
 	case err := <-done:
@@ -59,7 +52,19 @@ func TestServeAnnouncesAddressAndPin(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, <-done)
-	out := errOut.String()
+	return errOut.String()
+}
+
+// TestServeAnnouncesAddressAndPin: serve on 0.0.0.0 says 0.0.0.0 (not
+// [::]) and prints the TLS pin a client's --tls-pin accepts (the SHA-256
+// of the certificate's DER, computed independently by selfSigned).
+func TestServeAnnouncesAddressAndPin(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	certFile, keyFile, pin := selfSigned(t, dir)
+	tok := writeToken(t, dir)
+	out := serveOutput(t, serveOptions{root: root, listen: "0.0.0.0:0", tokenFile: tok, tlsCert: certFile, tlsKey: keyFile})
 	require.Regexp(t, regexp.MustCompile(`(?m)^sparsesync: serving `+regexp.QuoteMeta(root)+` on 0\.0\.0\.0:\d+ \(token authentication, TLS 1\.3\)$`), out)
 	require.Contains(t, out, "sparsesync: TLS certificate pin (SHA-256 of its DER): "+pin+"\n")
 	require.NotContains(t, out, "[::]")
@@ -73,26 +78,7 @@ func TestServePprofWarning(t *testing.T) {
 		metrics string
 		warn    bool
 	}{{"0.0.0.0:0", true}, {"127.0.0.1:0", false}} {
-		root := t.TempDir()
-		var errOut syncBuffer
-		g := &globalOpts{stdout: &bytes.Buffer{}, stderr: &errOut}
-		ready := make(chan struct{}, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- runServe(ctx, g, serveOptions{root: root, listen: "127.0.0.1:0", noAuth: true, metrics: c.metrics, pprof: true,
-				ready: func(_, _ string) { ready <- struct{}{} }})
-		}()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatalf("serve: %v", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("serve did not start")
-		}
-		cancel()
-		require.NoError(t, <-done)
-		out := errOut.String()
+		out := serveOutput(t, serveOptions{root: t.TempDir(), listen: "127.0.0.1:0", noAuth: true, metrics: c.metrics, pprof: true})
 		if c.warn {
 			require.Regexp(t, regexp.MustCompile(`(?m)^sparsesync: warning: --pprof serves Go profiles .* to anyone who can reach 0\.0\.0\.0:\d+; bind --metrics to a loopback or private address$`), out)
 		} else {
