@@ -20,6 +20,9 @@ const (
 	MinTokenLen = 32
 	// featNoAuth, set by a server, says it authenticates nobody (loopback only).
 	featNoAuth = 1 << 0
+	// featKeepalive says the peer understands PROGRESS frames, which a
+	// receiver sends while it reads its target back (both sides set it).
+	featKeepalive = 1 << 1
 )
 
 var magic = [4]byte{'T', 'S', 'Y', 'N'}
@@ -88,9 +91,9 @@ func sessionSeed(token, t []byte) uint64 {
 // proofs unless both sides run without authentication. It returns the
 // session seed.
 func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) (uint64, error) {
-	var feat uint32
+	feat := uint32(featKeepalive)
 	if noAuth {
-		feat = featNoAuth
+		feat |= featNoAuth
 	}
 	ch := newHello(feat).marshal()
 	if err := f.send(fHello, 0, ch); err != nil {
@@ -105,6 +108,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if err != nil {
 		return 0, err
 	}
+	f.keepalive = srv.features&featKeepalive != 0
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
 		if !noAuth {
@@ -138,12 +142,14 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 		return 0, err
 	}
 	ch := bytes.Clone(cb)
-	if _, err := parseHello(ch); err != nil {
+	cli, err := parseHello(ch)
+	if err != nil {
 		return 0, err
 	}
-	var feat uint32
+	f.keepalive = cli.features&featKeepalive != 0
+	feat := uint32(featKeepalive)
 	if noAuth {
-		feat = featNoAuth
+		feat |= featNoAuth
 	}
 	sh := newHello(feat).marshal()
 	if err := f.send(fHello, 0, sh); err != nil {

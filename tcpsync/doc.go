@@ -37,6 +37,8 @@
 //	receiver: equal sum → RESULT(k); else HASHES(k, 8 bytes per block)
 //	sender on HASHES: DATA/ZERO for differing blocks, then FIXEND(k)
 //	sender: DONE(size, digest)      receiver: fdatasync, DONEACK
+//	receiver, while it reads back (ReadBack): PROGRESS(bytes read) every
+//	second at most, if the sender's HELLO announced it (featKeepalive)
 //
 // Block hashes are xxhash64 seeded per session from the authentication
 // transcript, so a writer of the data cannot craft collisions that hide a

@@ -19,28 +19,29 @@ const headerLen = 8
 type frameType uint8
 
 const (
-	fHello   frameType = iota + 1 // magic, version, features, nonce
-	fAuth                         // HMAC proof
-	fOpen                         // client → server: op, flags, block size, path
-	fOpened                       // server → client: ok
-	fSrcInfo                      // sender → receiver: size, block size, identity
-	fDstInfo                      // receiver → sender: size, quick, resume offset
-	fExtents                      // a piece of an encoded sparse.Map (flagLast ends it)
-	fData                         // off u64 | rawLen u32 | payload (flags: codec)
-	fZero                         // off u64 | len u64: all-zero source range
-	fSegEnd                       // chunk index and the sender's sums
-	fResult                       // receiver: chunk equal
-	fHashes                       // receiver: chunk differs, here are its block hashes
-	fFixEnd                       // sender: the fix-up of a chunk is complete
-	fDone                         // sender: all chunks sent
-	fDoneAck                      // receiver: verified and durable
-	fError                        // code u16 | message
+	fHello    frameType = iota + 1 // magic, version, features, nonce
+	fAuth                          // HMAC proof
+	fOpen                          // client → server: op, flags, block size, path
+	fOpened                        // server → client: ok
+	fSrcInfo                       // sender → receiver: size, block size, identity
+	fDstInfo                       // receiver → sender: size, quick, resume offset
+	fExtents                       // a piece of an encoded sparse.Map (flagLast ends it)
+	fData                          // off u64 | rawLen u32 | payload (flags: codec)
+	fZero                          // off u64 | len u64: all-zero source range
+	fSegEnd                        // chunk index and the sender's sums
+	fResult                        // receiver: chunk equal
+	fHashes                        // receiver: chunk differs, here are its block hashes
+	fFixEnd                        // sender: the fix-up of a chunk is complete
+	fDone                          // sender: all chunks sent
+	fDoneAck                       // receiver: verified and durable
+	fError                         // code u16 | message
+	fProgress                      // receiver, during its read-back: bytes read back so far (u64); only to a peer with featKeepalive
 	fTypeEnd
 )
 
 func (t frameType) String() string {
 	names := [...]string{"?", "HELLO", "AUTH", "OPEN", "OPENED", "SRCINFO", "DSTINFO", "EXTENTS", "DATA", "ZERO",
-		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR"}
+		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR", "PROGRESS"}
 	if int(t) < len(names) {
 		return names[t]
 	}
@@ -107,6 +108,9 @@ type framer struct {
 	wd *watchdog
 	// mem, when set, is the session's memory budget.
 	mem *sessionMem
+	// keepalive says the peer understands PROGRESS frames (featKeepalive
+	// in its HELLO).
+	keepalive bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -83,6 +85,15 @@ type testHooks struct {
 	// fdatasync and before the read-back, or before the digest comparison
 	// when there is no read-back.
 	beforeFinalCheck func(f *os.File)
+	// afterReadBackRead runs after each read of the read-back (on its
+	// worker goroutines): a test slows the storage down with it.
+	afterReadBackRead func()
+}
+
+func (h *testHooks) readBackRead() {
+	if h != nil && h.afterReadBackRead != nil {
+		h.afterReadBackRead()
+	}
 }
 
 func (h *testHooks) finalCheck(f *os.File) {
@@ -127,7 +138,13 @@ const readBackSize = 4 << 20
 // readBack checks the stored target against the source after the final
 // fdatasync (see ReadBack). whole is the sender's digest of the whole file.
 // On a mismatch the checkpoint goes back to the start.
-func (r *receiver) readBack(ctx context.Context, whole digest) error {
+//
+// A read-back can outlast the idle timeout (a large image, slow storage):
+// the bytes it reads are progress for this side's watchdog, and a peer
+// that understands them (featKeepalive) gets a PROGRESS frame with the
+// bytes read so far every keepaliveEvery, which its watchdog and read
+// deadline take as progress.
+func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	f := r.t.w.OS()
 	if r.t.atomic() {
 		// fsync, as the commit will (the size is metadata).
@@ -153,7 +170,14 @@ func (r *receiver) readBack(ctx context.Context, whole digest) error {
 		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
 	}
 	read := r.plan.blocks.Intersect(held.RoundOut(r.p.bs))
-	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed)
+	var done atomic.Int64
+	stop := r.keepalive(ctx, q, &done)
+	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed, func(n int64) {
+		done.Add(n)
+		r.f.progress(n)
+		r.p.hooks.readBackRead()
+	})
+	stop()
 	if err != nil {
 		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
 	}
@@ -213,12 +237,50 @@ const readBackWorkers = 2
 // it reads.
 type readJob struct{ off, n int64 }
 
+// keepaliveEvery is the most time between two PROGRESS frames (less
+// with an idle timeout under 4 s: a quarter of it).
+const keepaliveEvery = time.Second
+
+// keepalive sends PROGRESS frames with *done, while the read-back runs,
+// to a peer that understands them; stop ends it (and waits for it).
+func (r *receiver) keepalive(ctx context.Context, q *sendq, done *atomic.Int64) (stop func()) {
+	if !r.f.keepalive {
+		return func() {}
+	}
+	every := keepaliveEvery
+	if r.f.idle > 0 {
+		every = min(every, max(r.f.idle/4, 10*time.Millisecond))
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-quit:
+				return
+			}
+			a := q.frame(fProgress)
+			a.u64(uint64(done.Load()))
+			if q.put(ctx, a) != nil {
+				return
+			}
+		}
+	})
+	return func() {
+		close(quit)
+		wg.Wait()
+	}
+}
+
 // readBackDigest computes the digest of the file as stored over the
 // ranges m (whole blocks of bs), bypassing the page cache where the system
-// allows (uncachedReader), with readBackWorkers reads in flight. The jobs
-// are cut from the extents as the workers take them, so memory does not
-// grow with the file.
-func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, seed uint64) (digest, error) {
+// allows (uncachedReader), with readBackWorkers reads in flight; each read
+// of n bytes is reported to onRead. The jobs are cut from the extents as
+// the workers take them, so memory does not grow with the file.
+func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, seed uint64, onRead func(n int64)) (digest, error) {
 	ext := m.Extents()
 	var mu sync.Mutex
 	var ei int
@@ -264,6 +326,7 @@ func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, see
 				if err != nil {
 					return err
 				}
+				onRead(j.n)
 				for q := int64(0); q < j.n; q += bs {
 					if blk := b[q:min(q+bs, j.n)]; !sparse.IsZero(blk) {
 						parts[w].addBlock(dk, j.off+q, blk)

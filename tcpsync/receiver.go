@@ -625,7 +625,7 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	}
 	if r.p.readBack {
 		// sd covers the whole file; the stored bytes are checked against it.
-		if err := r.readBack(ctx, sd); err != nil {
+		if err := r.readBack(ctx, q, sd); err != nil {
 			return err
 		}
 	} else {
