@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Connection admission. A connection is "pending" from accept until its
@@ -19,18 +21,35 @@ import (
 // starve sessions:
 //
 //   - pending: at most MaxPreAuthPerHost per peer address (more are
-//     refused) and MaxPreAuth in all; when full, the oldest pending
-//     connection of the address with the most pending connections is
-//     closed to make room (a flood pushes out its own oldest connections,
-//     while a real client authenticates in a round trip);
+//     refused) and MaxPreAuth in all. When full, a pending connection that
+//     has waited greetGrace (1 s) for its peer at its current step
+//     (silent: it sent nothing, or stopped mid-handshake) is closed to make
+//     room, from the address with the most pending connections, oldest
+//     first. A connection is never evicted before it had greetGrace to
+//     speak: a fresh one whose goroutine has not read yet, or one whose
+//     peer is answering, stays. With no silent connection to evict, a
+//     newcomer whose peer has already sent bytes (a real client sends its
+//     HELLO, or its TLS ClientHello, with the connection; it is waited
+//     for speakWait, off the accept loop) is admitted beyond MaxPreAuth,
+//     up to MaxConns; a silent newcomer is refused.
+//     A flood of silent connections, from however many addresses, thus
+//     fills only the places no speaking client needs;
 //   - sessions: at most MaxSessionsPerHost per address and MaxSessions in
 //     all; beyond, OPEN is answered "busy";
 //   - MaxConnsPerHost and MaxConns bound both together.
 //
 // A refusal costs a pre-encoded 52-byte ERROR frame and a close (just a
-// close under TLS, where plaintext would break the peer's TLS stack).
-// Refusals, evictions and failed handshakes are counted and logged as one
-// summary line per logInterval, never a line each.
+// close under TLS, where plaintext would break the peer's TLS stack); a
+// client retries both, and a hang-up before the greeting, with backoff.
+// A pending connection's buffers are a few KiB until its peer is
+// authenticated (framer.grow). Refusals, evictions and failed handshakes
+// are counted and logged as one summary line per logInterval, never a
+// line each.
+
+// greetGrace is how long a pending connection may wait for its peer at
+// one step (HELLO, AUTH, OPEN, a TLS handshake message) before it may be
+// evicted for a newcomer: more than a round trip on any real network.
+const greetGrace = time.Second
 
 const logInterval = 10 * time.Second
 
@@ -42,9 +61,90 @@ const (
 	stateEvicted
 )
 
+// watchedConn is an accepted connection that knows since when its
+// server has been waiting for the peer's bytes (for eviction).
+type watchedConn struct {
+	net.Conn
+	waiting atomic.Int64 // unix nanoseconds a Read started blocking; 0 outside Read
+}
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	c.waiting.Store(time.Now().UnixNano())
+	n, err := c.Conn.Read(b)
+	c.waiting.Store(0)
+	return n, err
+}
+
+// CloseWrite half-closes a TCP connection (linger).
+func (c *watchedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// silentFor reports whether the server has waited at least d for the
+// peer in the current Read.
+func (c *watchedConn) silentFor(now int64, d time.Duration) bool {
+	w := c.waiting.Load()
+	return w != 0 && now-w >= int64(d)
+}
+
+// speaks reports whether the peer of a just accepted connection sends
+// bytes within wait (peeked, nothing consumed). A client sends its HELLO,
+// or its TLS ClientHello, right after its connect returns, so its bytes
+// follow the handshake's last ACK at once; a silent peer costs the accept
+// loop wait, which slows a flood down.
+func speaks(c net.Conn, wait time.Duration) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var n int
+	_ = rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			var err error
+			n, err = unix.Poll(p, int(wait.Milliseconds()))
+			if err != unix.EINTR {
+				return
+			}
+		}
+	})
+	return n > 0
+}
+
+// speakWait is how long a newcomer's first bytes are waited for when it
+// would otherwise be refused, and maxProbes how many newcomers may be
+// waited for at once (at most MaxConns-MaxPreAuth; more are refused at
+// once): the wait happens off
+// the accept loop, so a silent flood does not delay the accept of a
+// client behind it.
+const (
+	speakWait = 5 * time.Millisecond
+	maxProbes = 64
+)
+
+// probe takes a place to wait for a newcomer's first bytes, if one is free.
+func (s *Server) probe() bool {
+	select {
+	case s.probes <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) probeDone() { <-s.probes }
+
 // tracked is one accepted connection.
 type tracked struct {
 	c        net.Conn
+	w        *watchedConn // c, or what c wraps
 	host     string
 	state    connState
 	elem     *list.Element // in Server.pending while pending
@@ -65,35 +165,46 @@ func hostCounts(m map[string]int, host string, d int) {
 	}
 }
 
-// admit registers a new connection, evicting the oldest pending one if
-// the pending budget is full; nil means refused.
-func (s *Server) admit(c net.Conn, host string) *tracked {
+// admit registers a new connection (w, from host), evicting a silent
+// pending one if the pending budget is full; nil means refused, full
+// that it was for want of room (not a per-address cap). With no silent
+// one to evict, a newcomer that spoke (speaks) is admitted beyond
+// MaxPreAuth, within MaxConns.
+func (s *Server) admit(w *watchedConn, host string, spoke bool) (_ *tracked, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perHost[host] >= s.MaxConnsPerHost || s.preAuth[host] >= s.MaxPreAuthPerHost {
-		return nil
+		return nil, false
 	}
 	for s.pending.Len() >= s.MaxPreAuth || s.pending.Len()+s.sessions >= s.MaxConns {
-		if !s.evictOldest() {
-			return nil
+		if s.evictSilent() {
+			continue
 		}
+		if spoke && s.pending.Len()+s.sessions < s.MaxConns {
+			break // a speaking peer beyond MaxPreAuth, within MaxConns
+		}
+		return nil, true
 	}
-	tc := &tracked{c: c, host: host}
+	tc := &tracked{c: w, w: w, host: host}
 	tc.elem = s.pending.PushBack(tc)
 	s.conns++
 	hostCounts(s.perHost, host, 1)
 	hostCounts(s.preAuth, host, 1)
-	return tc
+	return tc, false
 }
 
-// evictOldest closes the oldest pending connection of the address with
-// the most pending connections (s.mu held): a flood from a few addresses
-// pushes out its own connections, not a lone client's handshake.
-func (s *Server) evictOldest() bool {
+// evictSilent closes a pending connection that has waited greetGrace for
+// its peer (s.mu held): of the address with the most pending connections,
+// the oldest. A flood from a few addresses pushes out its own
+// connections, and never a client that is speaking or has not yet had
+// its chance to.
+func (s *Server) evictSilent() bool {
 	var e *list.Element
 	most := 0
+	now := time.Now().UnixNano()
 	for x := s.pending.Front(); x != nil; x = x.Next() {
-		if n := s.preAuth[x.Value.(*tracked).host]; n > most {
+		tc := x.Value.(*tracked)
+		if n := s.preAuth[tc.host]; n > most && tc.w.silentFor(now, s.greetGrace) {
 			e, most = x, n
 		}
 	}
@@ -208,7 +319,7 @@ func temporaryAccept(err error) bool {
 }
 
 // acceptBackoff waits after a temporary accept error, as net/http does:
-// 5 ms doubling to 1 s. Out of descriptors, it first closes the oldest
+// 5 ms doubling to 1 s. Out of descriptors, it first closes a silent
 // pending connection, which is what frees one.
 func (s *Server) acceptBackoff(ctx context.Context, err error, delay *time.Duration) {
 	if *delay == 0 {
@@ -218,7 +329,7 @@ func (s *Server) acceptBackoff(ctx context.Context, err error, delay *time.Durat
 	}
 	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 		s.mu.Lock()
-		s.evictOldest()
+		s.evictSilent()
 		s.mu.Unlock()
 	}
 	s.stats.failed.Add(1)

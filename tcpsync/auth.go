@@ -8,11 +8,8 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -21,79 +18,14 @@ const (
 	helloLen     = 4 + 1 + 4 + 32
 	// MinTokenLen is the least number of bytes a token must have.
 	MinTokenLen = 32
-	// minTokenDistinct is the least number of distinct byte values of a
-	// token (32 random bytes have about 30).
-	minTokenDistinct = 12
 	// featNoAuth, set by a server, says it authenticates nobody (loopback only).
 	featNoAuth = 1 << 0
+	// featKeepalive says the peer understands PROGRESS frames, which a
+	// receiver sends while it reads its target back (both sides set it).
+	featKeepalive = 1 << 1
 )
 
 var magic = [4]byte{'T', 'S', 'Y', 'N'}
-
-// LoadToken reads a pre-shared token from path. The file must be a regular
-// file not readable or writable by group or others, owned by us or root,
-// and hold either a hex-encoded token (what NewToken makes) or printable
-// ASCII without white space inside; surrounding white space is ignored.
-// The token must have at least MinTokenLen bytes and at least
-// minTokenDistinct distinct byte values, which turns away an empty-ish or
-// repeated pattern ("aaaa…", "0000…") and a file that is not a token.
-func LoadToken(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTokenFile, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTokenFile, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file", ErrTokenFile, path)
-	}
-	if p := st.Mode().Perm(); p&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s has mode %04o, must not be accessible by group or others (chmod 600)", ErrTokenFile, path, p)
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("%w: %s is owned by uid %d, not by us or root", ErrTokenFile, path, sys.Uid)
-	}
-	b := make([]byte, 4097)
-	n, _ := f.Read(b)
-	if n > 4096 {
-		return nil, fmt.Errorf("%w: %s is larger than 4 KiB", ErrTokenFile, path)
-	}
-	tok := bytes.TrimSpace(b[:n])
-	if d, err := hex.DecodeString(string(tok)); err == nil {
-		tok = d
-	} else {
-		for _, c := range tok {
-			if c <= ' ' || c >= 0x7f {
-				return nil, fmt.Errorf("%w: %s holds a byte %#02x: want hex or printable ASCII without spaces", ErrTokenFile, path, c)
-			}
-		}
-	}
-	if len(tok) < MinTokenLen {
-		return nil, fmt.Errorf("%w: %s holds %d bytes, need at least %d random bytes", ErrTokenFile, path, len(tok), MinTokenLen)
-	}
-	var seen [256]bool
-	distinct := 0
-	for _, c := range tok {
-		if !seen[c] {
-			seen[c] = true
-			distinct++
-		}
-	}
-	if distinct < minTokenDistinct {
-		return nil, fmt.Errorf("%w: %s has only %d distinct byte values, need %d: not a random token (make one with tcpsync.NewToken, e.g. 32 random bytes hex-encoded)", ErrTokenFile, path, distinct, minTokenDistinct)
-	}
-	return tok, nil
-}
-
-// NewToken returns 32 random bytes, hex-encoded, to store in a 0600 token file.
-func NewToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 type hello struct {
 	version  uint8
@@ -159,9 +91,9 @@ func sessionSeed(token, t []byte) uint64 {
 // proofs unless both sides run without authentication. It returns the
 // session seed.
 func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) (uint64, error) {
-	var feat uint32
+	feat := uint32(featKeepalive)
 	if noAuth {
-		feat = featNoAuth
+		feat |= featNoAuth
 	}
 	ch := newHello(feat).marshal()
 	if err := f.send(fHello, 0, ch); err != nil {
@@ -176,6 +108,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if err != nil {
 		return 0, err
 	}
+	f.keepalive = srv.features&featKeepalive != 0
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
 		if !noAuth {
@@ -209,12 +142,14 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 		return 0, err
 	}
 	ch := bytes.Clone(cb)
-	if _, err := parseHello(ch); err != nil {
+	cli, err := parseHello(ch)
+	if err != nil {
 		return 0, err
 	}
-	var feat uint32
+	f.keepalive = cli.features&featKeepalive != 0
+	feat := uint32(featKeepalive)
 	if noAuth {
-		feat = featNoAuth
+		feat |= featNoAuth
 	}
 	sh := newHello(feat).marshal()
 	if err := f.send(fHello, 0, sh); err != nil {

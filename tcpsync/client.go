@@ -223,9 +223,12 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		return Stats{}, err
 	}
 	var total Stats
-	verifyRetried, reached := false, false
+	verifyRetried, reached, allHangups := false, false, true
 	for attempt := 0; ; attempt++ {
 		st, heard, err := attemptOnce(ctx, addr, &c, fn)
+		var he *hangupError
+		isHangup := errors.As(err, &he)
+		allHangups = allHangups && isHangup
 		total.WireBytesSent += st.WireBytesSent
 		total.WireBytesReceived += st.WireBytesReceived
 		if err == nil {
@@ -245,6 +248,9 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		}
 		if !again {
 			total.Attempts = attempt + 1
+			if isHangup && allHangups {
+				he.hint = true // the same every time: maybe not our protocol
+			}
 			return total, err
 		}
 		d := min(c.MaxBackoff, c.MinBackoff<<min(attempt, 16))
@@ -310,8 +316,8 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		c.Progress.Wire.Add(st.WireBytesSent + st.WireBytesReceived)
 	}
 	heard = st.WireBytesReceived > 0
-	if err != nil && !heard {
-		err = &hangupError{err}
+	if err != nil && !heard && closed(err) && !errors.As(err, new(*tlsError)) && ctx.Err() == nil {
+		err = &hangupError{err: err}
 	}
 	return st, heard, err
 }

@@ -37,6 +37,8 @@
 //	receiver: equal sum → RESULT(k); else HASHES(k, 8 bytes per block)
 //	sender on HASHES: DATA/ZERO for differing blocks, then FIXEND(k)
 //	sender: DONE(size, digest)      receiver: fdatasync, DONEACK
+//	receiver, while it reads back (ReadBack): PROGRESS(bytes read) every
+//	second at most, if the sender's HELLO announced it (featKeepalive)
 //
 // Block hashes are xxhash64 seeded per session from the authentication
 // transcript, so a writer of the data cannot craft collisions that hide a
@@ -64,9 +66,11 @@
 //
 // # Storage verification and a changing source
 //
-// With ReadBack (the default for Atomic), the receiver reads the whole
-// target back after the final fdatasync, bypassing the page cache, and
-// checks the whole file against the sender's digest, which then covers the
+// With ReadBack (the default for Atomic), the receiver reads the target's
+// data back after the final fdatasync, bypassing the page cache (its own
+// extents within the source's data: the bytes read are bounded by what it
+// wrote or compared, not by what the peer claimed), and checks the whole
+// file against the sender's digest, which then covers the
 // chunks a resume skipped too; a mismatch moves the checkpoint back to the
 // start and fails with ErrVerify. A FileSource's identity is
 // taken when a sync starts (once the filesystem clock is past its last
@@ -83,7 +87,8 @@
 // overflow-checked against the size; the peer never chooses memory, threads
 // or timeouts. A peer's claims cost nothing: plans are computed per chunk,
 // map extent counts are checked before buffering, and sessions draw from
-// memory budgets (limits.go). Connections are pending until OPEN, with
+// memory budgets (limits.go) by the bytes that arrived, never by a claimed
+// count, with a share per peer address. Connections are pending until OPEN, with
 // their own caps per address and in all (the oldest pending connection of
 // the busiest address makes room), separate from session caps (accept.go),
 // all lowered to fit a low descriptor limit (Server.fitDescriptors);

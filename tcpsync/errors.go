@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 )
 
@@ -186,23 +187,32 @@ func (e *tlsError) Error() string { return "TLS handshake: " + e.err.Error() }
 func (e *tlsError) Unwrap() error { return e.err }
 
 // hangupError is a connection that ended before the server sent a single
-// byte: most likely not a sparsesync server, or one that expects TLS.
-type hangupError struct{ err error }
+// byte: a busy server closing it to make room (transient), or not a
+// sparsesync server, or one that expects TLS. hint, set when every
+// attempt ended so, adds the question.
+type hangupError struct {
+	err  error
+	hint bool
+}
 
 func (e *hangupError) Error() string {
-	return "the server hung up before greeting (does it expect TLS?): " + e.err.Error()
+	if e.hint {
+		return "the server hung up before greeting (does it expect TLS?): " + e.err.Error()
+	}
+	return "the server hung up before greeting: " + e.err.Error()
 }
 func (e *hangupError) Unwrap() error { return e.err }
 
 // retryable reports whether a failed attempt may be retried. It is an
 // allow-list of transient transport failures: a timeout, a connection that
-// was established and then dropped (EOF, reset, broken pipe), a busy or
-// restarting server, and, once an earlier attempt reached the server, a
-// refused dial (the server is restarting). Everything else fails at once:
-// a refused dial or unknown host on the first attempt, TLS and pin
-// failures, refusals by the server, local errors (ENOTDIR, EACCES).
-// reached says whether an earlier attempt heard from the server; until
-// then a hang-up before the greeting is not retried either.
+// was established and then dropped (EOF, reset, broken pipe), before the
+// greeting too (a busy server refuses, or evicts, a connection so), a TLS
+// handshake the server closed (its refusal under TLS is a bare close), a
+// busy or restarting server, and, once an earlier attempt reached the
+// server, a refused dial (the server is restarting). Everything else fails
+// at once: a refused dial or unknown host on the first attempt, TLS and
+// pin failures, refusals by the server, local errors (ENOTDIR, EACCES).
+// reached says whether an earlier attempt heard from the server.
 func retryable(err error, reached bool) bool {
 	var re *RemoteError
 	if errors.As(err, &re) {
@@ -222,17 +232,41 @@ func retryable(err error, reached bool) bool {
 	if timeout {
 		return true
 	}
-	if errors.As(err, new(*tlsError)) {
-		return false
-	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return false // a local file, not the connection
 	}
-	if errors.As(err, new(*hangupError)) && !reached {
-		return false
+	if errors.As(err, new(*tlsError)) && !closed(err) {
+		return false // a certificate, a pin, a peer that does not speak TLS
 	}
+	return closed(err)
+}
+
+// closed reports whether err is a connection the peer closed or reset.
+func closed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, net.ErrClosed)
+}
+
+// reportable reports whether a session's failure is this side's own (the
+// source changed, a local file failed), which the peer should hear about
+// in an ERROR frame rather than as a connection cut mid-frame.
+func reportable(err error) bool {
+	return errors.Is(err, ErrSourceChanged) || errors.As(err, new(*fs.PathError))
+}
+
+// unblock, once ctx ends, unblocks the goroutines of a session that use c:
+// reads always; writes too, unless the cause is reportable, so that the
+// frame being written is finished and the caller's ERROR frame follows
+// whole frames (a peer that stops reading is cut by the idle watchdog).
+// Call the returned stop when done.
+func unblock(ctx context.Context, c net.Conn) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
+		if reportable(context.Cause(ctx)) {
+			_ = c.SetReadDeadline(time.Now())
+			return
+		}
+		_ = c.SetDeadline(time.Now())
+	})
 }

@@ -17,12 +17,13 @@ import (
 )
 
 // cutProxy forwards connections to target and, on the first connection
-// only, cuts both directions once cutAt bytes (both ways together) passed.
-// onCut, if set, runs when it cuts.
+// (the first cuts, if set), cuts both directions once cutAt bytes (both
+// ways together) passed. onCut, if set, runs when it cuts.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	cutAt  int64
+	cuts   int32
 	onCut  func()
 	n      atomic.Int32
 	wg     sync.WaitGroup
@@ -45,7 +46,7 @@ func (p *cutProxy) serve() {
 		if err != nil {
 			return
 		}
-		first := p.n.Add(1) == 1
+		first := p.n.Add(1) <= max(1, p.cuts)
 		p.wg.Go(func() { p.forward(c, first) })
 	}
 }

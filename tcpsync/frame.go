@@ -2,6 +2,7 @@ package tcpsync
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/hmac"
 	"encoding/binary"
 	"fmt"
@@ -18,28 +19,29 @@ const headerLen = 8
 type frameType uint8
 
 const (
-	fHello   frameType = iota + 1 // magic, version, features, nonce
-	fAuth                         // HMAC proof
-	fOpen                         // client → server: op, flags, block size, path
-	fOpened                       // server → client: ok
-	fSrcInfo                      // sender → receiver: size, block size, identity
-	fDstInfo                      // receiver → sender: size, quick, resume offset
-	fExtents                      // a piece of an encoded sparse.Map (flagLast ends it)
-	fData                         // off u64 | rawLen u32 | payload (flags: codec)
-	fZero                         // off u64 | len u64: all-zero source range
-	fSegEnd                       // chunk index and the sender's sums
-	fResult                       // receiver: chunk equal
-	fHashes                       // receiver: chunk differs, here are its block hashes
-	fFixEnd                       // sender: the fix-up of a chunk is complete
-	fDone                         // sender: all chunks sent
-	fDoneAck                      // receiver: verified and durable
-	fError                        // code u16 | message
+	fHello    frameType = iota + 1 // magic, version, features, nonce
+	fAuth                          // HMAC proof
+	fOpen                          // client → server: op, flags, block size, path
+	fOpened                        // server → client: ok
+	fSrcInfo                       // sender → receiver: size, block size, identity
+	fDstInfo                       // receiver → sender: size, quick, resume offset
+	fExtents                       // a piece of an encoded sparse.Map (flagLast ends it)
+	fData                          // off u64 | rawLen u32 | payload (flags: codec)
+	fZero                          // off u64 | len u64: all-zero source range
+	fSegEnd                        // chunk index and the sender's sums
+	fResult                        // receiver: chunk equal
+	fHashes                        // receiver: chunk differs, here are its block hashes
+	fFixEnd                        // sender: the fix-up of a chunk is complete
+	fDone                          // sender: all chunks sent
+	fDoneAck                       // receiver: verified and durable
+	fError                         // code u16 | message
+	fProgress                      // receiver, during its read-back: bytes read back so far (u64); only to a peer with featKeepalive
 	fTypeEnd
 )
 
 func (t frameType) String() string {
 	names := [...]string{"?", "HELLO", "AUTH", "OPEN", "OPENED", "SRCINFO", "DSTINFO", "EXTENTS", "DATA", "ZERO",
-		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR"}
+		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR", "PROGRESS"}
 	if int(t) < len(names) {
 		return names[t]
 	}
@@ -91,6 +93,7 @@ type counter struct {
 // goroutine and writes on one (possibly other) goroutine.
 type framer struct {
 	c       net.Conn
+	cc      countingConn
 	r       *bufio.Reader
 	w       *bufio.Writer
 	rbuf    []byte
@@ -105,6 +108,9 @@ type framer struct {
 	wd *watchdog
 	// mem, when set, is the session's memory budget.
 	mem *sessionMem
+	// keepalive says the peer understands PROGRESS frames (featKeepalive
+	// in its HELLO).
+	keepalive bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte
@@ -130,11 +136,35 @@ func (c countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// Buffer sizes: small until the peer is authenticated (a connection that
+// never authenticates costs a few KiB, however many there are), then
+// grown by grow.
+const (
+	preAuthBuf = 4 << 10
+	sessionBuf = 256 << 10
+)
+
 func newFramer(c net.Conn) *framer {
 	in, out := new(counter), new(counter)
 	cc := countingConn{c, in, out}
-	return &framer{c: c, r: bufio.NewReaderSize(cc, 256<<10), w: bufio.NewWriterSize(cc, 256<<10), in: in, out: out,
+	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: bufio.NewWriterSize(cc, preAuthBuf), in: in, out: out,
 		rbuf: make([]byte, 0, maxPreAuth)}
+}
+
+// grow gives the framer its session buffers, once the peer is
+// authenticated; bytes already buffered are read first. The writer must
+// be flushed (the handshake flushes every frame).
+func (f *framer) grow() {
+	if f.r.Size() >= sessionBuf {
+		return
+	}
+	var src io.Reader = f.cc
+	if n := f.r.Buffered(); n > 0 {
+		b, _ := f.r.Peek(n)
+		src = io.MultiReader(bytes.NewReader(bytes.Clone(b)), f.cc)
+	}
+	f.r = bufio.NewReaderSize(src, sessionBuf)
+	f.w = bufio.NewWriterSize(f.cc, sessionBuf)
 }
 
 // watch makes w the session's watchdog (completed writes feed it).

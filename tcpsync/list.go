@@ -73,12 +73,12 @@ func decodeList(body []byte) ([]string, error) {
 }
 
 // listDir returns the OPENED body for a listing of dir.
-func (s *Server) listDir(dir string) ([]byte, error) {
+func (s *Server) listDir(ctx context.Context, dir string) ([]byte, error) {
 	if err := ValidateName(dir); err != nil {
 		return nil, err
 	}
 	// The directories on the way and dir itself: none a symlink.
-	if err := s.checkDirs(dir + "/x"); err != nil {
+	if _, err := s.walkDirs(ctx, dir+"/x", false); err != nil {
 		return nil, err
 	}
 	d, err := s.root.Open(dir)

@@ -68,7 +68,10 @@ func (m *macer) bodyTag(hdr []byte, parts ...[]byte) []byte {
 
 // authenticate switches f to authenticated frames with the keys derived
 // from token and the transcript t; client tells the direction.
+// It also gives the framer its session buffers: a connection gets them
+// when its peer is authenticated, not when it is accepted.
 func (f *framer) authenticate(token, t []byte, client bool) {
+	f.grow()
 	c2s, s2c := proof(token, "mac c2s", t), proof(token, "mac s2c", t)
 	if client {
 		f.smac, f.rmac = newMacer(c2s), newMacer(s2c)

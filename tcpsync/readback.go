@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -15,11 +17,14 @@ import (
 //
 // Without it, the end-to-end digest proves the transfer: it is computed
 // from the bytes the receiver received or read for its compare, chunk by
-// chunk. With it, after the final fdatasync the receiver reads the whole
-// target back, bypassing the page cache (O_DIRECT, or a buffered read after
-// POSIX_FADV_DONTNEED drops the file's clean pages), and checks the stored
-// bytes against the source's digest over the whole file, whatever the
-// resume history (the sender also digests the chunks a resume skipped). A
+// chunk. With it, after the final fdatasync the receiver reads the
+// target's data back (the extents it holds within the source's data
+// blocks: what it wrote or compared, never a range the peer only
+// described; holes read as zeros, which the digest skips), bypassing the
+// page cache (O_DIRECT, or a buffered read after POSIX_FADV_DONTNEED drops
+// the file's clean pages), and checks the stored bytes against the
+// source's digest over the whole file, whatever the resume history (the
+// sender also digests the chunks a resume skipped). A
 // mismatch ends the sync with ErrVerify, leaves an in-place target marked
 // incomplete with its checkpoint back at the start (an atomic target is not
 // replaced), and the client's full-compare retry repairs it.
@@ -80,6 +85,15 @@ type testHooks struct {
 	// fdatasync and before the read-back, or before the digest comparison
 	// when there is no read-back.
 	beforeFinalCheck func(f *os.File)
+	// afterReadBackRead runs after each read of the read-back (on its
+	// worker goroutines): a test slows the storage down with it.
+	afterReadBackRead func()
+}
+
+func (h *testHooks) readBackRead() {
+	if h != nil && h.afterReadBackRead != nil {
+		h.afterReadBackRead()
+	}
 }
 
 func (h *testHooks) finalCheck(f *os.File) {
@@ -124,7 +138,13 @@ const readBackSize = 4 << 20
 // readBack checks the stored target against the source after the final
 // fdatasync (see ReadBack). whole is the sender's digest of the whole file.
 // On a mismatch the checkpoint goes back to the start.
-func (r *receiver) readBack(ctx context.Context, whole digest) error {
+//
+// A read-back can outlast the idle timeout (a large image, slow storage):
+// the bytes it reads are progress for this side's watchdog, and a peer
+// that understands them (featKeepalive) gets a PROGRESS frame with the
+// bytes read so far every keepaliveEvery, which its watchdog and read
+// deadline take as progress.
+func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	f := r.t.w.OS()
 	if r.t.atomic() {
 		// fsync, as the commit will (the size is metadata).
@@ -135,12 +155,35 @@ func (r *receiver) readBack(ctx context.Context, whole digest) error {
 		return err
 	}
 	r.p.hooks.finalCheck(f)
-	got, err := readBackDigest(ctx, f, r.plan, r.p.seed)
+	// What the target holds, as stored: the read-back reads its data
+	// within the source's blocks. A hole reads as zeros and zero blocks add
+	// nothing to the digest, so the result is the digest of every source
+	// block, at the cost of the data this receiver wrote or compared (in
+	// this session or the one it resumes), never of a size or a map the
+	// peer claimed.
+	w, err := sparse.NewWalker(f)
 	if err != nil {
 		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
 	}
+	held, err := w.Map(ctx)
+	if err != nil {
+		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+	}
+	read := r.plan.blocks.Intersect(held.RoundOut(r.p.bs))
+	var done atomic.Int64
+	stop := r.keepalive(ctx, q, &done)
+	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed, func(n int64) {
+		done.Add(n)
+		r.f.progress(n)
+		r.p.hooks.readBackRead()
+	})
+	stop()
+	if err != nil {
+		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+	}
+	r.st.ReadBackBytes = read.Bytes()
 	if got == whole {
-		if err := r.checkOutsideData(ctx, f); err != nil {
+		if err := r.checkOutsideData(ctx, f, held); err != nil {
 			return err
 		}
 		r.st.ReadBack = true
@@ -162,22 +205,17 @@ func (r *receiver) readBack(ctx context.Context, whole digest) error {
 
 // checkOutsideData checks that the target holds no non-zero byte outside
 // the source's data blocks (where the receiver punched holes).
-func (r *receiver) checkOutsideData(ctx context.Context, f *os.File) error {
-	w, err := sparse.NewWalker(f)
-	if err != nil {
-		return err
-	}
-	m, err := w.Map(ctx)
-	if err != nil {
-		return err
-	}
-	extra := m.Difference(r.plan.blocks)
+func (r *receiver) checkOutsideData(ctx context.Context, f *os.File, held sparse.Map) error {
+	extra := held.Difference(r.plan.blocks)
 	if extra.Len() == 0 {
 		return nil
 	}
 	buf := make([]byte, 1<<20)
 	for _, e := range extra.Extents() {
 		for off := e.Off; off < e.End(); {
+			if err := ctx.Err(); err != nil {
+				return context.Cause(ctx)
+			}
 			n := min(e.End()-off, int64(len(buf)))
 			if err := readFull(f, buf[:n], off); err != nil {
 				return err
@@ -195,17 +233,55 @@ func (r *receiver) checkOutsideData(ctx context.Context, f *os.File) error {
 // with its own O_DIRECT descriptor and 4 MiB buffer).
 const readBackWorkers = 2
 
-// readJob is one read of the read-back: up to readBackSize bytes of the
-// source's data blocks.
+// readJob is one read of the read-back: up to readBackSize bytes of what
+// it reads.
 type readJob struct{ off, n int64 }
 
+// keepaliveEvery is the most time between two PROGRESS frames (less
+// with an idle timeout under 4 s: a quarter of it).
+const keepaliveEvery = time.Second
+
+// keepalive sends PROGRESS frames with *done, while the read-back runs,
+// to a peer that understands them; stop ends it (and waits for it).
+func (r *receiver) keepalive(ctx context.Context, q *sendq, done *atomic.Int64) (stop func()) {
+	if !r.f.keepalive {
+		return func() {}
+	}
+	every := keepaliveEvery
+	if r.f.idle > 0 {
+		every = min(every, max(r.f.idle/4, 10*time.Millisecond))
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-quit:
+				return
+			}
+			a := q.frame(fProgress)
+			a.u64(uint64(done.Load()))
+			if q.put(ctx, a) != nil {
+				return
+			}
+		}
+	})
+	return func() {
+		close(quit)
+		wg.Wait()
+	}
+}
+
 // readBackDigest computes the digest of the file as stored over the
-// source's data blocks, bypassing the page cache where the system allows
-// (uncachedReader), with readBackWorkers reads in flight. The jobs are cut
-// from the extents as the workers take them, so memory does not grow with
-// the file.
-func readBackDigest(ctx context.Context, f *os.File, p *plan, seed uint64) (digest, error) {
-	ext := p.blocks.Extents()
+// ranges m (whole blocks of bs), bypassing the page cache where the system
+// allows (uncachedReader), with readBackWorkers reads in flight; each read
+// of n bytes is reported to onRead. The jobs are cut from the extents as
+// the workers take them, so memory does not grow with the file.
+func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, seed uint64, onRead func(n int64)) (digest, error) {
+	ext := m.Extents()
 	var mu sync.Mutex
 	var ei int
 	var off int64
@@ -250,8 +326,9 @@ func readBackDigest(ctx context.Context, f *os.File, p *plan, seed uint64) (dige
 				if err != nil {
 					return err
 				}
-				for q := int64(0); q < j.n; q += p.bs {
-					if blk := b[q:min(q+p.bs, j.n)]; !sparse.IsZero(blk) {
+				onRead(j.n)
+				for q := int64(0); q < j.n; q += bs {
+					if blk := b[q:min(q+bs, j.n)]; !sparse.IsZero(blk) {
 						parts[w].addBlock(dk, j.off+q, blk)
 					}
 				}

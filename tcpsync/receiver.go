@@ -189,6 +189,9 @@ func (r *receiver) run(ctx context.Context) error {
 	// the source's holes go too.
 	punch := r.plan.punch.Union(hidden.Resize(int64(size)).Intersect(srcMap.Holes()))
 	for _, e := range punch.Extents() {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
 		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
 			return err
 		}
@@ -226,9 +229,9 @@ func (r *receiver) quick(srcMap sparse.Map) error {
 // goroutine, own hashes computed ahead by a hasher goroutine.
 func (r *receiver) stream(ctx context.Context) error {
 	g, gctx := newGroup(ctx)
-	// A failure anywhere unblocks reads and writes on the connection, so
-	// no goroutine of the group can stay stuck in the socket.
-	stop := context.AfterFunc(gctx, func() { _ = r.f.c.SetDeadline(time.Now()) })
+	// A failure anywhere unblocks the connection (unblock), so no
+	// goroutine of the group can stay stuck in the socket.
+	stop := unblock(gctx, r.f.c)
 	defer stop()
 	q := newSendq(r.f, window+4)
 	own := make(chan *ownHashes, 2)
@@ -622,7 +625,7 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	}
 	if r.p.readBack {
 		// sd covers the whole file; the stored bytes are checked against it.
-		if err := r.readBack(ctx, sd); err != nil {
+		if err := r.readBack(ctx, q, sd); err != nil {
 			return err
 		}
 	} else {

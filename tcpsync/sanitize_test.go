@@ -38,10 +38,11 @@ func TestTokenFileContent(t *testing.T) {
 		ok      bool
 	}{
 		{NewToken() + "\n", true},
-		{string(testToken), true},
-		{strings.Repeat("a", 64), false},          // hex "aa…": one distinct byte
-		{strings.Repeat("0", 64), false},          // hex zeros
-		{strings.Repeat("abcd", 16) + "!", false}, // printable, 4 distinct bytes
+		{"Xq7#vR2p!Lm9@Tz4$Wn8%Bk3^Hd6&Jf1*Gs5", true}, // printable, random-looking
+		{string(testToken), false},                     // "0123456789abcdef…-test-token": a run, a repeat, a word
+		{strings.Repeat("a", 64), false},               // hex "aa…": one distinct byte
+		{strings.Repeat("0", 64), false},               // hex zeros
+		{strings.Repeat("abcd", 16) + "!", false},      // printable, 4 distinct bytes
 		{"tok en with spaces and enough length 0123456789", false},
 		{"\x00\x01binary" + strings.Repeat("\xfe", 40), false},
 	} {

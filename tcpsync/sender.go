@@ -67,6 +67,9 @@ type sender struct {
 	sample  []byte  // scratch for CompressAuto's compressibility probe
 	// doneSent is set once DONE is queued: only then may DONEACK come.
 	doneSent atomic.Bool
+	// readBackSeen is what the receiver's PROGRESS frames reported read
+	// back so far (the answer reader's).
+	readBackSeen int64
 }
 
 // inflight is a chunk awaiting the receiver's answer.
@@ -171,9 +174,9 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 // stream sends chunks from first on, with the answers handled concurrently.
 func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	g, gctx := newGroup(ctx)
-	// A failure anywhere unblocks reads and writes on the connection, so
-	// no goroutine of the group can stay stuck in the socket.
-	stop := context.AfterFunc(gctx, func() { _ = s.f.c.SetDeadline(time.Now()) })
+	// A failure anywhere unblocks the connection (unblock), so no
+	// goroutine of the group can stay stuck in the socket.
+	stop := unblock(gctx, s.f.c)
 	defer stop()
 	s.q = newSendq(s.f, 256)
 	s.pool = newBufPool(nBuffers, maxDataPayload)
@@ -326,12 +329,39 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			}
 			acks <- a
 			return nil
+		case fProgress:
+			if err := s.onProgress(body); err != nil {
+				return err
+			}
 		case fError:
 			return decodeError(body)
 		default:
 			return fmt.Errorf("%w: unexpected %s from the receiver", ErrProtocol, t)
 		}
 	}
+}
+
+// onProgress takes a PROGRESS frame of the receiver's read-back: after
+// DONE only, from a peer that announced them, counting up and never past
+// the source's data blocks. What it adds is progress for the watchdog
+// (and its arrival rearms the read deadline).
+func (s *sender) onProgress(body []byte) error {
+	d := dec{b: body, t: fProgress}
+	n := d.u64()
+	if err := d.end(); err != nil {
+		return err
+	}
+	switch {
+	case !s.f.keepalive:
+		return fmt.Errorf("%w: PROGRESS from a peer that did not announce it", ErrProtocol)
+	case !s.doneSent.Load():
+		return fmt.Errorf("%w: PROGRESS before DONE", ErrProtocol)
+	case n < uint64(s.readBackSeen) || n > uint64(s.plan.blocks.Bytes()):
+		return fmt.Errorf("%w: PROGRESS of %d bytes read back (was %d, data %d)", ErrProtocol, n, s.readBackSeen, s.plan.blocks.Bytes())
+	}
+	s.f.progress(int64(n) - s.readBackSeen)
+	s.readBackSeen = int64(n)
+	return nil
 }
 
 func (s *sender) unchanged(c *chunk) {

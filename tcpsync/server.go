@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
-	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // Server receives pushes into, and serves pulls from, files beneath Root.
@@ -57,12 +55,19 @@ type Server struct {
 	CheckpointInterval time.Duration
 	// OnSession, if set, is called after every session (for metrics).
 	OnSession func(SessionEvent)
-	// MaxMemory is the server-wide memory budget of sessions (1 GiB) and
-	// MaxSessionMemory one session's (about 150 MiB: its 12 MiB of
-	// buffers and a peer's map of the largest allowed extent count). A
-	// session that does not fit is refused as busy.
-	MaxMemory, MaxSessionMemory int64
+	// MaxMemory is the server-wide memory budget of sessions (1 GiB),
+	// MaxMemoryPerHost what the sessions of one peer address may hold of
+	// it together (a quarter, and at least MaxSessionMemory), and MaxSessionMemory one session's (about
+	// 150 MiB: its 12 MiB of buffers and a peer's map of the largest
+	// allowed extent count, reserved as the map arrives). A session that
+	// does not fit is refused as busy.
+	MaxMemory, MaxMemoryPerHost, MaxSessionMemory int64
 
+	// greetGrace is how long a pending connection may wait for its peer
+	// before it may be evicted (greetGrace; tests shorten it).
+	greetGrace time.Duration
+
+	probes       chan struct{} // newcomers whose first bytes are awaited (speaks)
 	root         *os.Root
 	mem          memPool
 	busy         []byte // the pre-encoded refusal
@@ -123,6 +128,9 @@ func (s *Server) setDefaults() {
 	if s.MaxSessionsPerHost <= 0 {
 		s.MaxSessionsPerHost = 32
 	}
+	if s.greetGrace <= 0 {
+		s.greetGrace = greetGrace
+	}
 	if s.FailDelay <= 0 {
 		s.FailDelay = time.Second
 	}
@@ -132,7 +140,11 @@ func (s *Server) setDefaults() {
 	if s.MaxSessionMemory <= 0 {
 		s.MaxSessionMemory = defaultSessionMemory
 	}
-	s.mem.limit = s.MaxMemory
+	if s.MaxMemoryPerHost <= 0 {
+		// A quarter, and at least one session's worth.
+		s.MaxMemoryPerHost = min(s.MaxMemory, max(s.MaxMemory/4, s.MaxSessionMemory))
+	}
+	s.mem.limit, s.mem.hostLimit = s.MaxMemory, s.MaxMemoryPerHost
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 1<<30 {
 		s.fitDescriptors(int(rl.Cur))
@@ -190,6 +202,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.root = root
 	s.perHost, s.preAuth, s.hostSessions = map[string]int{}, map[string]int{}, map[string]int{}
 	s.busy = refusal()
+	// Probes hold descriptors too: within what MaxConns leaves beyond
+	// MaxPreAuth (fitDescriptors' budget).
+	s.probes = make(chan struct{}, max(1, min(maxProbes, s.MaxConns-s.MaxPreAuth)))
 	s.stats.last.Store(time.Now().UnixNano())
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -211,7 +226,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		delay = 0
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
-		tc := s.admit(c, hostOf(c.RemoteAddr()))
+		w := &watchedConn{Conn: c}
+		host := hostOf(c.RemoteAddr())
+		tc, full := s.admit(w, host, false)
+		if tc == nil && full && s.probe() {
+			// No room: admitted only if its peer speaks (accept.go),
+			// which is waited for off the accept loop.
+			s.wg.Go(func() {
+				spoke := speaks(c, speakWait)
+				s.probeDone()
+				var tc *tracked
+				if spoke {
+					tc, _ = s.admit(w, host, true)
+				}
+				if tc == nil {
+					s.refuse(c)
+					return
+				}
+				defer s.release(tc)
+				s.serveConn(ctx, tc)
+			})
+			continue
+		}
 		if tc == nil {
 			s.refuse(c)
 			continue
@@ -225,10 +261,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // linger lets the peer read our ERROR before the close: closing with its
 // unread bytes in our buffer would reset the connection and lose the
-// frame. It half-closes and drains for at most a second and 4 MiB.
-func linger(c net.Conn) {
+// frame. It half-closes and drains for at most a second and 4 MiB, and
+// not at all once the server is shutting down (a peer that keeps the
+// connection open must not hold up the shutdown).
+func linger(ctx context.Context, c net.Conn) {
 	if hc, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = hc.CloseWrite()
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(time.Second))
 	_, _ = io.CopyN(io.Discard, c, 4<<20)
@@ -244,6 +285,7 @@ func hostOf(a net.Addr) string {
 func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 	c := tc.c
 	start := time.Now()
+	srvCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
@@ -267,7 +309,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 			if tc.opened {
 				// Out of every budget while it lingers (a second at most).
 				s.release(tc)
-				linger(c)
+				linger(srvCtx, c)
 			}
 		}
 	}
@@ -292,6 +334,13 @@ func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *SessionEvent, fp **framer) (Stats, error) {
 	c := tc.c
 	if s.TLSConfig != nil {
+		// A plaintext client gets told, in plaintext, rather than a
+		// close it would take for a busy server's and retry.
+		pc, err := plaintextHello(ctx, c)
+		if err != nil {
+			return Stats{}, err
+		}
+		c = pc
 		cfg := s.TLSConfig.Clone()
 		cfg.MinVersion = tls.VersionTLS13
 		tc := tls.Server(c, cfg)
@@ -323,7 +372,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	_ = c.SetDeadline(time.Time{})
 	f.idle = s.IdleTimeout
 	f.watch(startWatchdog(s.IdleTimeout, cancel))
-	f.mem = &sessionMem{pool: &s.mem, limit: s.MaxSessionMemory}
+	f.mem = &sessionMem{pool: &s.mem, host: tc.host, limit: s.MaxSessionMemory}
 	defer f.mem.release()
 	if err := f.mem.reserve(sessionFixed, "the session's buffers"); err != nil {
 		return Stats{}, err
@@ -340,7 +389,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	switch op {
 	case opPush:
 		ev.Op = "push"
-		t, err := s.openForWrite(name, flags&openAtomic != 0)
+		t, err := s.openForWrite(ctx, name, flags&openAtomic != 0)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -356,7 +405,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		}
 		p.bs = int64(bs)
 		p.compress = Compression(flags >> 8 & 3)
-		src, file, err := s.openForRead(name)
+		src, file, err := s.openForRead(ctx, name)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -367,7 +416,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		return sendSource(ctx, f, src, p)
 	case opList:
 		ev.Op = "list"
-		body, err := s.listDir(name)
+		body, err := s.listDir(ctx, name)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -377,11 +426,18 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 }
 
 // ValidateName checks a remote name before it is resolved: a clean relative
-// path of at most 4096 bytes, components of at most 255 bytes, no empty,
+// path of at most 4096 bytes and 64 components (maxDepth), components of
+// at most 255 bytes, no empty,
 // "." or ".." components, no NUL or control characters, and not one of the
 // names tcpsync keeps next to targets.
 func ValidateName(name string) error {
-	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrBadPath, sanitize(name), why) }
+	bad := func(why string) error {
+		shown := name
+		if len(shown) > 128 { // the reason must survive the error text's 1 KiB bound
+			shown = shown[:128] + "…"
+		}
+		return fmt.Errorf("%w: %q: %s", ErrBadPath, sanitize(shown), why)
+	}
 	switch {
 	case name == "":
 		return bad("empty")
@@ -397,6 +453,9 @@ func ValidateName(name string) error {
 			return bad("control character")
 		}
 	}
+	if strings.Count(name, "/") >= maxDepth {
+		return bad(fmt.Sprintf("more than %d components", maxDepth))
+	}
 	for comp := range strings.SplitSeq(name, "/") {
 		switch {
 		case comp == "":
@@ -410,51 +469,29 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// checkDirs refuses a name whose directories are symlinks or missing.
-func (s *Server) checkDirs(name string) error {
-	comps := strings.Split(name, "/")
-	for i := 1; i < len(comps); i++ {
-		dir := strings.Join(comps[:i], "/")
-		fi, err := s.root.Lstat(dir)
-		if err != nil {
-			return pathErr(sanitize(name), err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%w: %q: %s is a symlink", ErrPathOutsideRoot, sanitize(name), sanitize(dir))
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%w: %q: %s is not a directory", ErrNotFound, sanitize(name), sanitize(dir))
-		}
-	}
-	if fi, err := s.root.Lstat(name); err == nil {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%w: %q is a symlink", ErrPathOutsideRoot, sanitize(name))
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %q is a %s", ErrNotRegular, sanitize(name), sparse.TypeName(fi.Mode()))
-		}
-	}
-	return nil
-}
-
-func (s *Server) openForWrite(name string, atomic bool) (*target, error) {
+// openForWrite opens the target of a push, creating its missing
+// directories; a refused OPEN leaves none of them behind.
+func (s *Server) openForWrite(ctx context.Context, name string, atomic bool) (*target, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := s.makeParents(name); err != nil {
+	w, err := s.walkDirs(ctx, name, true)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.checkDirs(name); err != nil {
+	t, err := openTarget(s.root, name, sanitize(name), atomic)
+	if err != nil {
+		w.undo(s)
 		return nil, err
 	}
-	return openTarget(s.root, name, sanitize(name), atomic)
+	return t, nil
 }
 
-func (s *Server) openForRead(name string) (*FileSource, *os.File, error) {
+func (s *Server) openForRead(ctx context.Context, name string) (*FileSource, *os.File, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, nil, err
 	}
-	if err := s.checkDirs(name); err != nil {
+	if _, err := s.walkDirs(ctx, name, false); err != nil {
 		return nil, nil, err
 	}
 	f, err := wtarget.OpenNoFollow(s.root, name, os.O_RDONLY|unix.O_NONBLOCK, 0)
@@ -483,4 +520,44 @@ func openBody(op uint8, flags uint32, bs uint32, name string) []byte {
 	b = binary.LittleEndian.AppendUint32(b, flags)
 	b = binary.LittleEndian.AppendUint32(b, bs)
 	return appendBytes(b, []byte(name))
+}
+
+// errNeedsTLS answers a plaintext HELLO on a TLS port.
+var errNeedsTLS = fmt.Errorf("%w: this server speaks TLS (give the client --tls-pin or --tls-ca)", ErrProtocol)
+
+// prefixConn is a connection whose first bytes were already read.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// plaintextHello reads the first frame header's worth of bytes of a
+// connection to a TLS server (a TLS ClientHello is longer). A tcpsync
+// HELLO header is answered with a plaintext ERROR (errNeedsTLS); anything
+// else is handed on, those bytes first.
+func plaintextHello(ctx context.Context, c net.Conn) (net.Conn, error) {
+	var h [headerLen]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		return nil, fmt.Errorf("tcpsync: TLS handshake: %w", unexpected(err))
+	}
+	if h != [headerLen]byte{byte(fHello), 0, 0, 0, helloLen} {
+		return &prefixConn{Conn: c, pre: h[:]}, nil
+	}
+	msg := errNeedsTLS.Error()
+	b := binary.LittleEndian.AppendUint16(h[:0:0], errorCode(errNeedsTLS))
+	b = append(b, msg...)
+	frame := append([]byte{byte(fError), 0, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(b)))...)
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write(append(frame, b...))
+	linger(ctx, c)
+	return nil, errNeedsTLS
 }

@@ -19,9 +19,10 @@ const minProgress = 64 << 10
 // watchdog ends a session that makes too little progress. Progress is
 // counted in bytes where
 // the sync advances and a peer cannot fake it: a write to the socket that
-// completes, a map frame received, a DATA or ZERO range applied (each covers
-// new blocks: the receiver refuses ranges out of order), a chunk answered or
-// settled. A frame that advances nothing (a repeated or out-of-order one is
+// completes, a DATA or ZERO range applied (each covers new blocks: the
+// receiver refuses ranges out of order), a chunk answered or settled
+// (comparison work). Map frames are not progress: a peer trickling a
+// 64 KiB EXTENTS frame per idle period to hold a map's reservation is cut. A frame that advances nothing (a repeated or out-of-order one is
 // a protocol error anyway) does not rearm it, so a peer cannot keep a
 // session, its file descriptor and its memory by sending a trickle.
 //

@@ -30,6 +30,10 @@ type Stats struct {
 	// ReadBack reports that the receiver also read the stored target back
 	// after the final fdatasync and checked it whole (Options.ReadBack).
 	ReadBack bool
+	// ReadBackBytes is what the read-back read: the receiver's own data
+	// (written or compared by it) within the source's data blocks, never
+	// the ranges a peer merely described.
+	ReadBackBytes int64
 	// QuickCheck reports that the receiver already held this source version.
 	QuickCheck bool
 	// ResumedFrom is the offset the sync resumed from (0: from the start).

@@ -168,13 +168,17 @@ func sendMap(f *framer, m sparse.Map) error {
 
 // readMap reads EXTENTS frames into a map of the announced size. The
 // first frame's header (version, size, extent count) is checked before
-// anything is buffered: the count against maxExtents and the session's
-// memory budget (reserved here, released with the session), the bytes
-// that follow against what that count can take. Every frame but the last
-// must be full, so a map costs its peer at least 64 KiB per frame.
+// anything is buffered: the count against maxExtents and against the
+// session's memory budget (a claim that could never fit is refused; it is
+// not reserved), the bytes that follow against what that count can take.
+// Memory is reserved as the bytes arrive, for the extents they can encode
+// (at least 2 bytes each), and released with the session. Every frame but
+// the last must be full, so a map costs its peer at least 64 KiB per
+// frame. Map frames are not progress for the idle timeout: a peer that
+// trickles its map is cut by it.
 func readMap(f *framer, size int64) (sparse.Map, error) {
 	var b []byte
-	var count, want int64
+	var count, want, hdr, charged int64
 	for {
 		flags, body, err := f.expect(fExtents)
 		if err != nil {
@@ -185,20 +189,27 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 			return sparse.Map{}, fmt.Errorf("%w: EXTENTS frame of %d bytes before the last", ErrProtocol, len(body))
 		}
 		if b == nil {
-			var hdr int
-			if count, hdr, err = mapHeader(body, size); err != nil {
+			var n int
+			if count, n, err = mapHeader(body, size); err != nil {
 				return sparse.Map{}, err
 			}
-			if err := f.mem.reserve(count*extentCost+int64(hdr), fmt.Sprintf("an extent map of %d extents", count)); err != nil {
+			hdr = int64(n)
+			if err := f.mem.fits(count*extentCost+hdr, fmt.Sprintf("an extent map of %d extents", count)); err != nil {
 				return sparse.Map{}, err
 			}
-			want = int64(hdr) + 20*count // at most 2 varints of 10 bytes each
+			want = hdr + 20*count // at most 2 varints of 10 bytes each
 		}
-		if int64(len(b)+len(body)) > want {
+		got := int64(len(b) + len(body))
+		if got > want {
 			return sparse.Map{}, fmt.Errorf("%w: extent map of %d extents longer than %d bytes", ErrProtocol, count, want)
 		}
+		if need := hdr + min(count, (got-hdr)/2)*extentCost; need > charged {
+			if err := f.mem.reserve(need-charged, fmt.Sprintf("an extent map of %d extents", count)); err != nil {
+				return sparse.Map{}, err
+			}
+			charged = need
+		}
 		b = append(b, body...)
-		f.progress(int64(len(body)))
 		if last {
 			break
 		}

@@ -170,6 +170,10 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 			return fmt.Errorf("serve: --metrics: %w", err)
 		}
 		metricsAddr = mln.Addr().String()
+		if a, ok := mln.Addr().(*net.TCPAddr); opts.pprof && (!ok || !a.IP.IsLoopback()) {
+			fmt.Fprintf(g.stderr, "sparsesync: warning: --pprof serves Go profiles (heap, goroutines, command line) to anyone who can reach %s; bind --metrics to a loopback or private address\n",
+				shownAddr(opts.metrics, mln.Addr()))
+		}
 		hs := &http.Server{Handler: m.mux(opts.pprof), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(mln) }()
 		defer hs.Close()
