@@ -30,9 +30,15 @@ type cutProxy struct {
 }
 
 func newCutProxy(t *testing.T, target string, cutAt int64) *cutProxy {
+	return newCutProxyN(t, target, cutAt, 0)
+}
+
+// newCutProxyN is newCutProxy cutting the first cuts connections (at least
+// one). cuts is set before the proxy accepts: its goroutine reads it.
+func newCutProxyN(t *testing.T, target string, cutAt int64, cuts int32) *cutProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target, cutAt: cutAt}
+	p := &cutProxy{ln: ln, target: target, cutAt: cutAt, cuts: cuts}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
 	return p

@@ -61,8 +61,7 @@ func TestHangupBeforeGreetingRetried(t *testing.T) {
 	require.NoError(t, writeImage(src, 4<<20, 0.5, 4, 9))
 
 	// The first two connections are cut after 20 bytes: then a push.
-	p := newCutProxy(t, addr, 20)
-	p.cuts = 2
+	p := newCutProxyN(t, addr, 20, 2)
 	o := clientOpts()
 	o.Retries = 2
 	var r retries
@@ -77,8 +76,7 @@ func TestHangupBeforeGreetingRetried(t *testing.T) {
 	requireSame(t, src, filepath.Join(root, "img"))
 
 	// Cut every time: Retries+1 attempts, then the error with the hint.
-	p = newCutProxy(t, addr, 20)
-	p.cuts = 1 << 30
+	p = newCutProxyN(t, addr, 20, 1<<30)
 	r = retries{}
 	o.OnRetry = r.on
 	_, err = PushFile(t.Context(), p.addr(), src, "img2", o)
