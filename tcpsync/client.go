@@ -299,6 +299,16 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	}
 	f := newFramer(conn)
 	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)
+	switch {
+	case err == nil:
+	case f.in.n.Load() > 0 && !f.heardFrame && (errors.Is(err, ErrProtocol) || errors.Is(err, ErrFrameTooLarge)):
+		// The first bytes the server sent are no frame of ours.
+		err = notSparsesync(addr, f.firstBytes())
+	case f.in.n.Load() == 0 && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded):
+		// Silence: a wedged server, or another service that waits for
+		// its own kind of request (HTTP does). Still retried.
+		err = fmt.Errorf("no greeting from %s (is it a sparsesync server?): %w", addr, err)
+	}
 	var st Stats
 	if err == nil {
 		_ = conn.SetDeadline(time.Time{})

@@ -61,7 +61,30 @@ var (
 	// ErrRemote is matched by every error reported by the peer whose code
 	// maps to no other sentinel.
 	ErrRemote = errors.New("tcpsync: remote error")
+	// ErrNotSparsesync means the address answered the client's greeting
+	// with bytes that are no sparsesync frame: another service listens
+	// there (HTTP, SSH, ...). It is permanent: no retry would change it.
+	ErrNotSparsesync = errors.New("tcpsync: not a sparsesync server")
 )
+
+// notSparsesync says what a server that is not ours answered: the first
+// bytes it sent, made printable.
+func notSparsesync(addr string, answer []byte) error {
+	const most = 48
+	b := []byte(nil)
+	for _, c := range answer[:min(len(answer), most)] {
+		switch {
+		case c == '\r':
+		case c == '\n':
+			b = append(b, ' ')
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '.')
+		default:
+			b = append(b, c)
+		}
+	}
+	return fmt.Errorf("%w: %s answered %q", ErrNotSparsesync, addr, strings.TrimSpace(string(b)))
+}
 
 // Wire error codes, carried in ERROR frames.
 const (

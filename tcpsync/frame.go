@@ -92,14 +92,17 @@ type counter struct {
 // framer reads and writes frames on one connection. Reads happen on one
 // goroutine and writes on one (possibly other) goroutine.
 type framer struct {
-	c       net.Conn
-	cc      countingConn
-	r       *bufio.Reader
-	w       *bufio.Writer
-	rbuf    []byte
-	hdr     [headerLen]byte
-	whdr    [headerLen]byte
-	in, out *counter
+	c    net.Conn
+	cc   countingConn
+	r    *bufio.Reader
+	w    *bufio.Writer
+	rbuf []byte
+	hdr  [headerLen]byte
+	// heardFrame is set once a valid frame header arrived: the peer
+	// speaks our protocol (firstBytes is only of use before).
+	heardFrame bool
+	whdr       [headerLen]byte
+	in, out    *counter
 	// budget, when positive, is how many more bytes may be read (pre-auth).
 	budget int
 	// idle, when positive, is armed as the read deadline before each frame.
@@ -176,6 +179,13 @@ func (f *framer) watch(w *watchdog) {
 // progress tells the watchdog that the session moved n bytes.
 func (f *framer) progress(n int64) { f.wd.progress(n) }
 
+// firstBytes returns the header just read and what is buffered after it:
+// what a peer that is no sparsesync server said first.
+func (f *framer) firstBytes() []byte {
+	more, _ := f.r.Peek(min(f.r.Buffered(), 64))
+	return append(bytes.Clone(f.hdr[:]), more...)
+}
+
 // readFrame reads one frame. The body is valid until the next readFrame.
 // Sizes are checked against the type's limit (and the pre-auth budget)
 // before any buffer grows.
@@ -200,6 +210,7 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 	if err != nil {
 		return 0, 0, nil, err
 	}
+	f.heardFrame = true
 	if f.budget > 0 {
 		if headerLen+n > f.budget {
 			return 0, 0, nil, fmt.Errorf("%w: %s frame of %d bytes before authentication (budget %d)", ErrFrameTooLarge, t, n, f.budget)
