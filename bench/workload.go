@@ -27,6 +27,10 @@ type Workload struct {
 	Description string
 	// Size is the file size at scale 1.
 	Size int64
+	// DataFraction is the share of Size that is data (for vm-image, what a
+	// typical /usr/share fills): what a run reads and writes, for the time
+	// estimate bench gives before it starts.
+	DataFraction float64
 	// build writes the file at path (it does not exist yet).
 	build func(ctx context.Context, path string, size int64, seed uint64, g GenOptions) error
 	// check, if set, says before anything runs why build cannot work at
@@ -71,12 +75,12 @@ func (g GenOptions) seed() uint64 {
 // Workloads returns every workload, in report order.
 func Workloads() []Workload {
 	return []Workload{
-		{Name: "sparse-10pct", Size: 2 * gib,
+		{Name: "sparse-10pct", Size: 2 * gib, DataFraction: 0.10,
 			Description: "2 GiB, 10% data in about 160 extents (64 KiB to 2.5 MiB)",
 			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
 				return patternfile.Write(p, scatter(size, 10, 160, seed))
 			}},
-		{Name: "tiny-extents", Size: 100_000 * 8 * kib,
+		{Name: "tiny-extents", Size: 100_000 * 8 * kib, DataFraction: 0.5,
 			Description: "100,000 extents of 4 KiB, one every 8 KiB",
 			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
 				l := patternfile.Layout{Name: "tiny-extents", Size: size}
@@ -85,17 +89,17 @@ func Workloads() []Workload {
 				}
 				return patternfile.Write(p, l)
 			}},
-		{Name: "dense", Size: gib,
+		{Name: "dense", Size: gib, DataFraction: 1,
 			Description: "1 GiB, all data",
 			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
 				return patternfile.Write(p, patternfile.Layout{Name: "dense", Size: size, Data: []patternfile.Range{{Off: 0, Len: size}}})
 			}},
-		{Name: "sparse-1pct-large", Size: 8 * gib,
+		{Name: "sparse-1pct-large", Size: 8 * gib, DataFraction: 0.01,
 			Description: "8 GiB, 1% data in about 160 extents",
 			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
 				return patternfile.Write(p, scatter(size, 1, 160, seed))
 			}},
-		{Name: "vm-image", Size: 2 * gib,
+		{Name: "vm-image", Size: 2 * gib, DataFraction: 0.4,
 			Description: "2 GiB ext4 image made by mkfs.ext4 -d from a real directory tree (/usr/share)",
 			build:       buildVMImage, check: checkVMImage},
 	}
@@ -116,6 +120,11 @@ func WorkloadNamed(name string) (Workload, error) {
 func (w Workload) ScaledSize(g GenOptions) int64 {
 	s := int64(float64(w.Size)*g.scale()) / blk * blk
 	return max(s, 64*kib)
+}
+
+// ScaledData is about how many bytes of data the workload holds with g.
+func (w Workload) ScaledData(g GenOptions) int64 {
+	return int64(float64(w.ScaledSize(g)) * w.DataFraction)
 }
 
 // Generate writes the workload's file at path.

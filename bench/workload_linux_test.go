@@ -64,6 +64,10 @@ func TestWorkloadsAreSeeded(t *testing.T) {
 			if pct < c.minPct || pct > c.maxPct || len(ea) < c.minExt || len(ea) > c.maxExt {
 				t.Errorf("%.2f%% data in %d extents, want %v-%v%% in %d-%d", pct, len(ea), c.minPct, c.maxPct, c.minExt, c.maxExt)
 			}
+			// The data bench's time estimate counts on is what is there.
+			if est := 100 * float64(w.ScaledData(g)) / float64(st.Size()); est < c.minPct || est > c.maxPct {
+				t.Errorf("ScaledData says %.2f%% data, the file has %.2f%%", est, pct)
+			}
 		})
 	}
 }

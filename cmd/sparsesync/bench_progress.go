@@ -22,6 +22,10 @@ type benchPlan struct {
 	weights     []int64
 	total, done int64
 	start       time.Time
+	// moved is about how many bytes each place's cases read and write in
+	// all: each workload written once, then read and written once by each
+	// run of each tool.
+	moved map[string]int64
 }
 
 func newBenchPlan(cfg *bench.Config) *benchPlan {
@@ -32,12 +36,15 @@ func newBenchPlan(cfg *bench.Config) *benchPlan {
 			break
 		}
 	}
+	p.moved = map[string]int64{}
 	for _, wn := range cfg.Workloads {
 		w, _ := bench.WorkloadNamed(wn)
-		for range cfg.Places {
+		for _, pl := range cfg.Places {
 			for range cfg.Scenarios {
 				p.weights = append(p.weights, w.ScaledSize(cfg.Gen))
 				p.total += w.ScaledSize(cfg.Gen)
+				d := w.ScaledData(cfg.Gen)
+				p.moved[pl.Dir] += d + int64(p.runs*p.tools)*2*d
 			}
 		}
 	}
@@ -45,10 +52,59 @@ func newBenchPlan(cfg *bench.Config) *benchPlan {
 	return p
 }
 
-// intro is the line printed before anything runs.
-func (p *benchPlan) intro(cfg *bench.Config) string {
-	return fmt.Sprintf("sparsesync: bench: %d cases (workloads %d x scenarios %d x places %d), %d rounds of up to %d tools each (the floor, sparsesync, peers): %d runs over %s of workloads (each run writes its case's data once); the time left follows each case",
+// intro is the line printed before anything runs. rate gives each place's
+// measured write rate in bytes per second (probeWriteRate); the estimate
+// is the bytes the cases move there over that rate, a lower bound (it
+// leaves out process starts, syncs and network cases' overhead).
+func (p *benchPlan) intro(cfg *bench.Config, rate func(dir string) (float64, error)) string {
+	s := fmt.Sprintf("sparsesync: bench: %d cases (workloads %d x scenarios %d x places %d), %d rounds of up to %d tools each (the floor, sparsesync, peers): %d runs over %s of workloads (each run writes its case's data once)",
 		p.cases, len(cfg.Workloads), len(cfg.Scenarios), len(cfg.Places), p.runs, p.tools, p.cases*p.runs*p.tools, bytesize.Format(p.total))
+	var est time.Duration
+	var rates []string
+	for _, pl := range cfg.Places {
+		r, err := rate(pl.Dir)
+		if err != nil || r <= 0 {
+			return s + fmt.Sprintf("; no time estimate (probing %s: %v); the time left follows each case", pl.Dir, err)
+		}
+		est += time.Duration(float64(p.moved[pl.Dir]) / r * float64(time.Second))
+		rates = append(rates, bytesize.Format(int64(r))+"/s")
+	}
+	return s + fmt.Sprintf("; at least %s (%s of data read and written, at the write rate a 64 MiB probe measured: %s); the time left follows each case",
+		est.Round(time.Second), bytesize.Format(sumValues(p.moved)), strings.Join(rates, ", "))
+}
+
+func sumValues(m map[string]int64) int64 {
+	n := int64(0)
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// probeWriteRate writes 64 MiB to a new file in dir, durably, and returns
+// the bytes per second it took: the rate bench's estimate is made at.
+func probeWriteRate(dir string) (float64, error) {
+	const size, chunk = 64 << 20, 1 << 20
+	f, err := os.CreateTemp(dir, ".sparsesync-bench-probe-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, chunk)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1) // not zeros: no filesystem may skip them
+	}
+	start := time.Now()
+	for off := int64(0); off < size; off += chunk {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	return size / time.Since(start).Seconds(), nil
 }
 
 // caseDone records case number done (1-based) and returns its line.

@@ -158,7 +158,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 	}
 	plan := newBenchPlan(&cfg)
 	if caseLines {
-		fmt.Fprintln(g.stderr, plan.intro(&cfg))
+		fmt.Fprintln(g.stderr, plan.intro(&cfg, probeWriteRate))
 	}
 	var log *caseLog
 	if opts.jsonl != "" {
