@@ -41,7 +41,9 @@ func Copy(ctx context.Context, src, dst string, opts Options) (Stats, error) {
 		return Stats{}, err
 	}
 	defer sf.Close()
-	w, err := sparse.NewWalker(sf)
+	// The source's version, taken once its last change is in the past of
+	// the filesystem clock: any write from now on changes it (checkSource).
+	w, err := sparse.NewSettledWalker(ctx, sf)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -84,7 +86,7 @@ func CopyFile(ctx context.Context, src, dst *os.File, opts Options) (Stats, erro
 		return Stats{}, fmt.Errorf("%w: atomic mode needs a destination path (use Copy)", ErrInvalidOptions)
 	}
 	opts.setDefaults()
-	w, err := sparse.NewWalker(src)
+	w, err := sparse.NewSettledWalker(ctx, src)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -169,8 +169,7 @@ func (e *engine) checkSource(before sparse.FileInfo) error {
 	if err != nil {
 		return err
 	}
-	if after.Size != before.Size || !after.ModTime.Equal(before.ModTime) ||
-		!after.ChangeTime.Equal(before.ChangeTime) || after.Ino != before.Ino || after.Dev != before.Dev {
+	if !sparse.SameVersion(before, after) {
 		return &fs.PathError{Op: "copy", Path: e.src.Name(), Err: fmt.Errorf("%w (size %d -> %d, mtime %v -> %v)",
 			ErrSourceChanged, before.Size, after.Size, before.ModTime, after.ModTime)}
 	}

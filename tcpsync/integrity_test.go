@@ -245,19 +245,6 @@ func TestSourceChangedDuringPush(t *testing.T) {
 	}
 }
 
-// TestRacyClock: a ctime the filesystem clock has not yet passed is racy
-// (a write now could get the same ctime); coarse (whole-second) ctimes
-// need a whole second.
-func TestRacyClock(t *testing.T) {
-	c := time.Unix(1000, 4_000_000)
-	require.True(t, racy(c, c))
-	require.True(t, racy(c, c.Add(-time.Millisecond)))
-	require.False(t, racy(c, c.Add(time.Nanosecond)))
-	coarse := time.Unix(1000, 0)
-	require.True(t, racy(coarse, coarse.Add(999*time.Millisecond)))
-	require.False(t, racy(coarse, coarse.Add(time.Second)))
-}
-
 // TestResumeRefusesChangedTarget: a push is cut (the target marked
 // incomplete with a checkpoint), 16 bytes below the checkpoint are damaged,
 // and the next push does not trust the checkpoint: it compares every chunk,

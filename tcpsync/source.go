@@ -88,44 +88,16 @@ func (s *FileSource) Identity() string {
 	return fmt.Sprintf("file:%d:%d:%d:%d:%d", i.Dev, i.Ino, i.Size, i.ModTime.UnixNano(), i.ChangeTime.UnixNano())
 }
 
-// maxRacyWait bounds the wait for the filesystem clock in refresh.
-const maxRacyWait = 2 * time.Second
-
 // refresh takes the file's identity at the start of a sync (the version it
-// sends), once the filesystem clock is past the file's last change: a
-// write in the same clock tick as the change before it could otherwise
-// leave ctime as it was. Not safe concurrently with a sync of s.
+// sends), once the filesystem clock is past the file's last change
+// (sparse.NewSettledWalker). Not safe concurrently with a sync of s.
 func (s *FileSource) refresh(ctx context.Context) error {
-	deadline := time.Now().Add(maxRacyWait)
-	for {
-		w, err := sparse.NewWalker(s.f)
-		if err != nil {
-			return err
-		}
-		info := w.Info()
-		s.w, s.info = w, info
-		if info.BlockDevice || !racy(info.ChangeTime, fsNow()) || time.Now().After(deadline) {
-			return nil
-		}
-		t := time.NewTimer(time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
-		}
+	w, err := sparse.NewSettledWalker(ctx, s.f)
+	if err != nil {
+		return err
 	}
-}
-
-// racy reports whether a write at now could get the ctime c again: the
-// filesystem's clock has not moved past c by one timestamp granule (1 ns,
-// or 1 s when c has no sub-second part, as on coarse filesystems).
-func racy(c, now time.Time) bool {
-	gran := time.Nanosecond
-	if c.Nanosecond() == 0 {
-		gran = time.Second
-	}
-	return now.Before(c.Add(gran))
+	s.w, s.info = w, w.Info()
+	return nil
 }
 
 // changed reports whether the file is no longer the version refresh (or
@@ -140,7 +112,7 @@ func (s *FileSource) changed() error {
 	switch {
 	case info.Size != was.Size:
 		return fmt.Errorf("%w: %s: size %d became %d", ErrSourceChanged, s.f.Name(), was.Size, info.Size)
-	case !info.ModTime.Equal(was.ModTime) || !info.ChangeTime.Equal(was.ChangeTime):
+	case !sparse.SameVersion(was, info):
 		return fmt.Errorf("%w: %s was written while it was sent (ctime %s, now %s)", ErrSourceChanged, s.f.Name(),
 			was.ChangeTime.Format(time.RFC3339Nano), info.ChangeTime.Format(time.RFC3339Nano))
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package tcpsync
+package sparse
 
 import "time"
 

@@ -1,4 +1,4 @@
-package tcpsync
+package sparse
 
 import (
 	"time"

@@ -1,0 +1,70 @@
+package sparse
+
+import (
+	"context"
+	"os"
+	"time"
+)
+
+// A file's version is its identity and times: device, inode, size, mtime
+// and ctime. A sync takes it before it reads a source and compares it after
+// its last read (SameVersion), so that a source written meanwhile fails the
+// sync instead of giving a torn copy reported complete. The comparison only
+// proves something if any write after the first look gives a new ctime:
+// a write in the same clock tick as the change before could leave it as it
+// was. NewSettledWalker therefore takes the version only once the
+// filesystem's clock has moved past the file's last change. (Linux 6.13 and
+// later give ext4, XFS, btrfs and tmpfs multigrain timestamps, which
+// guarantee that by themselves; other filesystems and kernels need the
+// wait.)
+
+// maxSettleWait bounds NewSettledWalker's wait for the filesystem clock.
+const maxSettleWait = 2 * time.Second
+
+// NewSettledWalker returns a Walker of f whose Info is f's version taken
+// once the filesystem clock is at least one timestamp granule past f's
+// last change (at most a clock tick, or a second on filesystems with
+// whole-second times, and never more than 2 s). Block devices have no
+// such time and are not waited for.
+func NewSettledWalker(ctx context.Context, f *os.File) (*Walker, error) {
+	return newSettledWalker(ctx, f, fsNow)
+}
+
+func newSettledWalker(ctx context.Context, f *os.File, now func() time.Time) (*Walker, error) {
+	deadline := time.Now().Add(maxSettleWait)
+	for {
+		w, err := NewWalker(f)
+		if err != nil {
+			return nil, err
+		}
+		info := w.Info()
+		if info.BlockDevice || !racy(info.ChangeTime, now()) || time.Now().After(deadline) {
+			return w, nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// racy reports whether a write at now could get the ctime c again: the
+// filesystem's clock has not moved past c by one timestamp granule (1 ns,
+// or 1 s when c has no sub-second part, as on coarse filesystems).
+func racy(c, now time.Time) bool {
+	gran := time.Nanosecond
+	if c.Nanosecond() == 0 {
+		gran = time.Second
+	}
+	return now.Before(c.Add(gran))
+}
+
+// SameVersion reports whether two infos of a file name the same version:
+// the same device, inode, size, mtime and ctime.
+func SameVersion(a, b FileInfo) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size &&
+		a.ModTime.Equal(b.ModTime) && a.ChangeTime.Equal(b.ChangeTime)
+}
