@@ -42,3 +42,18 @@ func TestProbeWriteRate(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "missing"))
 }
+
+// TestBenchBwlimitUsage: the bwlimit scenario runs alone and needs rates
+// above zero; both mistakes are usage errors, found before anything runs.
+func TestBenchBwlimitUsage(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code, _ := runCLI(t, "bench", "--scenario", "bwlimit", "--scenario", "copy", "--dir", dir)
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--scenario bwlimit runs alone")
+	_, stderr, code, _ = runCLI(t, "bench", "--scenario", "bwlimit", "--bwlimit-rates", "0", "--dir", dir)
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "want rates above 0")
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, left)
+}

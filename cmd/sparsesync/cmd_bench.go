@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ type benchOpts struct {
 	markdown                          bool
 	progress                          string
 	jsonl                             string
+	bwlimitRates                      []string
 }
 
 func newBenchCommand(g *globalOpts) *cobra.Command {
@@ -58,7 +60,12 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 			"Without --dir it makes its own ext4, XFS and btrfs loop filesystems in direct I/O mode as\n" +
 			"root, or uses a temporary directory; with --dir it runs on your disks (e.g. an NVMe mount).\n\n" +
 			"Workloads:\n" + strings.Join(workloadHelp, "\n") + "\n\nScenarios: copy (to a new file) and the change scripts (re-sync of the old version):\n" +
-			strings.Join(changeHelp, "\n") + "\n\nPeers:\n" + strings.Join(peerHelp, "\n") + "\n\n" +
+			strings.Join(changeHelp, "\n") + "\n\n" +
+			"--scenario bwlimit, alone, measures --bwlimit instead of racing peers: at each of --bwlimit-rates, a\n" +
+			"copy, a re-sync after 1% of the blocks changed and a push, each sized to last about 6 s, with the bytes\n" +
+			"the kernel accounts to the sparsesync process (/proc/PID/io: written to storage, read from it, sent\n" +
+			"to the socket) for each whole second over the limit: the median and the busiest second.\n\n" +
+			"Peers:\n" + strings.Join(peerHelp, "\n") + "\n\n" +
 			"Examples:\n" +
 			"  sparsesync bench --workload sparse-10pct --runs 5 --html report.html\n" +
 			"  sparsesync bench --dir /mnt/nvme --json > nvme.json\n" +
@@ -87,6 +94,7 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.StringVar(&opts.fsSize, "fs-size", "24G", "size of each loop filesystem made without --dir (sparse image)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress on stderr: auto (a live line on a terminal, a line per finished case otherwise), always or never")
 	f.StringVar(&opts.jsonl, "jsonl", "", "append each case to this file as one JSON object a line as soon as it finishes")
+	f.StringSliceVar(&opts.bwlimitRates, "bwlimit-rates", []string{"10M", "50M", "200M"}, "with --scenario bwlimit: the --bwlimit rates to measure")
 	cmd.AddCommand(newBenchExecCommand(g))
 	return cmd
 }
@@ -135,8 +143,14 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 			return fmt.Errorf("bench: --profile-dir: %w", err)
 		}
 	}
-	if err := preflightBench(ctx, &cfg); err != nil {
-		return err
+	bwlimit := slices.Contains(opts.scenarios, bench.ScenarioBwlimit)
+	if bwlimit && len(opts.scenarios) > 1 {
+		return usageError{fmt.Errorf("bench: --scenario bwlimit runs alone")}
+	}
+	if !bwlimit {
+		if err := preflightBench(ctx, &cfg); err != nil {
+			return err
+		}
 	}
 	for _, d := range opts.dirs {
 		abs, err := filepath.Abs(d)
@@ -155,6 +169,9 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 			return err
 		}
 		cfg.Places = places
+	}
+	if bwlimit {
+		return runBenchBwlimit(ctx, g, opts, exe, cfg.Places)
 	}
 	plan := newBenchPlan(&cfg)
 	if caseLines {
