@@ -65,6 +65,10 @@ var (
 	// with bytes that are no sparsesync frame: another service listens
 	// there (HTTP, SSH, ...). It is permanent: no retry would change it.
 	ErrNotSparsesync = errors.New("tcpsync: not a sparsesync server")
+	// ErrTooManyExtents means the source has more data extents than one
+	// map may carry on the wire (maxExtents). It is permanent: said before
+	// anything is sent, never retried.
+	ErrTooManyExtents = errors.New("tcpsync: too many data extents for the protocol")
 )
 
 // notSparsesync says what a server that is not ours answered: the first
@@ -276,7 +280,7 @@ func closed(err error) bool {
 // source changed, a local file failed), which the peer should hear about
 // in an ERROR frame rather than as a connection cut mid-frame.
 func reportable(err error) bool {
-	return errors.Is(err, ErrSourceChanged) || errors.As(err, new(*fs.PathError))
+	return errors.Is(err, ErrSourceChanged) || errors.Is(err, ErrTooManyExtents) || errors.As(err, new(*fs.PathError))
 }
 
 // unblock, once ctx ends, unblocks the goroutines of a session that use c:

@@ -143,8 +143,13 @@ func (q *sendq) run(ctx context.Context) error {
 	}
 }
 
-// sendMap sends an encoded map as EXTENTS frames.
+// sendMap sends an encoded map as EXTENTS frames. A map the peer would
+// refuse for its count is refused here, before a byte is sent.
 func sendMap(f *framer, m sparse.Map) error {
+	if n := m.Len(); n > maxExtents {
+		return fmt.Errorf("%w: %d data extents, and one map carries at most %d: copy it with sparsesync local, "+
+			"or write the image less fragmented (for example qemu-img convert) and push that", ErrTooManyExtents, n, maxExtents)
+	}
 	b, err := m.MarshalBinary()
 	if err != nil {
 		return err

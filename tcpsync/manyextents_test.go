@@ -1,0 +1,46 @@
+package tcpsync
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// wideSource claims more data extents than one map may carry; its bytes
+// are never read (the refusal comes first).
+type wideSource struct{ n int }
+
+func (s wideSource) Size() int64 { return int64(s.n) * 8192 }
+
+func (s wideSource) ReadAt(b []byte, off int64) (int, error) { clear(b); return len(b), nil }
+
+func (s wideSource) Extents(context.Context) (sparse.Map, error) {
+	xs := make([]sparse.Extent, s.n)
+	for i := range xs {
+		xs[i] = sparse.Extent{Off: int64(i) * 8192, Len: 4096}
+	}
+	return sparse.NewMap(s.Size(), xs...)
+}
+
+// TestTooManyExtentsSaidAtOnce: a source with more extents than the wire's
+// map limit fails its push at the first attempt, with the limit and the
+// way around it in the error, and is not retried (issue 26: it used to be
+// retried 5 times over 27 s before the server's refusal was shown).
+func TestTooManyExtentsSaidAtOnce(t *testing.T) {
+	root := t.TempDir()
+	addr, _ := startServer(t, root, nil)
+	o := clientOpts()
+	o.Retries = 3
+	var r retries
+	o.OnRetry = r.on
+	st, err := Push(t.Context(), addr, wideSource{n: maxExtents + 1}, "wide.img", o)
+	require.ErrorIs(t, err, ErrTooManyExtents)
+	require.ErrorContains(t, err, "1048577 data extents, and one map carries at most 1048576: copy it with sparsesync local")
+	require.Empty(t, r.errs, "a permanent refusal is not retried")
+	require.LessOrEqual(t, st.Attempts, 1)
+	require.NoFileExists(t, filepath.Join(root, "wide.img"))
+}
