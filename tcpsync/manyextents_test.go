@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +33,8 @@ func (s wideSource) Extents(context.Context) (sparse.Map, error) {
 // retried 5 times over 27 s before the server's refusal was shown).
 func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	root := t.TempDir()
-	addr, _ := startServer(t, root, nil)
+	var ends <-chan SessionEvent
+	addr, _ := startServer(t, root, func(s *Server) { ends = sessionEnds(s) })
 	o := clientOpts()
 	o.Retries = 3
 	var r retries
@@ -42,5 +44,6 @@ func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	require.ErrorContains(t, err, "1048577 data extents, and one map carries at most 1048576: copy it with sparsesync local")
 	require.Empty(t, r.errs, "a permanent refusal is not retried")
 	require.LessOrEqual(t, st.Attempts, 1)
-	require.NoFileExists(t, filepath.Join(root, "wide.img"))
+	waitSessions(t, ends, 1, time.Minute) // the server's side of the one session has ended
+	require.NoFileExists(t, filepath.Join(root, "wide.img"), "an abandoned push leaves no file")
 }
