@@ -167,14 +167,14 @@ func TestServerBudgetSharedBySessions(t *testing.T) {
 // its read deadlines pushed back), and its DATA frames are cut so that
 // each reaches the peer well within the peer's read deadline.
 func TestSlowLimitIsNoStall(t *testing.T) {
-	const idle = time.Second
+	const idle = 2 * time.Second
 	for _, side := range []string{"client", "server"} {
 		t.Run(side, func(t *testing.T) {
 			root := t.TempDir()
 			var evs sessions
-			// 512 KiB/s: a 1 MiB DATA frame or read would take two idle
-			// timeouts; the push takes about 3 s of the limit.
-			b := qos.NewBudget(512 << 10)
+			// 384 KiB/s: a 1 MiB DATA frame or read would take 2.7 s, over
+			// the idle timeout; the push takes about 4 s of the limit.
+			b := qos.NewBudget(384 << 10)
 			addr, _ := startServer(t, root, func(s *Server) {
 				s.IdleTimeout = idle
 				s.OnSession = evs.add
@@ -198,10 +198,10 @@ func TestSlowLimitIsNoStall(t *testing.T) {
 				o.Budget = b
 			}
 			st, err := PushFile(t.Context(), addr, src, "img", o)
-			require.NoError(t, err)
-			requireSame(t, src, filepath.Join(root, "img"))
 			ev := evs.wait(t, 1)[0]
+			require.NoError(t, err, "the server's side: %v", ev.Err)
 			require.NoError(t, ev.Err)
+			requireSame(t, src, filepath.Join(root, "img"))
 			throttled := st.Throttled
 			if side == "server" {
 				throttled = ev.Stats.Throttled
