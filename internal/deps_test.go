@@ -90,7 +90,7 @@ const depsRules = `
 	internal/coldread, internal/kcopy, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/kcopy, internal/target,
+	internal/blockhash, internal/coldread, internal/kcopy, internal/target, qos,
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 

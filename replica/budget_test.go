@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/qos"
+	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
 // TestRebuildChargesItsBudget checks that a local rebuild asks its budget
@@ -56,4 +57,27 @@ func TestExportChargesItsBudget(t *testing.T) {
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.Equal(t, want, got, "a budget changes the pace, not the image")
+}
+
+// TestRebuildOverTCPChargesItsBudget checks that RebuildOptions.Budget
+// reaches the network copy: the pulled files' writes, their read-back and
+// the wire bytes are charged to it.
+func TestRebuildOverTCPChargesItsBudget(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	makeSource(t, src, 32<<20, 2<<20)
+	b := qos.NewBudget(8 << 30)
+	st, err := Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src",
+		TCP: tcpsync.Options{NoAuth: true, Retries: -1}, Budget: b})
+	require.NoError(t, err)
+	require.Equal(t, PathTCP, st.Path)
+	require.Equal(t, exportBytes(t, src), exportBytes(t, dst))
+	var copied int64
+	for _, f := range st.Files {
+		copied += f.CopiedBytes
+	}
+	require.Positive(t, copied)
+	require.GreaterOrEqual(t, b.Write.Bytes(), copied, "every byte pulled is written, as charged (the metadata too)")
+	require.GreaterOrEqual(t, b.Read.Bytes(), copied, "the read-back reads what was written")
+	require.Greater(t, b.Wire.Bytes(), copied, "the data and the protocol crossed the wire")
 }

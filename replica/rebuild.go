@@ -53,7 +53,8 @@ type RebuildOptions struct {
 	SourceLocked bool
 	// Budget bounds the bytes per second the rebuild reads from storage
 	// and writes to it (package qos): the local copy and its verification
-	// read. The zero Budget is unlimited.
+	// read, and the network copy (its reads and writes here and its wire
+	// bytes) unless TCP.Budget is set. The zero Budget is unlimited.
 	Budget qos.Budget
 
 	// fault, when set, is called before each step ("local", "tcp") with the
@@ -67,6 +68,8 @@ type RebuildFile struct {
 	CopiedBytes    int64  `json:"copied_bytes"`
 	ClonedBytes    int64  `json:"cloned_bytes"`
 	UnchangedBytes int64  `json:"unchanged_bytes"`
+	// Throttled is the time the copy waited on RebuildOptions.Budget.
+	Throttled time.Duration `json:"-"`
 }
 
 // RebuildStats say what Rebuild did.
@@ -136,6 +139,9 @@ func Rebuild(ctx context.Context, source, target string, opts *RebuildOptions) (
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TCP.Budget == (qos.Budget{}) {
+		o.TCP.Budget = o.Budget
 	}
 	if o.TCP.ReadBack == tcpsync.ReadBackAuto {
 		// A replica must hold the source's bytes as stored, not as sent.
@@ -572,7 +578,7 @@ func rebuildTCP(ctx context.Context, target string, o *RebuildOptions) (res rebu
 		if err != nil {
 			return res, err
 		}
-		res.files = append(res.files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
+		res.files = append(res.files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, Throttled: st.Throttled})
 		dm, err := ReadDiskMeta(dir, img)
 		if err != nil {
 			return res, err
@@ -631,7 +637,7 @@ func copyTCP(ctx context.Context, target string, names []string, o *RebuildOptio
 		if !st.Verified {
 			return files, fmt.Errorf("%w: %s: not verified", ErrVerify, name)
 		}
-		files = append(files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes})
+		files = append(files, RebuildFile{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, Throttled: st.Throttled})
 	}
 	return files, nil
 }

@@ -394,7 +394,7 @@ func copyLocal(ctx context.Context, source, target string, names []string, o *Re
 		if err := verifyCopy(ctx, src, dst, o.Budget.Read); err != nil {
 			return files, err
 		}
-		files = append(files, RebuildFile{Name: name, CopiedBytes: cst.CopiedBytes, ClonedBytes: cst.ClonedBytes, UnchangedBytes: cst.UnchangedBytes})
+		files = append(files, RebuildFile{Name: name, CopiedBytes: cst.CopiedBytes, ClonedBytes: cst.ClonedBytes, UnchangedBytes: cst.UnchangedBytes, Throttled: cst.Throttled})
 	}
 	return files, nil
 }

@@ -23,6 +23,10 @@ const (
 	// featKeepalive says the peer understands PROGRESS frames, which a
 	// receiver sends while it reads its target back (both sides set it).
 	featKeepalive = 1 << 1
+	// featWorked says the peer understands PROGRESS frames with
+	// flagWorked, which a receiver holding to a bandwidth budget sends
+	// while it works at the budget's pace (both sides set it).
+	featWorked = 1 << 2
 )
 
 var magic = [4]byte{'T', 'S', 'Y', 'N'}
@@ -91,7 +95,7 @@ func sessionSeed(token, t []byte) uint64 {
 // proofs unless both sides run without authentication. It returns the
 // session seed.
 func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) (uint64, error) {
-	feat := uint32(featKeepalive)
+	feat := uint32(featKeepalive | featWorked)
 	if noAuth {
 		feat |= featNoAuth
 	}
@@ -109,6 +113,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 		return 0, err
 	}
 	f.keepalive = srv.features&featKeepalive != 0
+	f.worked = srv.features&featWorked != 0
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
 		if !noAuth {
@@ -147,7 +152,8 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 		return 0, err
 	}
 	f.keepalive = cli.features&featKeepalive != 0
-	feat := uint32(featKeepalive)
+	f.worked = cli.features&featWorked != 0
+	feat := uint32(featKeepalive | featWorked)
 	if noAuth {
 		feat |= featNoAuth
 	}

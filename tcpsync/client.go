@@ -14,6 +14,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/sparsesync/sparsesync/qos"
 )
 
 // Options configure a client call (Push, Pull). The zero value means: no
@@ -57,6 +59,13 @@ type Options struct {
 	OnRetry func(attempt, max int, delay time.Duration, err error)
 	// Progress, if set, is updated while data moves.
 	Progress *Progress
+	// Budget bounds this side's bytes per second (package qos): Read the
+	// source reads of a push and, on a pull, the reads of an existing
+	// target for comparison and the read-back; Write the target writes of
+	// a pull; Wire the bytes sent and received. It may be shared with other
+	// syncs and changed while they run (qos.Limiter.SetRate). The zero
+	// Budget is unlimited; the server applies its own (Server.Budget).
+	Budget qos.Budget
 
 	hooks *testHooks // tests only: acts on a pulled target
 }
@@ -231,8 +240,10 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		allHangups = allHangups && isHangup
 		total.WireBytesSent += st.WireBytesSent
 		total.WireBytesReceived += st.WireBytesReceived
+		total.Throttled += st.Throttled
 		if err == nil {
 			st.WireBytesSent, st.WireBytesReceived = total.WireBytesSent, total.WireBytesReceived
+			st.Throttled = total.Throttled
 			st.Attempts = attempt + 1
 			st.Elapsed = time.Since(start)
 			return st, nil
@@ -312,10 +323,13 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	var st Stats
 	if err == nil {
 		_ = conn.SetDeadline(time.Time{})
-		f.idle = c.IdleTimeout
+		f.setIdle(c.IdleTimeout)
 		f.watch(startWatchdog(c.IdleTimeout, cancel))
 		f.mem = &sessionMem{limit: defaultSessionMemory}
-		st, err = fn(ctx, c, f, seed)
+		if err = f.limit(ctx, c.Budget); err == nil {
+			st, err = fn(ctx, c, f, seed)
+		}
+		st.Throttled = f.m.throttled()
 		f.wd.stop()
 		if err != nil && f.wd.stalled() && ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", ErrStalled, err)

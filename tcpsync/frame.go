@@ -35,7 +35,7 @@ const (
 	fDone                          // sender: all chunks sent
 	fDoneAck                       // receiver: verified and durable
 	fError                         // code u16 | message
-	fProgress                      // receiver, during its read-back: bytes read back so far (u64); only to a peer with featKeepalive
+	fProgress                      // receiver, during its read-back: bytes read back so far (u64); only to a peer with featKeepalive. With flagWorked, any time: bytes applied or compared so far; only to a peer with featWorked
 	fTypeEnd
 )
 
@@ -51,6 +51,7 @@ func (t frameType) String() string {
 // Flags.
 const (
 	flagLast      = 1 << 0 // last EXTENTS frame of a map
+	flagWorked    = 1 << 0 // PROGRESS: bytes the receiver applied or compared, not read back
 	flagCodecMask = 3 << 1 // DATA codec
 	flagCodecLZ4  = 1 << 1
 	flagCodecZstd = 2 << 1
@@ -109,11 +110,16 @@ type framer struct {
 	idle time.Duration
 	// wd, when set, ends the session when it makes no progress.
 	wd *watchdog
+	// m, when set, charges the session's I/O to its budget (limit).
+	m *meter
 	// mem, when set, is the session's memory budget.
 	mem *sessionMem
 	// keepalive says the peer understands PROGRESS frames (featKeepalive
 	// in its HELLO).
 	keepalive bool
+	// worked says the peer understands PROGRESS frames with flagWorked
+	// (featWorked in its HELLO).
+	worked bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte
@@ -122,21 +128,64 @@ type framer struct {
 type countingConn struct {
 	net.Conn
 	in, out *counter
+	s       *sessionConn
 }
 
+// sessionConn is what a session adds to its connection once it starts.
+type sessionConn struct {
+	m    atomic.Pointer[meter] // the session's budget, once it has one
+	idle atomic.Int64          // the framer's idle read deadline (ns), once armed
+}
+
+// Read charges what arrived to the wire budget, after it arrived; while
+// the budget is limited it reads at most a piece of it at once.
 func (c countingConn) Read(b []byte) (int, error) {
+	m := c.s.m.Load()
+	if m != nil {
+		b = b[:m.wirePiece(len(b))]
+	}
 	n, err := c.Conn.Read(b)
 	c.in.n.Add(int64(n))
+	if m != nil && n > 0 {
+		if werr := m.wireRead(n); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	return n, err
 }
 
+// Write sends b in pieces of the wire budget, each charged before it goes,
+// so that the rate holds over short windows. A completed write pushes the
+// read deadline back: the peer took our bytes, so it is alive, however
+// long its answer takes (a peer holding to a slow budget answers a chunk
+// only when it has written or compared it). A peer that neither reads nor
+// answers still meets the deadline, once the window of chunks in flight
+// is full and the writes stop.
 func (c countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.out.n.Add(int64(n))
-	if err == nil && n > 0 {
-		c.out.wd.Load().progress(int64(n))
+	m := c.s.m.Load()
+	done := 0
+	for done < len(b) {
+		p := len(b) - done
+		if m != nil {
+			p = m.wirePiece(p)
+			if err := m.wait(m.b.Wire, int64(p)); err != nil {
+				return done, err
+			}
+		}
+		n, err := c.Conn.Write(b[done : done+p])
+		c.out.n.Add(int64(n))
+		if n > 0 {
+			c.out.wd.Load().progress(int64(n))
+			if idle := time.Duration(c.s.idle.Load()); idle > 0 {
+				_ = c.Conn.SetReadDeadline(time.Now().Add(idle))
+			}
+		}
+		done += n
+		if err != nil {
+			return done, err
+		}
 	}
-	return n, err
+	return done, nil
 }
 
 // Buffer sizes: small until the peer is authenticated (a connection that
@@ -149,7 +198,7 @@ const (
 
 func newFramer(c net.Conn) *framer {
 	in, out := new(counter), new(counter)
-	cc := countingConn{c, in, out}
+	cc := countingConn{c, in, out, new(sessionConn)}
 	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: bufio.NewWriterSize(cc, preAuthBuf), in: in, out: out,
 		rbuf: make([]byte, 0, maxPreAuth)}
 }
@@ -168,6 +217,13 @@ func (f *framer) grow() {
 	}
 	f.r = bufio.NewReaderSize(src, sessionBuf)
 	f.w = bufio.NewWriterSize(f.cc, sessionBuf)
+}
+
+// setIdle arms d as the read deadline before each frame, pushed back by
+// every completed write.
+func (f *framer) setIdle(d time.Duration) {
+	f.idle = d
+	f.cc.s.idle.Store(int64(d))
 }
 
 // watch makes w the session's watchdog (completed writes feed it).

@@ -55,12 +55,36 @@ func TestProgressFramesChecked(t *testing.T) {
 	require.NoError(t, err)
 	s := &sender{f: &framer{keepalive: true}, plan: &plan{blocks: m}}
 	body := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
-	require.ErrorIs(t, s.onProgress(body(4096)), ErrProtocol, "before DONE")
+	require.ErrorIs(t, s.onProgress(0, body(4096)), ErrProtocol, "before DONE")
 	s.doneSent.Store(true)
-	require.NoError(t, s.onProgress(body(512<<10)))
-	require.ErrorIs(t, s.onProgress(body(256<<10)), ErrProtocol, "counting down")
-	require.ErrorIs(t, s.onProgress(body(2<<20)), ErrProtocol, "past the data")
-	require.NoError(t, s.onProgress(body(1<<20)))
+	require.NoError(t, s.onProgress(0, body(512<<10)))
+	require.ErrorIs(t, s.onProgress(0, body(256<<10)), ErrProtocol, "counting down")
+	require.ErrorIs(t, s.onProgress(0, body(2<<20)), ErrProtocol, "past the data")
+	require.NoError(t, s.onProgress(0, body(1<<20)))
 	s.f.keepalive = false
-	require.ErrorIs(t, s.onProgress(body(1<<20)), ErrProtocol, "not announced")
+	require.ErrorIs(t, s.onProgress(0, body(1<<20)), ErrProtocol, "not announced")
+	require.ErrorIs(t, s.onProgress(flagWorked|2, body(0)), ErrProtocol, "unknown flags")
+}
+
+// TestWorkedFramesChecked: PROGRESS of work (a receiver waiting on its
+// budget) is taken any time from a peer with featWorked, counting up,
+// never past twice the source's data plus what was sent to it; only what
+// it adds is progress.
+func TestWorkedFramesChecked(t *testing.T) {
+	m, err := sparse.NewMap(4<<20, sparse.Extent{Off: 0, Len: 1 << 20})
+	require.NoError(t, err)
+	wd := &watchdog{}
+	s := &sender{f: &framer{wd: wd, out: new(counter)}, plan: &plan{blocks: m}}
+	s.f.out.n.Store(100) // sent so far
+	body := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
+	require.ErrorIs(t, s.onProgress(flagWorked, body(4096)), ErrProtocol, "not announced")
+	s.f.worked = true
+	require.NoError(t, s.onProgress(flagWorked, body(512<<10)), "before DONE")
+	require.Equal(t, int64(512<<10), wd.moved.Load())
+	require.ErrorIs(t, s.onProgress(flagWorked, body(256<<10)), ErrProtocol, "counting down")
+	require.ErrorIs(t, s.onProgress(flagWorked, body(2<<20+101)), ErrProtocol, "past twice the data and what was sent")
+	s.doneSent.Store(true)
+	require.NoError(t, s.onProgress(flagWorked, body(2<<20+100)), "after DONE")
+	require.Equal(t, int64(2<<20+100), wd.moved.Load(), "progress is what the frames add")
+	require.Zero(t, s.readBackSeen, "work is no read-back")
 }

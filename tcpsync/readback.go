@@ -111,11 +111,14 @@ func (s *sender) prefixDigest(ctx context.Context, first int) (digest, error) {
 	bs := s.p.bs
 	dk := newDigestKey(s.p.seed)
 	for k := range first {
-		for _, pc := range pieces(s.plan.chunk(k).ext) {
+		for _, pc := range pieces(s.plan.chunk(k).ext, s.readPiece()) {
 			if err := ctx.Err(); err != nil {
 				return total, context.Cause(ctx)
 			}
 			b := buf[:pc.end-pc.start]
+			if err := s.f.m.read(pc.end - pc.start); err != nil {
+				return total, err
+			}
 			if err := readFull(s.src, b, pc.start); err != nil {
 				return total, err
 			}
@@ -171,11 +174,12 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	}
 	read := r.plan.blocks.Intersect(held.RoundOut(r.p.bs))
 	var done atomic.Int64
-	stop := r.keepalive(ctx, q, &done)
-	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed, func(n int64) {
+	stop := r.keepalive(ctx, q, done.Load, 0, r.f.keepalive)
+	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed, func(n int64) error {
 		done.Add(n)
 		r.f.progress(n)
 		r.p.hooks.readBackRead()
+		return r.f.m.read(n)
 	})
 	stop()
 	if err != nil {
@@ -217,6 +221,9 @@ func (r *receiver) checkOutsideData(ctx context.Context, f *os.File, held sparse
 				return context.Cause(ctx)
 			}
 			n := min(e.End()-off, int64(len(buf)))
+			if err := r.f.m.read(n); err != nil {
+				return err
+			}
 			if err := readFull(f, buf[:n], off); err != nil {
 				return err
 			}
@@ -241,10 +248,11 @@ type readJob struct{ off, n int64 }
 // with an idle timeout under 4 s: a quarter of it).
 const keepaliveEvery = time.Second
 
-// keepalive sends PROGRESS frames with *done, while the read-back runs,
-// to a peer that understands them; stop ends it (and waits for it).
-func (r *receiver) keepalive(ctx context.Context, q *sendq, done *atomic.Int64) (stop func()) {
-	if !r.f.keepalive {
+// keepalive sends PROGRESS frames with done() and flags, while the
+// read-back (or, with flagWorked, the whole sync) runs, if on (the peer
+// understands them); stop ends it (and waits for it).
+func (r *receiver) keepalive(ctx context.Context, q *sendq, done func() int64, flags uint8, on bool) (stop func()) {
+	if !on {
 		return func() {}
 	}
 	every := keepaliveEvery
@@ -263,7 +271,8 @@ func (r *receiver) keepalive(ctx context.Context, q *sendq, done *atomic.Int64) 
 				return
 			}
 			a := q.frame(fProgress)
-			a.u64(uint64(done.Load()))
+			a.flags = flags
+			a.u64(uint64(done()))
 			if q.put(ctx, a) != nil {
 				return
 			}
@@ -280,7 +289,9 @@ func (r *receiver) keepalive(ctx context.Context, q *sendq, done *atomic.Int64) 
 // allows (uncachedReader), with readBackWorkers reads in flight; each read
 // of n bytes is reported to onRead. The jobs are cut from the extents as
 // the workers take them, so memory does not grow with the file.
-func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, seed uint64, onRead func(n int64)) (digest, error) {
+// readBackDigest reads m's blocks of f and returns their digest; onRead is
+// told of each read (and may wait: the budget), an error ends it.
+func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, seed uint64, onRead func(n int64) error) (digest, error) {
 	ext := m.Extents()
 	var mu sync.Mutex
 	var ei int
@@ -326,7 +337,9 @@ func readBackDigest(ctx context.Context, f *os.File, m sparse.Map, bs int64, see
 				if err != nil {
 					return err
 				}
-				onRead(j.n)
+				if err := onRead(j.n); err != nil {
+					return err
+				}
 				for q := int64(0); q < j.n; q += bs {
 					if blk := b[q:min(q+bs, j.n)]; !sparse.IsZero(blk) {
 						parts[w].addBlock(dk, j.off+q, blk)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/pierrec/lz4/v4"
@@ -20,7 +21,11 @@ const (
 
 // receiver applies a sender's stream to a target.
 type receiver struct {
-	f      *framer
+	f *framer
+	// worked is the data applied (DATA, ZERO) and compared so far; with
+	// the bytes received, it is what flagWorked PROGRESS frames report.
+	worked atomic.Int64
+
 	t      *target
 	p      syncParams
 	plan   *plan
@@ -241,7 +246,12 @@ func (r *receiver) stream(ctx context.Context) error {
 	first := r.first
 	g.Go(func() error { return r.hashAhead(gctx, own, first) })
 	g.Go(func() error {
+		// A receiver holding to a budget may apply or compare data
+		// slower than the sender's idle timeout allows for an answer (its
+		// socket buffers hold megabytes): it tells the sender it works.
+		stopKA := r.keepalive(gctx, q, func() int64 { return r.worked.Load() + r.f.in.n.Load() }, flagWorked, r.f.worked && r.f.m.on())
 		err := r.apply(gctx, q, own)
+		stopKA()
 		if err == nil {
 			q.close()
 		}
@@ -265,6 +275,10 @@ func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes, first i
 		m, err := sparse.FromExtents(r.plan.size, c.cmp)
 		if err == nil {
 			err = h.Walk(ctx, r.t.w.OS(), m, r.p.bs, buf, func(off int64, b []byte, sum uint64) error {
+				if err := r.f.m.read(int64(len(b))); err != nil {
+					return err
+				}
+				r.worked.Add(int64(len(b)))
 				o.seeded = append(o.seeded, sum)
 				var d digest
 				if !sparse.IsZero(b) {
@@ -419,9 +433,18 @@ func (r *receiver) writeData(raw []byte, off int64) error {
 	ext := r.plan.src.Extents()
 	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > off })
 	for ; i < len(ext) && ext[i].Off < end; i++ {
-		a, b := max(ext[i].Off, off), min(ext[i].End(), end)
-		if _, err := r.t.w.WriteAt(raw[a-off:b-off], a); err != nil {
-			return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, a, err)
+		// In pieces of the write budget, if it is limited: a steady
+		// pace, and work to report while it lasts.
+		for a, b := max(ext[i].Off, off), min(ext[i].End(), end); a < b; {
+			n := min(b-a, r.f.m.writePiece(b-a))
+			if err := r.f.m.write(n); err != nil {
+				return err
+			}
+			if _, err := r.t.w.WriteAt(raw[a-off:a-off+n], a); err != nil {
+				return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, a, err)
+			}
+			r.worked.Add(n)
+			a += n
 		}
 	}
 	return nil
@@ -447,6 +470,7 @@ func (r *receiver) onZero(body []byte) error {
 		r.st.PunchedBytes += l
 	}
 	r.st.ZeroBytes += l
+	r.worked.Add(l)
 	r.f.progress(l)
 	if r.p.progress != nil {
 		r.p.progress.Done.Add(l)

@@ -70,6 +70,8 @@ type sender struct {
 	// readBackSeen is what the receiver's PROGRESS frames reported read
 	// back so far (the answer reader's).
 	readBackSeen int64
+	// workedSeen is what its flagWorked PROGRESS frames reported.
+	workedSeen int64
 }
 
 // inflight is a chunk awaiting the receiver's answer.
@@ -281,7 +283,7 @@ type fixJob struct {
 // at most window answers can be outstanding and fixes has room for them.
 func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan<- doneAck) error {
 	for {
-		t, _, body, err := s.f.readFrame()
+		t, flags, body, err := s.f.readFrame()
 		if err != nil {
 			return err
 		}
@@ -330,7 +332,7 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			acks <- a
 			return nil
 		case fProgress:
-			if err := s.onProgress(body); err != nil {
+			if err := s.onProgress(flags, body); err != nil {
 				return err
 			}
 		case fError:
@@ -345,13 +347,32 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 // DONE only, from a peer that announced them, counting up and never past
 // the source's data blocks. What it adds is progress for the watchdog
 // (and its arrival rearms the read deadline).
-func (s *sender) onProgress(body []byte) error {
+//
+// With flagWorked, from a peer that announced them, at any time: the
+// bytes the receiver received, applied or compared, counting up and never
+// past what this side sent plus twice the source's data blocks (a
+// compared block that differs is applied too). It is progress as well: a receiver held to a slow budget answers
+// late, and says meanwhile that it works.
+func (s *sender) onProgress(flags uint8, body []byte) error {
 	d := dec{b: body, t: fProgress}
 	n := d.u64()
 	if err := d.end(); err != nil {
 		return err
 	}
+	if flags == flagWorked {
+		if !s.f.worked {
+			return fmt.Errorf("%w: PROGRESS of work from a peer that did not announce it", ErrProtocol)
+		}
+		if most := 2*uint64(s.plan.blocks.Bytes()) + uint64(s.f.out.n.Load()); n < uint64(s.workedSeen) || n > most {
+			return fmt.Errorf("%w: PROGRESS of %d bytes worked (was %d, at most %d)", ErrProtocol, n, s.workedSeen, most)
+		}
+		s.f.progress(int64(n) - s.workedSeen)
+		s.workedSeen = int64(n)
+		return nil
+	}
 	switch {
+	case flags != 0:
+		return fmt.Errorf("%w: PROGRESS with flags %#x", ErrProtocol, flags)
 	case !s.f.keepalive:
 		return fmt.Errorf("%w: PROGRESS from a peer that did not announce it", ErrProtocol)
 	case !s.doneSent.Load():
@@ -408,7 +429,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 			mine = make([]uint64, 0, c.ncmp)
 		}
 		ci := 0
-		for _, pc := range pieces(c.ext) {
+		for _, pc := range pieces(c.ext, s.readPiece()) {
 			if err := ctx.Err(); err != nil {
 				return total, context.Cause(ctx)
 			}
@@ -421,6 +442,10 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 			// Waiting for a buffer means the writer (the network) is behind.
 			s.q.blocked.Add(int64(time.Since(waitStart)))
 			buf := pb.b[:n]
+			if err := s.f.m.read(n); err != nil {
+				pb.unref()
+				return total, err
+			}
 			if err := readFull(s.src, buf, off); err != nil {
 				pb.unref()
 				return total, err
@@ -555,14 +580,15 @@ func autoDecide(on bool, sent int64, elapsed, blocked time.Duration) bool {
 }
 
 // pieces cuts a chunk's data extents into reads: large extents into
-// maxDataPayload pieces, small neighbours merged into one read.
-func pieces(ext []sparse.Extent) []piece {
+// pieces of most bytes (at most maxDataPayload), small neighbours merged
+// into one read.
+func pieces(ext []sparse.Extent, most int64) []piece {
 	var out []piece
 	for _, e := range ext {
 		for off := e.Off; off < e.End(); {
-			n := min(e.End()-off, maxDataPayload)
+			n := min(e.End()-off, most)
 			sub := sparse.Extent{Off: off, Len: n}
-			if k := len(out) - 1; k >= 0 && off-out[k].end <= maxReadGap && off+n-out[k].start <= maxDataPayload {
+			if k := len(out) - 1; k >= 0 && off-out[k].end <= maxReadGap && off+n-out[k].start <= most {
 				out[k].ext = append(out[k].ext, sub)
 				out[k].end = off + n
 			} else {
@@ -684,7 +710,7 @@ func (s *sender) fixer(ctx context.Context, fixes <-chan fixJob) error {
 		for _, e := range c.cmp {
 			for off := e.Off; off < e.End(); off += bs {
 				if mine[i] != job.theirs[i] {
-					if runLen > 0 && runOff+runLen == off && runLen+bs <= maxDataPayload {
+					if runLen > 0 && runOff+runLen == off && runLen+bs <= s.readPiece() {
 						runLen += min(bs, e.End()-off)
 					} else {
 						if err := flush(); err != nil {
@@ -719,6 +745,9 @@ func (s *sender) resend(ctx context.Context, _ *blockhash.Hasher, off, n int64) 
 	}
 	defer pb.unref()
 	buf := pb.b[:n]
+	if err := s.f.m.read(n); err != nil {
+		return err
+	}
 	if err := readFull(s.src, buf, off); err != nil {
 		return err
 	}

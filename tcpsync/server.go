@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/qos"
 )
 
 // Server receives pushes into, and serves pulls from, files beneath Root.
@@ -62,6 +63,15 @@ type Server struct {
 	// allowed extent count, reserved as the map arrives). A session that
 	// does not fit is refused as busy.
 	MaxMemory, MaxMemoryPerHost, MaxSessionMemory int64
+	// Budget is the node-wide bandwidth budget (package qos) shared by all
+	// sessions: Read the source reads of pulls and the reads of existing
+	// targets (comparison, read-back) of pushes, Write the target writes,
+	// Wire the bytes sent and received. Sessions draw from it in equal
+	// pieces, so concurrent sessions get a fair share; each is also held to
+	// its client's own limit. Change its rates while serving with
+	// qos.Limiter.SetRate (serve does on SIGHUP). The zero Budget is
+	// unlimited.
+	Budget qos.Budget
 
 	// greetGrace is how long a pending connection may wait for its peer
 	// before it may be evicted (greetGrace; tests shorten it).
@@ -298,6 +308,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tracked) {
 		f.wd.stop()
 		ev.Stats.WireBytesReceived = f.in.n.Load()
 		ev.Stats.WireBytesSent = f.out.n.Load()
+		ev.Stats.Throttled = f.m.throttled()
 		if ev.Err != nil {
 			switch {
 			case f.wd.stalled():
@@ -370,10 +381,13 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	}
 	tc.opened = true
 	_ = c.SetDeadline(time.Time{})
-	f.idle = s.IdleTimeout
+	f.setIdle(s.IdleTimeout)
 	f.watch(startWatchdog(s.IdleTimeout, cancel))
 	f.mem = &sessionMem{pool: &s.mem, host: tc.host, limit: s.MaxSessionMemory}
 	defer f.mem.release()
+	if err := f.limit(ctx, s.Budget); err != nil {
+		return Stats{}, err
+	}
 	if err := f.mem.reserve(sessionFixed, "the session's buffers"); err != nil {
 		return Stats{}, err
 	}

@@ -35,6 +35,7 @@ type watchdog struct {
 	mu    sync.Mutex
 	timer *time.Timer
 	fired atomic.Bool
+	held  atomic.Int32 // goroutines waiting on the session's budget
 }
 
 // startWatchdog calls fire (once, on a timer goroutine) when progress is not
@@ -55,7 +56,9 @@ func (w *watchdog) check() {
 	if w.timer == nil { // stopped
 		return
 	}
-	if m := w.moved.Load(); m-w.seen >= minProgress {
+	// A session waiting on its own budget is not stalled: the budget set
+	// its pace.
+	if m := w.moved.Load(); m-w.seen >= minProgress || w.held.Load() > 0 {
 		w.seen = m
 		w.timer.Reset(w.idle)
 		return
@@ -69,6 +72,13 @@ func (w *watchdog) check() {
 func (w *watchdog) progress(n int64) {
 	if w != nil {
 		w.moved.Add(n)
+	}
+}
+
+// hold adds d to the goroutines waiting on the session's budget.
+func (w *watchdog) hold(d int32) {
+	if w != nil {
+		w.held.Add(d)
 	}
 }
 

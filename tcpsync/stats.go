@@ -38,6 +38,10 @@ type Stats struct {
 	QuickCheck bool
 	// ResumedFrom is the offset the sync resumed from (0: from the start).
 	ResumedFrom int64
+	// Throttled is the time this side spent waiting on its budget
+	// (Options.Budget, Server.Budget): the wall time during which at least
+	// one of its reads, writes or sends waited, summed over attempts.
+	Throttled time.Duration
 	// Attempts is the number of connections made (1 without retries).
 	Attempts int
 }

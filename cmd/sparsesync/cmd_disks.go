@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/internal/bytesize"
+	"github.com/sparsesync/sparsesync/qos"
 	"github.com/sparsesync/sparsesync/scheduler/disks"
 )
 
@@ -34,6 +37,8 @@ type disksOpts struct {
 	json             bool
 	metrics          string
 	progress         string
+	qos              qosFlags
+	rateFile         string
 }
 
 func newDisksCommand(g *globalOpts) *cobra.Command {
@@ -68,7 +73,7 @@ flags given on the command line win.
 
 --json prints one event per line: {"time", "event": "pressure"|"move-start"|
 "move-done"|"move-failed"|"skip"|"held"|"ignored"|"pass", "replica", "volume", "from", "to", "bytes",
-"seconds", "reason"}. move-done: the replica lives on "to" (a reason says
+"seconds", "reason", "throttled_seconds"}. move-done: the replica lives on "to" (a reason says
 when the cleanup after the commit failed and is left to the next start);
 move-failed: the move was rolled back, the replica lives on "from" (an
 interrupted move says so). held: a disk under pressure ("from") gives up no
@@ -76,7 +81,16 @@ replica this pass, with the planner's reason; ignored: a directory beneath
 a disk that is not a replica (a disk given as its mount point names the
 directory one level down to give instead); pass: one per pass, its reason
 sums it up. --metrics ADDR serves Prometheus metrics at
-http://ADDR/metrics while the agent runs.
+http://ADDR/metrics while the agent runs (among them
+sparsesync_bwlimit_bytes_per_second and sparsesync_throttled_seconds_total).
+
+Moves run one at a time. --bwlimit RATE caps each move's reads and writes,
+each to RATE on its own ("throttled_seconds" of move-done says how long it
+waited); --config may give it as "bwlimit": "RATE" (the flag wins).
+--bwlimit-file FILE reads the RATE from FILE instead, at start and on every
+SIGHUP, which applies it to a move already running within a tenth of a
+second; a file that cannot be read or holds no valid RATE is reported and
+the old limit kept. --ionice sets the agent's I/O priority.
 
 Examples:
   sparsesync disks --disk d1=/mnt/d1/replicas --disk d2=/mnt/d2/replicas --once --dry-run
@@ -101,27 +115,39 @@ Examples:
 	f.BoolVar(&opts.json, "json", false, "print events as JSON, one object per line")
 	f.StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on ADDR (host:port)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress bar per move on stderr: auto (on a terminal), always or never")
+	opts.qos.register(f)
+	f.StringVar(&opts.rateFile, "bwlimit-file", "", "read the --bwlimit RATE from this file, again on SIGHUP")
 	return cmd
 }
 
 // disksConfig builds the agent's configuration from --config and flags.
 func disksConfig(opts *disksOpts, changed func(string) bool) (disks.Config, error) {
-	var cfg disks.Config
+	var file struct {
+		disks.Config
+		Bwlimit string `json:"bwlimit"` // a RATE, as --bwlimit takes it
+	}
+	cfg := &file.Config
 	if opts.config != "" {
 		b, err := os.ReadFile(opts.config)
 		if err != nil {
-			return cfg, err
+			return *cfg, err
 		}
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return cfg, fmt.Errorf("%s: %w", opts.config, err)
+		if err := dec.Decode(&file); err != nil {
+			return *cfg, fmt.Errorf("%s: %w", opts.config, err)
+		}
+		if file.Bwlimit != "" && !changed("bwlimit") {
+			if _, err := qos.ParseRate(file.Bwlimit); err != nil {
+				return *cfg, usageError{fmt.Errorf("%s: bwlimit: %w", opts.config, err)}
+			}
+			opts.qos.bwlimit = file.Bwlimit
 		}
 	}
 	for _, s := range opts.disks {
 		d, err := parseDisk(s)
 		if err != nil {
-			return cfg, usageError{err}
+			return *cfg, usageError{err}
 		}
 		cfg.Disks = append(cfg.Disks, d)
 	}
@@ -141,7 +167,7 @@ func disksConfig(opts *disksOpts, changed func(string) bool) (disks.Config, erro
 	case "hard":
 		cfg.HardAntiAffinity = true
 	default:
-		return cfg, usageError{fmt.Errorf("--disk-anti-affinity: unknown value %q (want soft or hard)", opts.antiAffinity)}
+		return *cfg, usageError{fmt.Errorf("--disk-anti-affinity: unknown value %q (want soft or hard)", opts.antiAffinity)}
 	}
 	if changed("minimal-available-percent") || cfg.MinimalAvailablePercent == nil {
 		cfg.MinimalAvailablePercent = &opts.minimalAvailable
@@ -151,9 +177,9 @@ func disksConfig(opts *disksOpts, changed func(string) bool) (disks.Config, erro
 	}
 	cfg.DryRun = cfg.DryRun || opts.dryRun
 	if len(cfg.Disks) == 0 {
-		return cfg, usageError{errors.New("no disks: give --disk NAME=PATH (at least two) or --config FILE")}
+		return *cfg, usageError{errors.New("no disks: give --disk NAME=PATH (at least two) or --config FILE")}
 	}
-	return cfg, nil
+	return *cfg, nil
 }
 
 // parseDisk parses NAME=PATH[,reserved=BYTES][,no-scheduling][,allow-root-fs].
@@ -204,8 +230,13 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 	if err != nil {
 		return err
 	}
+	budget, err := opts.qos.nodeBudget(opts.rateFile)
+	if err != nil {
+		return err
+	}
+	cfg.Budget = budget
 	reg := prometheus.NewRegistry()
-	m := newDisksMetrics(reg)
+	m := newDisksMetrics(reg, budget.Wire.Rate)
 	out := &disksPrinter{g: g, json: opts.json, bars: show}
 	cfg.OnEvent = func(e disks.Event) {
 		m.event(e)
@@ -230,6 +261,10 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 		return disksErr(err)
 	}
 	defer a.Close()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadDisksOnHUP(ctx, g, hup, budget, opts.rateFile)
 	err = a.Run(ctx, opts.interval, func(res disks.PassResult) {
 		m.pass(res)
 		out.summary(res)
@@ -239,6 +274,25 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 		return disksErr(err)
 	}
 	return out.err
+}
+
+// reloadDisksOnHUP re-reads --bwlimit-file on each SIGHUP until ctx ends.
+func reloadDisksOnHUP(ctx context.Context, g *globalOpts, hup <-chan os.Signal, b qos.Budget, rateFile string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		switch what, err := reloadRate(b, rateFile); {
+		case rateFile == "":
+			g.stderrLine("sparsesync: disks: SIGHUP: no --bwlimit-file to re-read")
+		case err != nil:
+			g.stderrLine(fmt.Sprintf("sparsesync: disks: SIGHUP: %v", err))
+		default:
+			g.stderrLine("sparsesync: disks: SIGHUP: reloaded " + what)
+		}
+	}
 }
 
 // disksErr prefixes err with the command's name unless the library's own
@@ -359,9 +413,11 @@ type disksMetrics struct {
 	movedBytes prometheus.Counter
 	moveSecs   prometheus.Histogram
 	disk       map[string]*prometheus.GaugeVec
+	throttled  prometheus.Counter
 }
 
-func newDisksMetrics(reg *prometheus.Registry) *disksMetrics {
+// newDisksMetrics makes the agent's metrics; rate is its budget's limit.
+func newDisksMetrics(reg *prometheus.Registry, rate func() int64) *disksMetrics {
 	m := &disksMetrics{
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_passes_total", Help: "Passes run."}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparsesync_disks_moves_total",
@@ -384,6 +440,7 @@ func newDisksMetrics(reg *prometheus.Registry) *disksMetrics {
 		reg.MustRegister(m.disk[g.name])
 	}
 	reg.MustRegister(m.passes, m.moves, m.movedBytes, m.moveSecs)
+	m.throttled = newQoSMetrics(reg, rate)
 	for _, r := range []string{"done", "failed", "skipped"} {
 		m.moves.WithLabelValues(r)
 	}
@@ -397,6 +454,7 @@ func (m *disksMetrics) event(e disks.Event) {
 		// the move counted sees its bytes and duration too.
 		m.movedBytes.Add(float64(e.Bytes))
 		m.moveSecs.Observe(e.Seconds)
+		m.throttled.Add(e.ThrottledSeconds)
 		m.moves.WithLabelValues("done").Inc()
 	case disks.EventMoveFailed:
 		m.moves.WithLabelValues("failed").Inc()

@@ -29,9 +29,16 @@ announced on stderr.
 
 --json prints one object {"src", "dst", "size", "data_bytes",
 "copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
-"wire_bytes_received", "seconds", "verified", "read_back"}. --read-back on
-(the default with --atomic) reads DST back from storage after its
-fdatasync and checks it whole against the source.
+"wire_bytes_received", "seconds", "verified", "read_back", "bwlimit",
+"throttled_seconds"}. --read-back on (the default with --atomic) reads
+DST back from storage after its fdatasync and checks it whole against the
+source.
+
+--bwlimit RATE bounds, each on its own, what this side writes to DST and
+reads of it (comparison, read-back) and what it sends and receives on the
+network; the server's own limit (serve --bwlimit) applies on its side
+too. "throttled_seconds" is how long this side waited on it. --ionice
+sets this process's I/O priority.
 ` + exitCodesHelp,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,5 +61,5 @@ func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, 
 	if err != nil {
 		return partial(fmt.Errorf("pull %s %s to %s: %w", addr, remote, dst, err), dst, before)
 	}
-	return printResult(g, opts.json, "pulled", "tcp://"+addr+"/"+remote, dst, st)
+	return printResult(g, opts, "pulled", "tcp://"+addr+"/"+remote, dst, st)
 }

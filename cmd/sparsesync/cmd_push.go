@@ -37,6 +37,7 @@ type netOptions struct {
 	retries     int
 	json        bool
 	progress    string
+	qos         qosFlags
 }
 
 func (o *netOptions) register(f *pflag.FlagSet) {
@@ -53,6 +54,7 @@ func (o *netOptions) register(f *pflag.FlagSet) {
 	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection or a timeout, each announced on stderr (0: none)")
 	f.BoolVar(&o.json, "json", false, "print the result as one JSON object")
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
+	o.qos.register(f)
 }
 
 // clientOptions turns the flags into library options.
@@ -68,8 +70,12 @@ func (o *netOptions) clientOptions(addr string) (*tcpsync.Options, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
+	budget, _, err := o.qos.budget()
+	if err != nil {
+		return nil, err
+	}
 	opts := &tcpsync.Options{Compress: c, Atomic: o.atomic, FullCompare: o.fullCompare, ReadBack: rb, BlockSize: o.blockSize,
-		Retries: o.retries, NoAuth: o.noAuth, Progress: new(tcpsync.Progress)}
+		Retries: o.retries, NoAuth: o.noAuth, Progress: new(tcpsync.Progress), Budget: budget}
 	if o.retries == 0 {
 		opts.Retries = -1
 	}
@@ -140,9 +146,16 @@ as one sparse image without exporting it first.
 
 --json prints one object {"src", "dst", "size", "data_bytes",
 "copied_bytes", "unchanged_bytes", "punched_bytes", "wire_bytes_sent",
-"wire_bytes_received", "seconds", "verified", "read_back"}. --read-back on
-(the default with --atomic) has the server read the target back from
-storage after its fdatasync and check it whole against the source.
+"wire_bytes_received", "seconds", "verified", "read_back", "bwlimit",
+"throttled_seconds"}. --read-back on (the default with --atomic) has the
+server read the target back from storage after its fdatasync and check
+it whole against the source.
+
+--bwlimit RATE bounds, each on its own, what this side reads from
+storage (SRC, or the replica's chain) and what it sends and receives on
+the network; the server's own limit (serve --bwlimit) applies on its
+side too. "throttled_seconds" is how long this side waited on it.
+--ionice sets this process's I/O priority.
 ` + exitCodesHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if replicaDir != "" {
@@ -151,6 +164,9 @@ storage after its fdatasync and check it whole against the source.
 			return cobra.ExactArgs(3)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.qos.check(); err != nil {
+				return err // a bad flag before any file is opened
+			}
 			if replicaDir != "" {
 				return runPushReplica(cmd.Context(), g, opts, replicaDir, args[0], args[1])
 			}
@@ -175,7 +191,7 @@ func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, ad
 	if err != nil {
 		return fmt.Errorf("push --replica %s to %s %s: %w", dir, addr, remote, err)
 	}
-	return printResult(g, opts.json, "pushed", dir, "tcp://"+addr+"/"+remote, st)
+	return printResult(g, opts, "pushed", dir, "tcp://"+addr+"/"+remote, st)
 }
 
 func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, remote string) error {
@@ -194,7 +210,7 @@ func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, rem
 		started := prog != nil && prog.Done.Load() > 0
 		return remotePartial(fmt.Errorf("push %s to %s %s: %w", src, addr, remote, err), remote, opts.atomic, started)
 	}
-	return printResult(g, opts.json, "pushed", src, "tcp://"+addr+"/"+remote, st)
+	return printResult(g, opts, "pushed", src, "tcp://"+addr+"/"+remote, st)
 }
 
 // transfer builds the client options from the flags, draws the progress bar
@@ -262,18 +278,23 @@ type syncResult struct {
 	Seconds           float64 `json:"seconds"`
 	Verified          bool    `json:"verified"`
 	ReadBack          bool    `json:"read_back"`
+	Bwlimit           int64   `json:"bwlimit"`
+	ThrottledSecs     float64 `json:"throttled_seconds"`
 }
 
-func printResult(g *globalOpts, asJSON bool, verb, src, dst string, st tcpsync.Stats) error {
-	if asJSON {
+func printResult(g *globalOpts, opts netOptions, verb, src, dst string, st tcpsync.Stats) error {
+	if opts.json {
 		return writeJSONLine(g.stdout, syncResult{Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes,
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
 			WireBytesSent: st.WireBytesSent, WireBytesReceived: st.WireBytesReceived, Seconds: st.Elapsed.Seconds(),
-			Verified: st.Verified, ReadBack: st.ReadBack})
+			Verified: st.Verified, ReadBack: st.ReadBack, Bwlimit: opts.qos.rate(), ThrottledSecs: st.Throttled.Seconds()})
 	}
 	how := "verified"
 	if st.QuickCheck {
 		how = "unchanged (quick check)"
+	}
+	if st.Throttled > 0 {
+		how += fmt.Sprintf(", waited %.3fs on --bwlimit", st.Throttled.Seconds())
 	}
 	_, err := fmt.Fprintf(g.stdout, "%s %s to %s: %s data, %s copied, %s unchanged, %s punched; wire %s sent, %s received; %.2f s, %s\n",
 		verb, src, dst, bytesize.Format(st.DataBytes), bytesize.Format(st.CopiedBytes), bytesize.Format(st.UnchangedBytes),

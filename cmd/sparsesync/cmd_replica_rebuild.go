@@ -27,6 +27,7 @@ type replicaRebuildOptions struct {
 	retries   int
 	json      bool
 	progress  string
+	qos       qosFlags
 }
 
 func newReplicaRebuildCommand(g *globalOpts) *cobra.Command {
@@ -51,8 +52,14 @@ command again completes it.
 
 --json prints one object {"source", "target", "path": "local"|"tcp"|"local+tcp",
 "files": [{"name", "copied_bytes", "cloned_bytes", "unchanged_bytes"}],
-"seconds", "fallback_reason", "revision"}; "revision" is the target's revision
-counter, null for a replica that keeps none (counter off).
+"seconds", "fallback_reason", "revision", "bwlimit", "throttled_seconds"};
+"revision" is the target's revision counter, null for a replica that keeps
+none (counter off).
+
+--bwlimit RATE caps the rebuild: what it reads from storage (the source
+and, for a re-sync, the target), what it writes and, on the TCP path, what
+it sends and receives, each to RATE on its own. "throttled_seconds" is how
+long it waited on that limit. --ionice sets its I/O priority.
 ` + exitCodesHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +75,7 @@ counter, null for a replica that keeps none (counter off).
 	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped connection or a timeout per file (0: none)")
 	f.BoolVar(&opts.json, "json", false, "print one JSON object")
 	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
+	opts.qos.register(f)
 	return cmd
 }
 
@@ -87,7 +95,9 @@ type replicaRebuildResult struct {
 	FallbackReason string            `json:"fallback_reason"`
 	// Revision is the target's revision counter, null for a replica that
 	// keeps none (counter off).
-	Revision *int64 `json:"revision"`
+	Revision      *int64  `json:"revision"`
+	Bwlimit       int64   `json:"bwlimit"`
+	ThrottledSecs float64 `json:"throttled_seconds"`
 }
 
 func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOptions, source, target string) error {
@@ -111,6 +121,11 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 			return err
 		}
 	}
+	budget, rate, err := opts.qos.budget()
+	if err != nil {
+		return err
+	}
+	ro.Budget = budget
 	ro.TCP.NoAuth = opts.noAuth
 	ro.TCP.Retries = opts.retries
 	if opts.retries <= 0 {
@@ -152,14 +167,18 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 		}
 		return err
 	}
+	var throttled time.Duration
+	for _, f := range st.Files {
+		throttled += f.Throttled
+	}
 	if opts.json {
 		res := replicaRebuildResult{Source: source, Target: target, Path: st.Path, Files: []rebuildFileJSON{},
-			Seconds: st.Elapsed.Seconds(), FallbackReason: st.FallbackReason}
+			Seconds: st.Elapsed.Seconds(), FallbackReason: st.FallbackReason, Bwlimit: rate, ThrottledSecs: throttled.Seconds()}
 		if st.Counter.Enabled() {
 			res.Revision = &st.Revision
 		}
 		for _, f := range st.Files {
-			res.Files = append(res.Files, rebuildFileJSON(f))
+			res.Files = append(res.Files, rebuildFileJSON{Name: f.Name, CopiedBytes: f.CopiedBytes, ClonedBytes: f.ClonedBytes, UnchangedBytes: f.UnchangedBytes})
 		}
 		return writeJSONLine(g.stdout, res)
 	}
@@ -170,6 +189,9 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	revision := "no revision counter"
 	if st.Counter.Enabled() {
 		revision = fmt.Sprintf("revision %d", st.Revision)
+	}
+	if throttled > 0 {
+		revision += fmt.Sprintf(", waited %.3fs on --bwlimit", throttled.Seconds())
 	}
 	_, err = fmt.Fprintf(g.stdout, "rebuilt %s from %s (%s): %d files, %s copied, %s cloned, %s unchanged, %s, %.2f s\n",
 		target, source, st.Path, len(st.Files), bytesize.Format(copied), bytesize.Format(cloned), bytesize.Format(unchanged), revision, st.Elapsed.Seconds())

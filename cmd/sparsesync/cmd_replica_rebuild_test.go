@@ -45,7 +45,7 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	require.NotNil(t, info.Revision)
 	require.Positive(t, *info.Revision)
 	require.Equal(t, float64(*info.Revision), res["revision"], "the target gets the source's count")
-	require.Len(t, res, 7)
+	require.Len(t, res, 9, "the documented keys, bwlimit and throttled_seconds included")
 
 	// Export both; the images are identical.
 	a, b := filepath.Join(root, "a.img"), filepath.Join(root, "b.img")

@@ -34,6 +34,8 @@ type serveOptions struct {
 	metrics   string
 	pprof     bool
 	verbose   bool
+	qos       qosFlags
+	rateFile  string
 	// ready, if set, is called with the listening addresses (tests).
 	ready func(addr, metricsAddr string)
 }
@@ -55,9 +57,17 @@ only. A push creates the missing directories of its target beneath
 SHA-256 of its DER encoding in hex, for clients' --tls-pin (the same as
 "openssl x509 -in CERT -outform DER | sha256sum").
 
+--bwlimit RATE is a budget for the whole node, shared by all sessions:
+what they read from storage, what they write and what they send and
+receive, each bounded by RATE on its own, in equal pieces, so that
+concurrent sessions get a fair share (each is also held to its client's
+own --bwlimit). --bwlimit-file FILE reads the RATE from FILE instead (one
+line, as --bwlimit takes it), at start and again on every SIGHUP.
+
 --metrics ADDR serves Prometheus metrics on http://ADDR/metrics
 (sparsesync_syncs_total, sparsesync_bytes_total,
-sparsesync_sync_duration_seconds, and the standard process_* and go_*
+sparsesync_sync_duration_seconds, sparsesync_bwlimit_bytes_per_second,
+sparsesync_throttled_seconds_total, and the standard process_* and go_*
 metrics); --pprof adds Go profiles on /debug/pprof/ there, for whoever can
 reach ADDR: keep it on loopback.
 
@@ -76,7 +86,10 @@ authentication in a fixed format for fail2ban and the like:
 
 SIGHUP reloads the token file (and the TLS certificate and key): new
 connections use them, sessions already running go on; a file that cannot
-be read or is not a valid token is reported and the old one kept.
+be read or is not a valid token is reported and the old one kept. It
+re-reads --bwlimit-file too, and the new limit applies to the sessions
+already running within a tenth of a second; a file that cannot be read or
+holds no valid RATE is reported and the old limit kept.
 SIGINT or SIGTERM stops accepting, lets running syncs checkpoint (a later
 push resumes) and exits with status 130.
 ` + exitCodesHelp,
@@ -95,6 +108,8 @@ push resumes) and exits with status 130.
 	f.StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics")
 	f.BoolVar(&opts.pprof, "pprof", false, "with --metrics, also serve Go profiles on /debug/pprof/ (keep ADDR private)")
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "also log debug records on stderr (every session is logged without it)")
+	opts.qos.register(f)
+	f.StringVar(&opts.rateFile, "bwlimit-file", "", "read the node-wide --bwlimit RATE from this file, again on SIGHUP")
 	_ = cmd.MarkFlagRequired("root")
 	return cmd
 }
@@ -129,6 +144,11 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	if err := checkRoot(opts.root); err != nil {
 		return err
 	}
+	budget, err := opts.qos.nodeBudget(opts.rateFile)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv.Budget = budget
 	var pin string
 	var certs *certReloader
 	if opts.tlsCert != "" {
@@ -145,7 +165,7 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	}
 	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	srv.Logger = logger
-	m := newServeMetrics()
+	m := newServeMetrics(budget.Wire.Rate)
 	srv.OnSession = func(ev tcpsync.SessionEvent) {
 		m.record(ev)
 		if ev.Op == "" && errors.Is(ev.Err, tcpsync.ErrUnauthorized) {
@@ -216,6 +236,13 @@ func reloadOnHUP(ctx context.Context, g *globalOpts, hup <-chan os.Signal, srv *
 		case <-hup:
 		}
 		var done []string
+		if opts.rateFile != "" {
+			if what, err := reloadRate(srv.Budget, opts.rateFile); err != nil {
+				g.stderrLine(fmt.Sprintf("sparsesync: serve: SIGHUP: %v", err))
+			} else {
+				done = append(done, what)
+			}
+		}
 		if opts.tokenFile != "" {
 			tok, err := tcpsync.LoadToken(opts.tokenFile)
 			if err == nil {

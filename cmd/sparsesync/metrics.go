@@ -19,12 +19,31 @@ type serveMetrics struct {
 	syncs    *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// throttled is sparsesync_throttled_seconds_total.
+	throttled prometheus.Counter
 }
 
 // byteKinds are the label values of sparsesync_bytes_total.
 var byteKinds = []string{"copied", "unchanged", "punched", "wire_sent", "wire_received"}
 
-func newServeMetrics() *serveMetrics {
+// newQoSMetrics registers the metrics of a node budget on reg (serve,
+// disks): sparsesync_bwlimit_bytes_per_second, the limit now (rate), and
+// sparsesync_throttled_seconds_total, which the caller adds to as syncs
+// end.
+func newQoSMetrics(reg *prometheus.Registry, rate func() int64) prometheus.Counter {
+	throttled := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sparsesync_throttled_seconds_total",
+		Help: "Time finished syncs spent waiting on the bandwidth limit (--bwlimit), summed over syncs.",
+	})
+	reg.MustRegister(throttled, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sparsesync_bwlimit_bytes_per_second",
+		Help: "The node-wide bandwidth limit (--bwlimit) now, per direction: reads, writes, network; 0 is unlimited.",
+	}, func() float64 { return float64(rate()) }))
+	return throttled
+}
+
+// newServeMetrics makes serve's metrics; rate is the node budget's limit.
+func newServeMetrics(rate func() int64) *serveMetrics {
 	m := &serveMetrics{
 		reg: prometheus.NewRegistry(),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,6 +62,7 @@ func newServeMetrics() *serveMetrics {
 	}
 	m.reg.MustRegister(m.syncs, m.bytes, m.duration,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	m.throttled = newQoSMetrics(m.reg, rate)
 	for _, k := range byteKinds {
 		m.bytes.WithLabelValues(k) // present (at 0) before the first session
 	}
@@ -64,6 +84,7 @@ func (m *serveMetrics) record(ev tcpsync.SessionEvent) {
 		m.bytes.WithLabelValues(byteKinds[i]).Add(float64(max(n, 0)))
 	}
 	m.duration.WithLabelValues(op).Observe(ev.Elapsed.Seconds())
+	m.throttled.Add(ev.Stats.Throttled.Seconds())
 	// The session count goes last: a scrape that sees a session counted
 	// sees its bytes and duration too (a scraper, or a test, that waits
 	// on syncs_total then reads the rest is never a sample behind).

@@ -139,6 +139,6 @@ func readmeServeMetrics(t *testing.T) map[string]string {
 	for _, m := range row.FindAllStringSubmatch(after[:strings.Index(after, "\n- **")], -1) {
 		got[m[1]] = m[2]
 	}
-	require.Len(t, got, 3, "the table's sparsesync_ rows: %v", got)
+	require.Len(t, got, 5, "the table's sparsesync_ rows: %v", got)
 	return got
 }

@@ -34,6 +34,9 @@ type Event struct {
 	Bytes   int64     `json:"bytes"`
 	Seconds float64   `json:"seconds"`
 	Reason  string    `json:"reason"`
+	// ThrottledSeconds, on move-done, is how long the move's copy waited
+	// on Config.Budget.
+	ThrottledSeconds float64 `json:"throttled_seconds,omitempty"`
 	// Progress, on move-start only, samples the move's progress: the
 	// bytes the copy occupies so far and the replica's allocated bytes.
 	// It is safe to call from any goroutine until the move's next event.
@@ -83,6 +86,8 @@ func (r PassResult) summary(err error) string {
 type Agent struct {
 	cfg   Config
 	locks []*os.File
+	// throttled is the last move's wait on cfg.Budget.
+	throttled time.Duration
 }
 
 // New validates cfg, takes every disk, and completes or rolls back every

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sparsesync/sparsesync/qos"
 )
 
 // DiskConfig is one disk of the node: a name and the directory holding its
@@ -53,6 +55,11 @@ type Config struct {
 	OverProvisioningPercent *int64 `json:"over_provisioning_percent,omitempty"`
 	// DryRun plans and reports moves without touching any disk.
 	DryRun bool `json:"dry_run"`
+	// Budget bounds the bytes per second the moves read and write (package
+	// qos; replica.RebuildOptions.Budget). Moves run one at a time, so a
+	// move has all of it; the caller may change its rate while the agent
+	// runs. The zero Budget is unlimited.
+	Budget qos.Budget `json:"-"`
 
 	// Logger receives debug records; nil discards them.
 	Logger *slog.Logger `json:"-"`

@@ -86,11 +86,13 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 			"replica", m.Replica, "from", m.From, "to", m.To, "err", err)
 		e.Reason = "moved; cleaning up failed, the next start completes it: " + err.Error()
 		e.Seconds = time.Since(start).Seconds()
+		e.ThrottledSeconds = a.throttled.Seconds()
 		a.emit(e)
 		return fmt.Errorf("%w: %w", errCleanupPending, err)
 	}
 	a.step("cleaned")
 	e.Seconds = time.Since(start).Seconds()
+	e.ThrottledSeconds = a.throttled.Seconds()
 	a.emit(e)
 	return nil
 }
@@ -123,9 +125,14 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 	a.step("copy")
 	// We hold the source's lock (no writer can change it); Rebuild reads
 	// it in place under that lock.
-	if _, err := replica.Rebuild(ctx, p.src, p.staging,
-		&replica.RebuildOptions{Logger: a.cfg.Logger, SourceLocked: true}); err != nil {
+	st, err := replica.Rebuild(ctx, p.src, p.staging,
+		&replica.RebuildOptions{Logger: a.cfg.Logger, SourceLocked: true, Budget: a.cfg.Budget})
+	if err != nil {
 		return err
+	}
+	a.throttled = 0
+	for _, f := range st.Files {
+		a.throttled += f.Throttled
 	}
 	a.step("copied")
 	if err := sameReplica(p.src, p.staging); err != nil {
