@@ -1,8 +1,9 @@
 // Package qos keeps a sync polite on a node that has other work to do.
 //
-// A [Limiter] is a byte-rate budget: a token bucket whose bursts are at most
-// a tenth of a second of its rate (and at most 256 KiB), so that over any
-// one-second window it admits at most 110% of the rate. Several syncs may share one Limiter (a node-wide
+// A [Limiter] is a byte-rate budget: a token bucket that holds a tenth of a
+// second of its rate, so that over any one-second window it admits at most
+// 110% of the rate, and hands out pieces of at most a tenth of a second
+// (4 KiB to 256 KiB), so that callers sharing it get fair shares. Several syncs may share one Limiter (a node-wide
 // budget), a Limiter may have a parent (a session's own limit inside a
 // server's budget: both hold), and its rate may be changed while syncs wait
 // on it; the change is in force for the next piece each caller asks for,
