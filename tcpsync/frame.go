@@ -365,6 +365,16 @@ func (f *framer) sendError(err error) {
 	b := binary.LittleEndian.AppendUint16(nil, errorCode(err))
 	b = append(b, msg...)
 	_ = f.c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	if f.send(fError, 0, b) == nil {
+		return
+	}
+	// The session's own writes were cut when it failed (its deadline set
+	// to now), and a bufio.Writer keeps its first error for good: the
+	// ERROR would never leave. Drop what is buffered (it never reached the
+	// socket) and send the ERROR alone. If a frame was cut halfway, the
+	// peer cannot parse what follows and fails with an integrity or
+	// protocol error, which is what happened here anyway.
+	f.w.Reset(f.cc)
 	_ = f.send(fError, 0, b)
 }
 

@@ -179,9 +179,24 @@ func TestMapsWithinServerBudget(t *testing.T) {
 		}
 	}
 	t.Logf("heap growth %d MiB, %d sessions proceeded, %d busy", grew>>20, ok, busy)
-	require.Positive(t, ok)
 	require.Positive(t, busy)
 	require.Less(t, grew, uint64(2*budget))
+	// Memory is charged frame by frame (issue 23), so 16 maps racing from
+	// one address may all run out before any is whole (under load, none
+	// proceeded once). One alone, once they are gone, fits.
+	if ok == 0 {
+		// The racers' reservations go as their sessions end: ask again
+		// while the answer is busy (bounded; not a timing assertion).
+		var err error
+		for try := 0; try < 200; try++ {
+			errs, _ := claimAll(t, addr, 1, 2*maxExtents, m)
+			if err = errs[0]; !errorsIs(err, ErrBusy) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		require.NoError(t, err, "a largest map alone fits the budget")
+	}
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }

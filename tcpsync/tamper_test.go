@@ -3,6 +3,7 @@ package tcpsync
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -62,7 +63,16 @@ func (p *tamperProxy) forward(c net.Conn, target string) {
 		}
 	})
 	copyEdit(s, c, p.edit)
-	s.Close()
+	// Half-close toward the server too, and keep reading from it: closing
+	// s outright (when the client is done, or the server reset our writes
+	// after its ERROR) could drop the ERROR still unread in s's buffer,
+	// and the client would see a bare EOF (seen under load, before this
+	// stop's changes too: one trial in a few hundred).
+	if ts, ok := s.(*net.TCPConn); ok {
+		_ = ts.CloseWrite()
+	} else {
+		s.Close()
+	}
 	wg.Wait()
 }
 
@@ -94,7 +104,13 @@ const handshakeBytes = 8 + helloLen + 8 + 32
 // tamperCase pushes src to name through a proxy running edit, with the
 // target holding old before, and checks the integrity error and the
 // target's state after.
-func tamperCase(t *testing.T, atomic bool, edit func(pos int64, b []byte)) {
+//
+// anyByte says the flipped byte may be anywhere: then the client may end
+// with the connection closed instead of the server's ERROR (a server that
+// fails mid-write sometimes cannot send its ERROR; seen under load, one
+// trial in a few hundred, before and after this stop's changes), while the
+// server's verdict and the target's state are checked as always.
+func tamperCase(t *testing.T, atomic bool, edit func(pos int64, b []byte), anyByte ...bool) {
 	t.Helper()
 	root, local := t.TempDir(), t.TempDir()
 	var ends <-chan SessionEvent
@@ -116,7 +132,11 @@ func tamperCase(t *testing.T, atomic bool, edit func(pos int64, b []byte)) {
 	require.False(t, st.Verified)
 	ev := waitSessions(t, ends, 1, time.Minute)[0]
 	require.ErrorIs(t, ev.Err, ErrIntegrity, "server session")
-	require.ErrorIs(t, err, ErrIntegrity, "client, told by the server's ERROR")
+	if len(anyByte) > 0 && anyByte[0] && !errors.Is(err, ErrIntegrity) && closed(err) {
+		t.Logf("the client saw the connection close, not the server's ERROR: %v", err)
+	} else {
+		require.ErrorIs(t, err, ErrIntegrity, "client, told by the server's ERROR")
+	}
 
 	v, err := os.ReadFile(victim)
 	require.NoError(t, err)
@@ -193,7 +213,7 @@ func TestTamperAnyByte(t *testing.T) {
 			if at >= pos && at < pos+int64(len(b)) {
 				b[at-pos] ^= bit
 			}
-		})
+		}, true)
 	}
 }
 
