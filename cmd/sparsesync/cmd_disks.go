@@ -26,6 +26,7 @@ import (
 type disksOpts struct {
 	disks            []string
 	config           string
+	concurrentMoves  int
 	node             string
 	pressure         int64
 	antiAffinity     string
@@ -68,7 +69,8 @@ as the root) may be the root's. Disks may share a filesystem. Make PATH a
 directory inside the mounted disk (/mnt/d1/replicas), so that it is missing,
 and refused, when the disk is not mounted. --config FILE reads the same
 as JSON: {"node": "...", "disks": [{"name", "path", "reserved_bytes",
-"no_scheduling", "allow_root_fs"}], "pressure_percent", "hard_anti_affinity"};
+"no_scheduling", "allow_root_fs"}], "pressure_percent", "hard_anti_affinity",
+"max_concurrent_moves"};
 flags given on the command line win.
 
 --json prints one event per line: {"time", "event": "pressure"|"move-start"|
@@ -84,9 +86,11 @@ sums it up. --metrics ADDR serves Prometheus metrics at
 http://ADDR/metrics while the agent runs (among them
 sparsesync_bwlimit_bytes_per_second and sparsesync_throttled_seconds_total).
 
-Moves run one at a time. --bwlimit RATE caps each move's reads and writes,
-each to RATE on its own ("throttled_seconds" of move-done says how long it
-waited); --config may give it as "bwlimit": "RATE" (the flag wins).
+Moves run one at a time; --max-concurrent-moves N lets up to N of a pass's
+moves run at once (Longhorn's concurrent-replica-rebuild-per-node-limit).
+--bwlimit RATE caps the moves' reads and writes together, each to RATE on
+its own, a budget the concurrent moves share ("throttled_seconds" of
+move-done says how long a move waited); --config may give it as "bwlimit": "RATE" (the flag wins).
 --bwlimit-file FILE reads the RATE from FILE instead, at start and on every
 SIGHUP, which applies it to a move already running within a tenth of a
 second; a file that cannot be read or holds no valid RATE is reported and
@@ -112,6 +116,7 @@ Examples:
 	f.BoolVar(&opts.once, "once", false, "run one pass and exit (the default without --interval)")
 	f.DurationVar(&opts.interval, "interval", 0, "run a pass every interval until interrupted")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "plan and report, change nothing")
+	f.IntVar(&opts.concurrentMoves, "max-concurrent-moves", 1, "moves of a pass that may run at once (they share --bwlimit)")
 	f.BoolVar(&opts.json, "json", false, "print events as JSON, one object per line")
 	f.StringVar(&opts.metrics, "metrics", "", "serve Prometheus metrics on ADDR (host:port)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress bar per move on stderr: auto (on a terminal), always or never")
@@ -174,6 +179,9 @@ func disksConfig(opts *disksOpts, changed func(string) bool) (disks.Config, erro
 	}
 	if changed("over-provisioning-percent") || cfg.OverProvisioningPercent == nil {
 		cfg.OverProvisioningPercent = &opts.overProvisioning
+	}
+	if changed("max-concurrent-moves") || cfg.MaxConcurrentMoves == 0 {
+		cfg.MaxConcurrentMoves = opts.concurrentMoves
 	}
 	cfg.DryRun = cfg.DryRun || opts.dryRun
 	if len(cfg.Disks) == 0 {
@@ -310,8 +318,10 @@ type disksPrinter struct {
 	g    *globalOpts
 	json bool
 	bars bool
-	bar  *progressBar
-	err  error
+	// running are the progress samplers of the moves under way.
+	running map[string]func() (int64, int64)
+	bar     *progressBar
+	err     error
 }
 
 type diskEventJSON struct {
@@ -324,6 +334,9 @@ type diskEventJSON struct {
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
 	Reason  string  `json:"reason"`
+	// ThrottledSeconds, on move-done, is how long the move waited on
+	// --bwlimit.
+	ThrottledSeconds float64 `json:"throttled_seconds,omitempty"`
 }
 
 func (p *disksPrinter) stop() {
@@ -331,14 +344,49 @@ func (p *disksPrinter) stop() {
 	p.bar = nil
 }
 
-func (p *disksPrinter) event(e disks.Event) {
-	if e.Kind != disks.EventMoveStart {
-		p.stop()
+// track keeps the progress samplers of the moves running (several with
+// --max-concurrent-moves) and shows one bar for them: the move's name, or
+// "N moves" summing their bytes.
+func (p *disksPrinter) track(e disks.Event) {
+	switch e.Kind {
+	case disks.EventMoveStart:
+		if e.Progress == nil {
+			return
+		}
+		if p.running == nil {
+			p.running = map[string]func() (int64, int64){}
+		}
+		p.running[e.Replica] = e.Progress
+	case disks.EventMoveDone, disks.EventMoveFailed:
+		delete(p.running, e.Replica)
 	}
+	if !p.bars || len(p.running) == 0 {
+		return
+	}
+	label := fmt.Sprintf("%d moves", len(p.running))
+	samplers := make([]func() (int64, int64), 0, len(p.running))
+	for name, f := range p.running {
+		if len(p.running) == 1 {
+			label = name
+		}
+		samplers = append(samplers, f)
+	}
+	p.bar = startProgress(p.g.stderr, label, terminalWidth(p.g.stderr, 80), 0, func() (int64, int64, int64) {
+		var done, total int64
+		for _, f := range samplers {
+			d, t := f()
+			done, total = done+d, total+t
+		}
+		return done, total, 0
+	})
+}
+
+func (p *disksPrinter) event(e disks.Event) {
+	p.stop()
 	var err error
 	if p.json {
 		err = writeJSONLine(p.g.stdout, diskEventJSON{Time: e.Time.UTC().Format(time.RFC3339Nano), Event: e.Kind,
-			Replica: e.Replica, Volume: e.Volume, From: e.From, To: e.To, Bytes: e.Bytes, Seconds: e.Seconds, Reason: e.Reason})
+			Replica: e.Replica, Volume: e.Volume, From: e.From, To: e.To, Bytes: e.Bytes, Seconds: e.Seconds, Reason: e.Reason, ThrottledSeconds: e.ThrottledSeconds})
 	} else {
 		switch e.Kind {
 		case disks.EventPressure:
@@ -364,13 +412,7 @@ func (p *disksPrinter) event(e disks.Event) {
 	if err != nil && p.err == nil {
 		p.err = err
 	}
-	if e.Kind == disks.EventMoveStart && p.bars && e.Progress != nil {
-		sample := e.Progress
-		p.bar = startProgress(p.g.stderr, e.Replica, terminalWidth(p.g.stderr, 80), 0, func() (int64, int64, int64) {
-			done, total := sample()
-			return done, total, 0
-		})
-	}
+	p.track(e)
 }
 
 func suffix(reason string) string {

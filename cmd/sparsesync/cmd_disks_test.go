@@ -100,6 +100,7 @@ func TestDisksCommandDryRunAndErrors(t *testing.T) {
 		{"disks", "--disk", "d1=" + d1 + ",fast", "--disk", "d2=" + d2},
 		{"disks", "--disk", "d1=" + d1, "--disk", "d2=" + d2, "--once", "--interval", "1s"},
 		{"disks", "--disk", "d1=" + d1, "--disk", "d2=" + d2, "--disk-anti-affinity", "medium"},
+		{"disks", "--disk", "d1=" + d1, "--disk", "d2=" + d2, "--max-concurrent-moves", "-1"},
 		{"disks"},
 	} {
 		_, errOut, code, _ := runCLI(t, args...)
@@ -112,7 +113,7 @@ func TestDisksConfigFile(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "disks.json")
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`{"node": "n1", "disks": [
 		{"name": "d1", "path": %q, "reserved_bytes": 1099511627776},
-		{"name": "d2", "path": %q, "no_scheduling": true}]}`, d1, d2)), 0o600))
+		{"name": "d2", "path": %q, "no_scheduling": true}], "max_concurrent_moves": 2}`, d1, d2)), 0o600))
 	out, errOut, code, err := runCLI(t, "disks", "--config", cfg, "--once")
 	require.NoError(t, err, errOut)
 	require.Equal(t, 0, code)
@@ -201,4 +202,32 @@ func TestDisksProgressBar(t *testing.T) {
 	require.Nil(t, p.bar)
 	require.True(t, strings.HasSuffix(stderr.String(), "\r"), "bar not cleared")
 	require.Contains(t, stdout.String(), "moved        pvc-1-0123abcd d1 -> d2, 8.0 MiB in 1.00 s\n")
+}
+
+// TestDisksProgressBarConcurrentMoves: with two moves running the bar sums
+// them under "2 moves"; when one ends it goes back to the other's name, and
+// the last end clears it.
+func TestDisksProgressBarConcurrentMoves(t *testing.T) {
+	var stdout bytes.Buffer
+	var stderr lockedBuffer
+	p := &disksPrinter{g: &globalOpts{stdout: &stdout, stderr: &stderr}, bars: true}
+	waitFor := func(s string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), s); time.Sleep(10 * time.Millisecond) {
+			require.True(t, time.Now().Before(deadline), "no %q in %q", s, stderr.String())
+		}
+	}
+	p.event(disks.Event{Kind: disks.EventMoveStart, Replica: "pvc-1-0123abcd", From: "d1", To: "d3", Bytes: 8 << 20,
+		Progress: func() (int64, int64) { return 4 << 20, 8 << 20 }})
+	p.event(disks.Event{Kind: disks.EventMoveStart, Replica: "pvc-2-0123abcd", From: "d2", To: "d3", Bytes: 8 << 20,
+		Progress: func() (int64, int64) { return 8 << 20, 8 << 20 }})
+	waitFor("2 moves [")
+	waitFor("12.0 MiB/16.0 MiB")
+	p.event(disks.Event{Kind: disks.EventMoveDone, Replica: "pvc-2-0123abcd", From: "d2", To: "d3", Bytes: 8 << 20, Seconds: 1})
+	require.NotNil(t, p.bar, "a move still runs")
+	waitFor("pvc-1-0123abcd [")
+	p.event(disks.Event{Kind: disks.EventMoveFailed, Replica: "pvc-1-0123abcd", From: "d1", To: "d3", Reason: "boom"})
+	require.Nil(t, p.bar)
+	require.Contains(t, stdout.String(), "moved        pvc-2-0123abcd d2 -> d3")
+	require.Contains(t, stdout.String(), "failed       pvc-1-0123abcd d1 -> d3: boom")
 }

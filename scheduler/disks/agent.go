@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/bytesize"
@@ -86,8 +87,9 @@ func (r PassResult) summary(err error) string {
 type Agent struct {
 	cfg   Config
 	locks []*os.File
-	// throttled is the last move's wait on cfg.Budget.
-	throttled time.Duration
+	// emitMu makes the events of concurrent moves reach OnEvent one at a
+	// time.
+	emitMu sync.Mutex
 }
 
 // New validates cfg, takes every disk, and completes or rolls back every
@@ -142,6 +144,8 @@ func (a *Agent) Close() error {
 }
 
 func (a *Agent) emit(e Event) {
+	a.emitMu.Lock()
+	defer a.emitMu.Unlock()
 	if e.Time.IsZero() {
 		e.Time = a.cfg.Now()
 	}
@@ -168,7 +172,7 @@ func (a *Agent) disk(name string) DiskConfig {
 
 // Pass measures every disk, plans with scheduler/longhorn's disk-pressure
 // rule (at most one move off each pressured disk) and executes the moves in
-// order. A move that fails is rolled back and reported; the pass goes on.
+// plan order, at most Config.MaxConcurrentMoves at a time. A move that fails is rolled back and reported; the pass goes on.
 // The error is for what stops the pass itself: a disk that cannot be
 // measured, a cancelled ctx.
 func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
@@ -208,14 +212,18 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 		}
 		a.emit(Event{Kind: EventHeld, From: h.Disk, Replica: h.Replica, Volume: h.Volume, Reason: reason})
 	}
-	for _, m := range moves {
-		if a.cfg.DryRun {
+	if a.cfg.DryRun {
+		for _, m := range moves {
 			a.emit(Event{Kind: EventSkip, Replica: m.Replica, Volume: m.Volume, From: m.From, To: m.To, Bytes: m.Bytes,
 				Reason: "dry run: the planner would move it"})
 			res.Skipped = append(res.Skipped, m)
-			continue
 		}
-		switch err := a.move(ctx, m, reps[m.Replica]); {
+		return res, nil
+	}
+	errs := a.runMoves(ctx, moves, reps)
+	for i, m := range moves {
+		switch err := errs[i]; {
+		case err == errNotStarted:
 		case err == nil || errors.Is(err, errCleanupPending):
 			res.Moved = append(res.Moved, m)
 			res.BytesMoved += m.Bytes
@@ -226,9 +234,9 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 		default:
 			res.Failed = append(res.Failed, m)
 		}
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
 	}
 	for _, m := range moves {
 		if !contains(res.Moved, m) && !contains(res.Failed, m) && !contains(res.Skipped, m) {
@@ -236,6 +244,36 @@ func (a *Agent) Pass(ctx context.Context) (PassResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// errNotStarted marks a planned move that a cancelled pass never began.
+var errNotStarted = errors.New("not started")
+
+// runMoves executes moves, at most cfg.MaxConcurrentMoves at a time, in
+// plan order, and returns each move's error (errNotStarted for those a
+// cancelled ctx kept from starting).
+func (a *Agent) runMoves(ctx context.Context, moves []Move, reps map[string]Replica) []error {
+	errs := make([]error, len(moves))
+	for i := range errs {
+		errs[i] = errNotStarted
+	}
+	slots := make(chan struct{}, a.cfg.MaxConcurrentMoves)
+	var wg sync.WaitGroup
+	for i, m := range moves {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = a.move(ctx, m, reps[m.Replica])
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 func contains(ms []Move, m Move) bool {

@@ -55,16 +55,23 @@ type Config struct {
 	OverProvisioningPercent *int64 `json:"over_provisioning_percent,omitempty"`
 	// DryRun plans and reports moves without touching any disk.
 	DryRun bool `json:"dry_run"`
+	// MaxConcurrentMoves is how many moves of a pass run at once, as
+	// Longhorn's concurrent-replica-rebuild-per-node-limit bounds the
+	// rebuilds of a node. 0 means 1: one move at a time, the default, so a
+	// pass never takes more than one copy's worth of the node's disks.
+	MaxConcurrentMoves int `json:"max_concurrent_moves,omitempty"`
 	// Budget bounds the bytes per second the moves read and write (package
-	// qos; replica.RebuildOptions.Budget). Moves run one at a time, so a
-	// move has all of it; the caller may change its rate while the agent
-	// runs. The zero Budget is unlimited.
+	// qos; replica.RebuildOptions.Budget). It is one budget for the node:
+	// concurrent moves share it. The caller may change its rate while the
+	// agent runs. The zero Budget is unlimited.
 	Budget qos.Budget `json:"-"`
 
 	// Logger receives debug records; nil discards them.
 	Logger *slog.Logger `json:"-"`
-	// OnEvent, when set, receives every event, from the goroutine running
-	// the pass, in order.
+	// OnEvent, when set, receives every event, one at a time (never two
+	// calls at once). With MaxConcurrentMoves above 1 the calls come from
+	// the goroutines of the moves, and the events of concurrent moves
+	// interleave; each move's own events stay in order.
 	OnEvent func(Event) `json:"-"`
 	// Now is the clock of events; nil means time.Now.
 	Now func() time.Time `json:"-"`
@@ -92,6 +99,9 @@ func (c *Config) setDefaults() {
 	if c.OverProvisioningPercent == nil {
 		v := int64(100)
 		c.OverProvisioningPercent = &v
+	}
+	if c.MaxConcurrentMoves == 0 {
+		c.MaxConcurrentMoves = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -122,6 +132,9 @@ func (c *Config) Validate() error {
 	}
 	if p := c.MinimalAvailablePercent; p != nil && (*p < 0 || *p > 100) {
 		return rangef("minimal available percent %d is not in 0..100", *p)
+	}
+	if c.MaxConcurrentMoves < 0 {
+		return rangef("max concurrent moves %d is negative", c.MaxConcurrentMoves)
 	}
 	if p := c.OverProvisioningPercent; p != nil && *p < 0 {
 		return rangef("over-provisioning percent %d is negative", *p)

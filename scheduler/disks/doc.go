@@ -19,7 +19,8 @@
 //	    disk (floor(max(0, available − reserved) × 100 / max) < 100 − T) the
 //	    first replica by name goes to another disk that passes every
 //	    placement rule and stays below the threshold once it is there
-//	execute the moves in order
+//	execute the moves in plan order, one at a time (Config.MaxConcurrentMoves
+//	allows more, as Longhorn's concurrent-replica-rebuild-per-node-limit)
 //
 // No rule is repeated here: a move the agent makes is always one the
 // planner made. A replica whose directory lock is held (a writer has it

@@ -60,7 +60,8 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 	}
 	defer lock.Close()
 
-	if err := a.copyAndCommit(ctx, in, p, ev); err != nil {
+	throttled, err := a.copyAndCommit(ctx, in, p, ev)
+	if err != nil {
 		// Not committed: the source is authoritative. Undo everything;
 		// if even that fails, the record stays and the next start
 		// finishes the rollback.
@@ -86,13 +87,13 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 			"replica", m.Replica, "from", m.From, "to", m.To, "err", err)
 		e.Reason = "moved; cleaning up failed, the next start completes it: " + err.Error()
 		e.Seconds = time.Since(start).Seconds()
-		e.ThrottledSeconds = a.throttled.Seconds()
+		e.ThrottledSeconds = throttled.Seconds()
 		a.emit(e)
 		return fmt.Errorf("%w: %w", errCleanupPending, err)
 	}
 	a.step("cleaned")
 	e.Seconds = time.Since(start).Seconds()
-	e.ThrottledSeconds = a.throttled.Seconds()
+	e.ThrottledSeconds = throttled.Seconds()
 	a.emit(e)
 	return nil
 }
@@ -101,18 +102,19 @@ func (a *Agent) move(ctx context.Context, m Move, r Replica) error {
 // only before the commit. Nothing in it needs space on the source disk:
 // the record and the copy are on the target, and retiring the source is a
 // rename into the source's AgentDir, which exists and is nearly empty.
-func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev Event) error {
+// It returns how long the copy waited on the budget.
+func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev Event) (throttled time.Duration, err error) {
 	// The source's AgentDir normally exists (New made it); if New could
 	// not make it (the disk was full already), making it now may fail
 	// too, before anything was copied.
 	if err := ensureAgentDir(p.fromDisk); err != nil {
-		return fmt.Errorf("no agent directory on the source disk to retire the replica into: %w", err)
+		return throttled, fmt.Errorf("no agent directory on the source disk to retire the replica into: %w", err)
 	}
 	if err := mkdirSynced(p.moveDir); err != nil {
-		return err
+		return throttled, err
 	}
 	if err := writeIntent(p.moveDir, in); err != nil {
-		return fmt.Errorf("writing the move record: %w", err)
+		return throttled, fmt.Errorf("writing the move record: %w", err)
 	}
 	a.step("intent")
 	e := ev
@@ -128,36 +130,35 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 	st, err := replica.Rebuild(ctx, p.src, p.staging,
 		&replica.RebuildOptions{Logger: a.cfg.Logger, SourceLocked: true, Budget: a.cfg.Budget})
 	if err != nil {
-		return err
+		return throttled, err
 	}
-	a.throttled = 0
 	for _, f := range st.Files {
-		a.throttled += f.Throttled
+		throttled += f.Throttled
 	}
 	a.step("copied")
 	if err := sameReplica(p.src, p.staging); err != nil {
-		return err
+		return throttled, err
 	}
 	if err := syncDir(p.moveDir); err != nil {
-		return err
+		return throttled, err
 	}
 	// Retire the source before the commit, while we hold its lock: from
 	// here on no writer can find it by its name, so none can write to a
 	// directory the commit is about to make stale.
 	if err := os.Rename(p.src, p.retired); err != nil {
-		return err
+		return throttled, err
 	}
 	if err := syncDirs(p.fromDisk, filepath.Dir(p.retired)); err != nil {
-		return err
+		return throttled, err
 	}
 	a.step("retired")
 	in.Phase = PhaseCommit
 	if err := writeIntent(p.moveDir, in); err != nil {
 		in.Phase = PhaseCopy
-		return fmt.Errorf("committing the move record: %w", err)
+		return throttled, fmt.Errorf("committing the move record: %w", err)
 	}
 	a.step("committed")
-	return nil
+	return throttled, nil
 }
 
 // sameReplica checks that the copy describes the replica the source does:
