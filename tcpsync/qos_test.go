@@ -110,6 +110,22 @@ func TestBudgetChargesWhatMovesTCP(t *testing.T) {
 	require.Equal(t, total+ev.Stats.ReadBackBytes, srvBudget.Read.Bytes()-read0, "compared blocks and the read-back")
 	require.Equal(t, ev.Stats.WireBytesSent+ev.Stats.WireBytesReceived, srvBudget.Wire.Bytes()-wire0)
 
+	// An atomic re-sync of one changed block: the server first seeds its
+	// temporary file with the target's data (read and written, charged
+	// like any other copy), then compares and writes the block.
+	mutate(t, src, 1, 8)
+	cli = qos.NewBudget(4 << 30)
+	read0, write0 = srvBudget.Read.Bytes(), srvBudget.Write.Bytes()
+	o.Budget, o.ReadBack, o.Atomic = cli, ReadBackOff, true
+	st, err = PushFile(t.Context(), addr, src, "img", o)
+	require.NoError(t, err)
+	requireSame(t, src, filepath.Join(root, "img"))
+	require.NoError(t, evs.wait(t, 3)[2].Err)
+	require.Equal(t, int64(4096), st.CopiedBytes)
+	require.Equal(t, total+4096, srvBudget.Write.Bytes()-write0, "the seeded temporary file and one block")
+	require.Equal(t, total+total, srvBudget.Read.Bytes()-read0, "the seed's reads and the compared blocks")
+	o.Atomic = false
+
 	// A pull: the server reads, the client writes.
 	cli = qos.NewBudget(4 << 30)
 	o.Budget, o.ReadBack = cli, ReadBackOff

@@ -139,7 +139,7 @@ func (r *receiver) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.t.seedTemp(ctx, r.dstMap); err != nil {
+	if err := r.t.seedTemp(ctx, r.dstMap, r.f.m); err != nil {
 		return err
 	}
 	r.plan, err = newPlan(srcMap, r.dstMap, r.p.bs)

@@ -197,8 +197,11 @@ func pathErr(display string, err error) error {
 // contents (data extents only, through internal/kcopy: in the kernel, a
 // reflink on XFS and btrfs, where it can; else read/write), so the delta
 // applies to it. A kernel copy that fails after it has copied data is an
-// error, never a silent fallback.
-func (t *target) seedTemp(ctx context.Context, m sparse.Map) error {
+// error, never a silent fallback. The copy is charged to m's read and
+// write budgets, in pieces of them when they are limited, like every
+// other byte the session reads or writes (a reflink is charged too: the
+// kernel does not say whether it shared the blocks or copied them).
+func (t *target) seedTemp(ctx context.Context, m sparse.Map, mt *meter) error {
 	if !t.atomic() || t.final == nil {
 		return nil
 	}
@@ -206,8 +209,22 @@ func (t *target) seedTemp(ctx context.Context, m sparse.Map) error {
 		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
 	}
 	for _, e := range m.Extents() {
-		if _, _, err := kcopy.Copy(ctx, t.final, t.w.OS(), t.w, e.Off, e.Len, nil); err != nil {
-			return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)
+		for off, end := e.Off, e.Off+e.Len; off < end; {
+			n := end - off
+			if p := mt.budget().Read.Piece(); p > 0 {
+				n = min(n, p)
+			}
+			n = mt.writePiece(n)
+			if err := mt.read(n); err != nil {
+				return err
+			}
+			if err := mt.write(n); err != nil {
+				return err
+			}
+			if _, _, err := kcopy.Copy(ctx, t.final, t.w.OS(), t.w, off, n, nil); err != nil {
+				return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)
+			}
+			off += n
 		}
 	}
 	return nil

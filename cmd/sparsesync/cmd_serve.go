@@ -36,6 +36,8 @@ type serveOptions struct {
 	verbose   bool
 	qos       qosFlags
 	rateFile  string
+	// maxSessions and maxSessionsPerHost cap the sessions running at once.
+	maxSessions, maxSessionsPerHost int
 	// ready, if set, is called with the listening addresses (tests).
 	ready func(addr, metricsAddr string)
 }
@@ -63,6 +65,14 @@ receive, each bounded by RATE on its own, in equal pieces, so that
 concurrent sessions get a fair share (each is also held to its client's
 own --bwlimit). --bwlimit-file FILE reads the RATE from FILE instead (one
 line, as --bwlimit takes it), at start and again on every SIGHUP.
+
+--max-sessions N caps the syncs the server runs at once (64), and
+--max-sessions-per-host N those of one client address (32): a node's
+concurrent rebuilds, as Longhorn's concurrent-replica-rebuild-per-node-limit.
+A sync beyond the cap is refused before it touches a file ("server busy:
+too many sessions"), a transient refusal its client retries with backoff
+(push and pull --retries) and then reports. serve lowers the caps to fit
+its descriptor limit (ulimit -n) where that is low.
 
 --metrics ADDR serves Prometheus metrics on http://ADDR/metrics
 (sparsesync_syncs_total, sparsesync_bytes_total,
@@ -109,6 +119,8 @@ push resumes) and exits with status 130.
 	f.BoolVar(&opts.pprof, "pprof", false, "with --metrics, also serve Go profiles on /debug/pprof/ (keep ADDR private)")
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "also log debug records on stderr (every session is logged without it)")
 	opts.qos.register(f)
+	f.IntVar(&opts.maxSessions, "max-sessions", 64, "syncs that may run at once; more are refused as busy and their clients retry")
+	f.IntVar(&opts.maxSessionsPerHost, "max-sessions-per-host", 32, "syncs that one client address may run at once")
 	f.StringVar(&opts.rateFile, "bwlimit-file", "", "read the node-wide --bwlimit RATE from this file, again on SIGHUP")
 	_ = cmd.MarkFlagRequired("root")
 	return cmd
@@ -125,7 +137,12 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 		return usageError{errors.New("serve: --tls-cert and --tls-key go together")}
 	case opts.pprof && opts.metrics == "":
 		return usageError{errors.New("serve: --pprof needs --metrics ADDR")}
+	case opts.maxSessions < 1:
+		return usageError{fmt.Errorf("serve: --max-sessions %d: want at least 1", opts.maxSessions)}
+	case opts.maxSessionsPerHost < 1:
+		return usageError{fmt.Errorf("serve: --max-sessions-per-host %d: want at least 1", opts.maxSessionsPerHost)}
 	}
+	srv.MaxSessions, srv.MaxSessionsPerHost = opts.maxSessions, opts.maxSessionsPerHost
 	if err := checkAddr("serve: --listen", opts.listen); err != nil {
 		return err
 	}
