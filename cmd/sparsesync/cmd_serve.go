@@ -105,6 +105,14 @@ push resumes) and exits with status 130.
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"max-sessions", opts.maxSessions}, {"max-sessions-per-host", opts.maxSessionsPerHost}} {
+				if f.v < 1 {
+					return usageError{fmt.Errorf("serve: --%s %d: want at least 1", f.name, f.v)}
+				}
+			}
 			return runServe(cmd.Context(), g, opts)
 		},
 	}
@@ -137,11 +145,13 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 		return usageError{errors.New("serve: --tls-cert and --tls-key go together")}
 	case opts.pprof && opts.metrics == "":
 		return usageError{errors.New("serve: --pprof needs --metrics ADDR")}
-	case opts.maxSessions < 1:
+	case opts.maxSessions < 0:
 		return usageError{fmt.Errorf("serve: --max-sessions %d: want at least 1", opts.maxSessions)}
-	case opts.maxSessionsPerHost < 1:
+	case opts.maxSessionsPerHost < 0:
 		return usageError{fmt.Errorf("serve: --max-sessions-per-host %d: want at least 1", opts.maxSessionsPerHost)}
 	}
+	// 0 (only from the library's callers: the flags refuse it) means
+	// tcpsync's defaults.
 	srv.MaxSessions, srv.MaxSessionsPerHost = opts.maxSessions, opts.maxSessionsPerHost
 	if err := checkAddr("serve: --listen", opts.listen); err != nil {
 		return err
