@@ -56,7 +56,7 @@ type Config struct {
 	// DryRun plans and reports moves without touching any disk.
 	DryRun bool `json:"dry_run"`
 	// Budget bounds the bytes per second the moves read and write (package
-	// qos; replica.RebuildOptions.Budget). Moves run one at a time, so a
+	// qos; rebuild.Options.Budget). Moves run one at a time, so a
 	// move has all of it; the caller may change its rate while the agent
 	// runs. The zero Budget is unlimited.
 	Budget qos.Budget `json:"-"`
