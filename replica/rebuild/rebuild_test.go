@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
+
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
@@ -315,7 +317,7 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 func TestRebuildLonghornDirectory(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
-	writeLonghornDir(t, src, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
+	lhdir.WriteDir(t, src, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
 	st, err := Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(42), st.Revision)

@@ -5,6 +5,7 @@
 package lhdir
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -351,4 +352,39 @@ func roundUp(x int64) int64   { return (x + blockSize - 1) &^ (blockSize - 1) }
 // (revision_counter.go: decimal, NUL padded).
 func parseRevisionCounter(b []byte) (int64, error) {
 	return strconv.ParseInt(strings.TrimRight(string(b), "\x00"), 10, 64)
+}
+
+// WriteDir builds, by hand, a replica directory exactly as Longhorn
+// writes it: one snapshot and a head, revision.counter, no replica.hdr.
+func WriteDir(t *testing.T, dir string, counter int64, headData, snapData map[int64]byte) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	const size = 1 << 20
+	write := func(name, s string) { require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600)) }
+	img := func(name string, data map[int64]byte) {
+		f, err := os.Create(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(size))
+		for off, c := range data {
+			_, err := f.WriteAt(bytes.Repeat([]byte{c}, blockSize), off)
+			require.NoError(t, err)
+		}
+		require.NoError(t, f.Close())
+	}
+	write("volume.meta", `{"Size":1048576,"Head":"volume-head-002.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img","SectorSize":512,"BackingFilePath":""}`)
+	img("volume-head-002.img", headData)
+	write("volume-head-002.img.meta", `{"Name":"volume-head-002.img","Parent":"volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img","Removed":false,"UserCreated":false,"Created":"2024-05-02T10:11:12Z","Labels":null}`)
+	img("volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img", snapData)
+	write("volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img.meta", `{"Name":"volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img","Parent":"","Removed":false,"UserCreated":true,"Created":"2024-05-01T09:00:00Z","Labels":{"app":"db"}}`)
+	if counter >= 0 {
+		write("revision.counter", string(formatRevisionCounter(counter)))
+	}
+}
+
+// formatRevisionCounter is revision_counter.go's writeRevisionCounter
+// content: the decimal count, NUL padded to 4096 bytes.
+func formatRevisionCounter(n int64) []byte {
+	b := make([]byte, 4096)
+	copy(b, strconv.FormatInt(n, 10))
+	return b
 }
