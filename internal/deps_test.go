@@ -63,6 +63,7 @@ const depsRules = `
 	< CLI;
 
 	NONE < TESTING;
+	NONE < github.com/stretchr/testify/require;
 
 	# Leaves: pure code, nothing of ours.
 	NONE
@@ -94,9 +95,11 @@ const depsRules = `
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 
-	# Replicas, and what works on them.
-	internal/dirlock, localsync, tcpsync < replica;
-	internal/bytesize, replica, scheduler/longhorn < scheduler/disks;
+	# Replicas, and what works on them. The format (replica) moves no
+	# image over a wire or between files: only the rebuild does.
+	internal/coldread, internal/dirlock, internal/target, qos < replica;
+	replica, localsync, tcpsync < replica/rebuild;
+	internal/bytesize, replica/rebuild, scheduler/longhorn < scheduler/disks;
 	bench/stats, internal/bytesize, internal/coldread, internal/patternfile, replica,
 	github.com/google/pprof/profile
 	< bench;
@@ -107,6 +110,7 @@ const depsRules = `
 	# Test helpers: they import testing, nothing production imports them.
 	TESTING, internal/patternfile < internal/testutil/layout;
 	TESTING, golang.org/x/sys/unix < internal/testutil/loopfs;
+	TESTING, github.com/stretchr/testify/require < internal/testutil/lhdir;
 	TESTING, bench, localsync, internal/testutil/loopfs < bench/benchtest;
 `
 

@@ -9,10 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/sparsesync/sparsesync/sparse"
-	"github.com/sparsesync/sparsesync/tcpsync"
 )
-
-var _ tcpsync.Source = (*ChainReader)(nil)
 
 // ChainReader reads the volume held by a replica directory: the head
 // merged with its snapshot chain, block by block as Longhorn's location map

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
+
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 )
 
@@ -437,9 +439,9 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 func TestCheckLonghornDirectories(t *testing.T) {
 	root := t.TempDir()
 	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
-	writeLonghornDir(t, a, 42, map[int64]byte{0: 'h'}, nil)
-	writeLonghornDir(t, b, 41, map[int64]byte{0: 'h'}, nil)
-	writeLonghornDir(t, c, 42, map[int64]byte{0: 'h', 4096: 'i'}, nil)
+	lhdir.WriteDir(t, a, 42, map[int64]byte{0: 'h'}, nil)
+	lhdir.WriteDir(t, b, 41, map[int64]byte{0: 'h'}, nil)
+	lhdir.WriteDir(t, c, 42, map[int64]byte{0: 'h', 4096: 'i'}, nil)
 	rep, err := Check([]string{a, b, c}, CheckOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.CounterEnabled, "revision.counter present: counter on")
@@ -448,8 +450,8 @@ func TestCheckLonghornDirectories(t *testing.T) {
 
 	// Counter disabled (no revision.counter), salvage by mtime and blocks.
 	d, e := filepath.Join(root, "d"), filepath.Join(root, "e")
-	writeLonghornDir(t, d, -1, map[int64]byte{0: 'h'}, nil)
-	writeLonghornDir(t, e, -1, map[int64]byte{0: 'h', 4096: 'i'}, nil)
+	lhdir.WriteDir(t, d, -1, map[int64]byte{0: 'h'}, nil)
+	lhdir.WriteDir(t, e, -1, map[int64]byte{0: 'h', 4096: 'i'}, nil)
 	for _, x := range []struct {
 		dir string
 		age time.Duration

@@ -107,8 +107,11 @@
 // costs, never the volume size. ChainReader is also a tcpsync.Source: a
 // replica directory can be pushed as one volume.
 //
-// Rebuild copies a replica directory the way Longhorn's sync agent does,
-// but verified and crash-safe. Longhorn opens a directory whatever its
+// Package replica/rebuild's Rebuild copies a replica directory the way
+// Longhorn's sync agent does, but verified and crash-safe; this package
+// holds the on-disk protocol it follows (Stage: demote, finish, publish,
+// purge), which Open, Check and Export must recognise, and moves no image
+// itself (it imports neither localsync nor tcpsync). Longhorn opens a directory whatever its
 // Rebuilding flag says: every top-level *.meta is a disk, a missing
 // volume.meta is re-created from the first name containing volume-head,
 // and a missing chain image is created empty (longhorn-engine
@@ -160,7 +163,8 @@
 // source's image identities are not known, so only the counter files'
 // consistency tells a leftover header there.
 //
-// Volume.AddReplica does it under writes: the target, in its staging
+// Volume.AddReplica does it under writes (replica/rebuild.AddReplica gives
+// it the copy of the snapshot files): the target, in its staging
 // directory, joins write-only, every member snapshots with no write in
 // flight, the now immutable snapshots are copied, and with no write in
 // flight the target takes the source's count and the epoch, is published

@@ -110,11 +110,11 @@ func ReadVolumeMeta(dir string) (VolumeMeta, error) {
 		}
 		return m, err
 	}
-	return parseVolumeMeta(path, b)
+	return ParseVolumeMeta(path, b)
 }
 
-// parseVolumeMeta parses and checks the content b of volume.meta at path.
-func parseVolumeMeta(path string, b []byte) (VolumeMeta, error) {
+// ParseVolumeMeta parses and checks the content b of volume.meta at path.
+func ParseVolumeMeta(path string, b []byte) (VolumeMeta, error) {
 	var m VolumeMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, corruptf(path, "%v", err)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sparsesync/sparsesync/tcpsync"
+	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
 )
 
 // The mixed-writer tests run longhorn-engine's own pkg/replica, built
@@ -169,7 +169,7 @@ func lhStart(t *testing.T, counter bool, dirs ...string) []string {
 	for i, d := range dirs {
 		revs[i] = lhRevision(t, d)
 	}
-	return keepHighest(dirs, revs)
+	return lhdir.KeepHighest(dirs, revs)
 }
 
 func hexSHA(b [32]byte) string { return hex.EncodeToString(b[:]) }
@@ -481,11 +481,10 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 	// source's inodes are unknown: revision.counter below the count the
 	// header says we last wrote into it tells the leftover there.
 	dst := filepath.Join(root, "copy")
-	res, err := Rebuild(t.Context(), r, dst, nil)
+	res, err := rebuildForTest(t, r, dst, "")
 	require.NoError(t, err)
 	require.Equal(t, int64(30), res.Revision)
-	res, err = Rebuild(t.Context(), "", filepath.Join(root, "tcp"), &RebuildOptions{Remote: serveDir(t, r), RemoteDir: "r",
-		TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+	res, err = rebuildForTest(t, "", filepath.Join(root, "tcp"), r)
 	require.NoError(t, err)
 	require.Equal(t, int64(30), res.Revision)
 	require.NotContains(t, fileNames(t, filepath.Join(root, "tcp")), HeaderFile)
@@ -511,7 +510,7 @@ func TestMixedLonghornAdoptsKilledWriter(t *testing.T) {
 	v1, v2 := filepath.Join(root, "v1"), filepath.Join(root, "v2")
 	killedWriter(t, v1, 100, 200, 50)
 	require.Equal(t, int64(300), readRC(t, v1), "revision.counter holds the last flush's count after the kill")
-	res, err := Rebuild(t.Context(), v1, v2, nil)
+	res, err := rebuildForTest(t, v1, v2, "")
 	require.NoError(t, err)
 	require.Equal(t, int64(350), res.Revision)
 

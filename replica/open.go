@@ -116,7 +116,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	}()
 	// One writer per directory: two (a live upgrade gone wrong, #1235 in
 	// the design note) would make counters and data diverge.
-	if r.dirLock, err = lockDir(dir); err != nil {
+	if r.dirLock, err = LockDir(dir); err != nil {
 		return nil, err
 	}
 	chain, vm, err := chainOf(dir, opts.rebuilding)
@@ -133,21 +133,54 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 	}
 	r.size, r.vm, r.chain = vm.Size, vm, chain
 
-	hdrPath := filepath.Join(dir, HeaderFile)
-	rcPath := filepath.Join(dir, RevisionCounterFile)
+	cs, rc, err := r.judgeCounters(chain)
+	if err != nil {
+		return nil, err
+	}
+	h, haveHdr := cs.hdr, cs.haveHdr
+	if !haveHdr {
+		// A Longhorn directory: adopt it, in the mode its files say.
+		h = header{volumeID: newID(), replicaID: newID(), clean: !vm.Dirty, mode: cs.mode}
+	}
+	r.mode = h.mode
+	var start uint64
+	if r.mode.Enabled() {
+		if start, err = r.openCounters(cs, rc, &h); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.openHeader(h, cs.slot, haveHdr, start); err != nil {
+		return nil, err
+	}
+	if err := r.openLayers(chain, vm); err != nil {
+		return nil, err
+	}
+	vm.Dirty = true
+	if err := writeJSONAtomic(dir, VolumeMetaFile, vm); err != nil {
+		return nil, err
+	}
+	r.vm = vm
+	r.log.Debug("replica opened", "dir", dir, "mode", r.mode.String(), "revision", start, "chain", len(chain), "direct", r.direct)
+	return r, nil
+}
+
+// judgeCounters reads and judges the counter files of r's directory
+// (incarnation.go) and removes a leftover header, so the replica starts
+// one of its own. It sets r.head and returns revision.counter's bytes.
+func (r *Replica) judgeCounters(chain []string) (counterState, []byte, error) {
+	dir := r.dir
 	cf, ids, err := readCounters(dir, chain)
 	if err != nil {
-		return nil, err
+		return counterState{}, nil, err
 	}
-	cs, err := cf.judge(dir, ids, boot)
+	cs, err := cf.judge(dir, ids, r.bootID)
 	if err != nil {
-		return nil, err
+		return counterState{}, nil, err
 	}
 	if cs.rcErr != nil {
-		return nil, cs.rcErr
+		return counterState{}, nil, cs.rcErr
 	}
 	r.head = ids[0]
-	h, slot, haveHdr := cs.hdr, cs.slot, cs.haveHdr
 	if cs.ignored != "" {
 		// Left by an earlier replica in this directory (Longhorn's
 		// Delete keeps our files): start a header of our own, in a new
@@ -155,55 +188,62 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		r.log.Warn("replica: ignoring a leftover replica.hdr", "dir", dir, "reason", cs.ignored)
 		for _, n := range []string{HeaderFile, LiveCounterFile} {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, err
+				return counterState{}, nil, err
 			}
 		}
 	}
-	if !haveHdr {
-		// A Longhorn directory: adopt it, in the mode its files say.
-		h = header{volumeID: newID(), replicaID: newID(), clean: !vm.Dirty, mode: cs.mode}
-	}
-	r.mode = h.mode
+	return cs, cf.rc, nil
+}
 
-	var start uint64
-	if r.mode.Enabled() {
-		// Our count continues from every write the directory holds; the
-		// counter never moves backwards. Writes of another writer on top
-		// of an unclean count of ours are added to it: opening the
-		// replica for writing takes it as the one that holds them.
-		start = uint64(cs.total())
-		if cs.foreign > 0 {
-			r.log.Warn("replica: revision.counter moved past the count we last wrote: adopting another writer's writes",
-				"dir", dir, "own", cs.own, "foreign_at_least", cs.foreign)
-		}
-		// The page first: it says revision.counter holds start before
-		// it does, which a kill in between cannot make wrong (start is
-		// at least what revision.counter holds).
-		if r.live, err = openLive(filepath.Join(dir, LiveCounterFile), h.replicaID, boot, start, start); err != nil {
-			return nil, err
-		}
-		flag := os.O_RDWR | os.O_CREATE
-		if r.rc, _, err = openImage(rcPath, flag, r.mode == CounterPerWrite && !opts.BufferedIO); err != nil {
-			return nil, err
-		}
-		r.pwBuf = alignedBuf(counterFileSize)
-		formatRevisionCounter(r.pwBuf, int64(start))
-		if _, err := r.rc.WriteAt(r.pwBuf, 0); err != nil {
-			return nil, err
-		}
-		r.rcSeq.Store(start)
-		if rc, err := ParseRevisionCounter(cf.rc); err == nil && haveHdr {
-			h.writeSeq = max(h.writeSeq, uint64(rc))
-		}
+// openCounters, with the counter on, opens the live page and
+// revision.counter at the count the directory holds, which it returns;
+// h's persisted count is raised to revision.counter's (rc, its bytes).
+func (r *Replica) openCounters(cs counterState, rc []byte, h *header) (start uint64, err error) {
+	dir := r.dir
+	// Our count continues from every write the directory holds; the
+	// counter never moves backwards. Writes of another writer on top
+	// of an unclean count of ours are added to it: opening the
+	// replica for writing takes it as the one that holds them.
+	start = uint64(cs.total())
+	if cs.foreign > 0 {
+		r.log.Warn("replica: revision.counter moved past the count we last wrote: adopting another writer's writes",
+			"dir", dir, "own", cs.own, "foreign_at_least", cs.foreign)
 	}
+	// The page first: it says revision.counter holds start before
+	// it does, which a kill in between cannot make wrong (start is
+	// at least what revision.counter holds).
+	if r.live, err = openLive(filepath.Join(dir, LiveCounterFile), h.replicaID, r.bootID, start, start); err != nil {
+		return 0, err
+	}
+	flag := os.O_RDWR | os.O_CREATE
+	rcPath := filepath.Join(dir, RevisionCounterFile)
+	if r.rc, _, err = openImage(rcPath, flag, r.mode == CounterPerWrite && !r.opts.BufferedIO); err != nil {
+		return 0, err
+	}
+	r.pwBuf = alignedBuf(counterFileSize)
+	formatRevisionCounter(r.pwBuf, int64(start))
+	if _, err := r.rc.WriteAt(r.pwBuf, 0); err != nil {
+		return 0, err
+	}
+	r.rcSeq.Store(start)
+	if n, err := ParseRevisionCounter(rc); err == nil && cs.haveHdr {
+		h.writeSeq = max(h.writeSeq, uint64(n))
+	}
+	return start, nil
+}
 
-	hf, direct, err := openImage(hdrPath, os.O_RDWR|os.O_CREATE|oDSync, !opts.BufferedIO)
+// openHeader opens replica.hdr and records h there, unclean, with this
+// boot and head: the header of a replica open for writing. slot is the
+// slot h was read from (haveHdr); start is the count the counters opened
+// at.
+func (r *Replica) openHeader(h header, slot int, haveHdr bool, start uint64) error {
+	hf, direct, err := openImage(filepath.Join(r.dir, HeaderFile), os.O_RDWR|os.O_CREATE|oDSync, !r.opts.BufferedIO)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := hf.Truncate(headerFileSize); err != nil {
 		hf.Close()
-		return nil, err
+		return err
 	}
 	r.hf = headerFile{f: hf, dsync: direct, buf: alignedBuf(headerSlotSize)}
 	if haveHdr {
@@ -217,19 +257,21 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		h.writeSeq = start
 	}
 	r.durable.Store(h.writeSeq)
-	h.clean, h.bootID, h.head, h.rcSeq = false, boot, r.head, r.rcSeq.Load()
-	if err := r.hf.write(h); err != nil {
-		return nil, err
-	}
+	h.clean, h.bootID, h.head, h.rcSeq = false, r.bootID, r.head, r.rcSeq.Load()
+	return r.hf.write(h)
+}
 
+// openLayers opens the chain's images (the head read-write, the
+// snapshots read-only) and the backing file, and reads the disk tree.
+func (r *Replica) openLayers(chain []string, vm VolumeMeta) error {
 	for i, img := range chain {
 		flag := os.O_RDONLY
 		if i == 0 {
 			flag = os.O_RDWR
 		}
-		f, direct, err := openImage(filepath.Join(dir, img), flag, !opts.BufferedIO)
+		f, direct, err := openImage(filepath.Join(r.dir, img), flag, !r.opts.BufferedIO)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.layers = append(r.layers, f)
 		if i == 0 {
@@ -237,7 +279,7 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		}
 		fi, err := f.Stat()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// Longhorn's Expand (replica.go Expand, createDisk with the new
 		// size) leaves the layers below the new head at the old size,
@@ -245,32 +287,27 @@ func Open(dir string, opts Options) (_ *Replica, err error) {
 		// tail as zeros; so does ours (SEEK_DATA past a layer's end
 		// finds nothing there). Only the head must have the volume size.
 		if fi.Size() != vm.Size && (i == 0 || fi.Size() > vm.Size) {
-			return nil, corruptf(f.Name(), "size %d, volume size %d", fi.Size(), vm.Size)
+			return corruptf(f.Name(), "size %d, volume size %d", fi.Size(), vm.Size)
 		}
 	}
-	if r.children, r.removed, err = diskTree(dir); err != nil {
-		return nil, err
+	var err error
+	if r.children, r.removed, err = diskTree(r.dir); err != nil {
+		return err
 	}
-	bf, err := openBacking(dir, vm)
+	bf, err := openBacking(r.dir, vm)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if bf != nil {
 		r.layers = append(r.layers, bf)
 		r.backing = true
 	}
-	vm.Dirty = true
-	if err := writeJSONAtomic(dir, VolumeMetaFile, vm); err != nil {
-		return nil, err
-	}
-	r.vm = vm
-	r.log.Debug("replica opened", "dir", dir, "mode", r.mode.String(), "revision", start, "chain", len(chain), "direct", r.direct)
-	return r, nil
+	return nil
 }
 
-// lockDir takes an exclusive flock on dir (internal/dirlock), failing with
+// LockDir takes an exclusive flock on dir (internal/dirlock), failing with
 // ErrBusy if another open file description holds it.
-func lockDir(dir string) (*os.File, error) {
+func LockDir(dir string) (*os.File, error) {
 	d, err := dirlock.Lock(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

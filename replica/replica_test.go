@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
+
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -318,36 +320,9 @@ func TestHeaderWriteFaultLatches(t *testing.T) {
 	require.False(t, h.clean)
 }
 
-// writeLonghornDir builds, by hand, a replica directory exactly as Longhorn
-// writes it: one snapshot and a head, revision.counter, no replica.hdr.
-func writeLonghornDir(t *testing.T, dir string, counter int64, headData, snapData map[int64]byte) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o700))
-	const size = 1 << 20
-	write := func(name, s string) { require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600)) }
-	img := func(name string, data map[int64]byte) {
-		f, err := os.Create(filepath.Join(dir, name))
-		require.NoError(t, err)
-		require.NoError(t, f.Truncate(size))
-		for off, c := range data {
-			_, err := f.WriteAt(bytes.Repeat([]byte{c}, BlockSize), off)
-			require.NoError(t, err)
-		}
-		require.NoError(t, f.Close())
-	}
-	write("volume.meta", `{"Size":1048576,"Head":"volume-head-002.img","Dirty":true,"Rebuilding":false,"Error":"","Parent":"volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img","SectorSize":512,"BackingFilePath":""}`)
-	img("volume-head-002.img", headData)
-	write("volume-head-002.img.meta", `{"Name":"volume-head-002.img","Parent":"volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img","Removed":false,"UserCreated":false,"Created":"2024-05-02T10:11:12Z","Labels":null}`)
-	img("volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img", snapData)
-	write("volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img.meta", `{"Name":"volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img","Parent":"","Removed":false,"UserCreated":true,"Created":"2024-05-01T09:00:00Z","Labels":{"app":"db"}}`)
-	if counter >= 0 {
-		write("revision.counter", string(FormatRevisionCounter(counter)))
-	}
-}
-
 func TestLonghornDirectory(t *testing.T) {
 	dir := t.TempDir()
-	writeLonghornDir(t, dir, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
+	lhdir.WriteDir(t, dir, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
 	info, err := Inspect(dir, InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(1<<20), info.Size)

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/internal/bytesize"
-	"github.com/sparsesync/sparsesync/replica"
+	"github.com/sparsesync/sparsesync/replica/rebuild"
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
@@ -101,7 +101,7 @@ type replicaRebuildResult struct {
 }
 
 func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOptions, source, target string) error {
-	ro := &replica.RebuildOptions{Remote: opts.remote, RemoteDir: opts.remoteDir,
+	ro := &rebuild.Options{Remote: opts.remote, RemoteDir: opts.remoteDir,
 		Logger: newLineLogger(g.stderr, slog.LevelWarn)}
 	if ro.RemoteDir == "" {
 		ro.RemoteDir = baseName(source)
@@ -156,7 +156,7 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 		ro.Logger = newLineLogger(barWriter{bar, g.stderr}, slog.LevelWarn)
 	}
 	_, statErr := os.Lstat(target)
-	st, err := replica.Rebuild(ctx, local, target, ro)
+	st, err := rebuild.Rebuild(ctx, local, target, ro)
 	bar.Stop()
 	if err != nil {
 		if errors.Is(statErr, fs.ErrNotExist) {

@@ -61,7 +61,7 @@ type Config struct {
 	// pass never takes more than one copy's worth of the node's disks.
 	MaxConcurrentMoves int `json:"max_concurrent_moves,omitempty"`
 	// Budget bounds the bytes per second the moves read and write (package
-	// qos; replica.RebuildOptions.Budget). It is one budget for the node:
+	// qos; rebuild.Options.Budget). It is one budget for the node:
 	// concurrent moves share it. The caller may change its rate while the
 	// agent runs. The zero Budget is unlimited.
 	Budget qos.Budget `json:"-"`

@@ -1,7 +1,7 @@
 // Package disks is a node agent that balances replica directories between
 // the disks of one node under disk pressure: it measures the disks, lets
 // scheduler/longhorn decide (the same disk-pressure rule `plan rebalance`
-// applies to a whole cluster) and moves replicas with replica.Rebuild,
+// applies to a whole cluster) and moves replicas with rebuild.Rebuild,
 // verified and crash-safe. The planners stay pure; this package is the
 // executor on top of them and of package replica.
 //
@@ -42,7 +42,7 @@
 //	flock A/R                       the replica lock writers take: a writer
 //	                                has it → skip; we hold it to the end
 //	write B/.sparsesync-disks/ID/intent.json {phase: copy}, fsync file+dir
-//	replica.Rebuild(A/R → B/.sparsesync-disks/ID/new, SourceLocked)
+//	rebuild.Rebuild(A/R → B/.sparsesync-disks/ID/new, SourceLocked)
 //	                                reflink, copy_file_range or read/write;
 //	                                every file compared and fdatasynced
 //	replica.Inspect both: same size, chain, revision, epoch

@@ -8,7 +8,7 @@ import (
 	"github.com/sparsesync/sparsesync/internal/dirlock"
 )
 
-// flockDir takes the directory lock replica.Open and replica.Rebuild take
+// flockDir takes the directory lock replica.Open and rebuild.Rebuild take
 // on a replica directory (internal/dirlock), so holding it keeps every
 // writer out (their Open fails with replica.ErrBusy), and a writer holding
 // it makes flockDir fail with ErrBusy. Closing the returned file releases

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/replica"
+	"github.com/sparsesync/sparsesync/replica/rebuild"
 )
 
 // errSkipped marks a move that was not attempted (reported as a skip event).
@@ -127,8 +128,8 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 	a.step("copy")
 	// We hold the source's lock (no writer can change it); Rebuild reads
 	// it in place under that lock.
-	st, err := replica.Rebuild(ctx, p.src, p.staging,
-		&replica.RebuildOptions{Logger: a.cfg.Logger, SourceLocked: true, Budget: a.cfg.Budget})
+	st, err := rebuild.Rebuild(ctx, p.src, p.staging,
+		&rebuild.Options{Logger: a.cfg.Logger, SourceLocked: true, Budget: a.cfg.Budget})
 	if err != nil {
 		return throttled, err
 	}

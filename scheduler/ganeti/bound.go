@@ -269,10 +269,101 @@ func (a *aggregates) beta(k int, ds, dq float64) float64 {
 // of β widened by as much. Only the nodes a move changed get new keys (at
 // s0), and the ranges and largest |d| only grow until the next refresh.
 func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
+	w.reset()
+	full := b.boundTargets()
+	full = b.boundClasses(force, noDiskMoves) || full
+	ref := b.boundReference(full)
+	aLo, aHi := b.boundSources(force)
+	// DRBD disk moves: their own α and range.
+	da := b.drbdPrepare(force, noDiskMoves)
+	lconst := b.boundChords(ref, aLo, aHi, da)
+	b.boundKeys(ref)
+	// K(i) + min T: the bound over all of instance i's migrations.
+	bs := &b.bound
+	first, firstKey := -1, math.Inf(1)
+	for _, ii := range bs.order {
+		h := b.boundClass(int(ii), force)
+		k := lconst + b.sideKey(&bs.srcD[ii], bs.alpha[int(ii)*nMetrics:int(ii+1)*nMetrics]) - bs.corrM[h]
+		bs.key[ii] = k
+		if k+bs.mig.least(h) < firstKey {
+			first, firstKey = int(ii), k+bs.mig.least(h)
+		}
+	}
+	b.scanFailovers(w, force)
+	// DRBD disk moves: K per item, as for migrations.
+	firstD := -1
+	for j := range bs.items {
+		it := &bs.items[j]
+		it.key += lconst - bs.corrD[it.hr]
+		for _, k := range b.agg.active {
+			if metricKinds[k] == mStdDev {
+				it.key += bs.ws[k] * bs.dAlpha[j][k]
+			}
+		}
+		if m := it.key + bs.drbd.least(int(it.hr)); m < firstKey {
+			firstD, firstKey = j, m
+		}
+	}
+	// The most promising migration or DRBD move first, for a low best
+	// estimate early; then every other one whose bound still allows it.
+	if firstD >= 0 {
+		b.scanDiskBounded(w, firstD, force)
+	} else if first >= 0 {
+		b.scanMigrationsBounded(w, first, force)
+	}
+	for _, ii := range bs.order {
+		if int(ii) != first || firstD >= 0 {
+			b.scanMigrationsBounded(w, int(ii), force)
+		}
+	}
+	for j := range bs.items {
+		if j != firstD {
+			b.scanDiskBounded(w, j, force)
+		}
+	}
+	sortScanOrder(w.cands)
+}
+
+// sortScanOrder puts candidates back in Ganeti's scan order: by instance,
+// then target (a DRBD instance's failover, tdx -1, first), then a DRBD
+// instance's moves to one target in scanInst's order.
+func sortScanOrder(cands []cand) {
+	slices.SortFunc(cands, func(x, y cand) int {
+		if c := cmp.Compare(x.ii, y.ii); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.tdx, y.tdx); c != 0 {
+			return c
+		}
+		return cmp.Compare(kindRank[x.kind], kindRank[y.kind])
+	})
+}
+
+// boundClass is the class of instance ii's migrations: 2·shape, plus 1
+// when the move is forced (its primary is offline, or force).
+func (b *balancer) boundClass(ii int, force bool) int {
+	in := &b.s.insts[ii]
+	if b.s.nodes[in.pNode].offline || force {
+		return 2*int(b.shape[ii]) + 1
+	}
+	return 2 * int(b.shape[ii])
+}
+
+// least is the least key in class h (+Inf: none).
+func (x *keyIndex) least(h int) float64 {
+	if l := x.lists[h]; len(l) > 0 {
+		return l[0].key
+	}
+	return math.Inf(1)
+}
+
+// boundTargets sizes the scratch for this cluster and recomputes the
+// target sides of the nodes that changed (bs.touched). It reports whether
+// the scratch was rebuilt, which needs a full refresh.
+func (b *balancer) boundTargets() (full bool) {
 	s := b.s
 	a := &b.agg
 	bs := &b.bound
-	w.reset()
 	ns := len(b.shapeOf)
 	nIn := len(s.insts)
 	if cap(bs.srcD) < nIn {
@@ -285,11 +376,6 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.srcVer = make([]uint32, nIn)
 		bs.srcAt = make([]int32, nIn)
 	}
-	// A full refresh computes the ranges at the new reference first, so
-	// that the slopes fit them; an aged one (only the drift grew) takes
-	// the slopes from the current ranges, widened for the drift, and
-	// then computes ranges and keys in one pass.
-	full := bs.refInvN != a.invN
 	if len(bs.be) != len(b.tc) || bs.beTw != a.twins {
 		// The entries hold weighted sums over the active metrics,
 		// which the load twins change.
@@ -336,14 +422,15 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			bs.touched = append(bs.touched, t)
 		}
 	}
-	inv2 := a.invN * a.invN
-	fbOf := func(in *instState) int {
-		if s.nodes[in.pNode].offline || force {
-			return 1
-		}
-		return 0
-	}
-	// The classes (shape and flag or role) this step needs.
+	return full
+}
+
+// boundClasses lists the migrating instances of this step (bs.order) and
+// marks the classes (shape and flag or role) it needs (bs.need). It
+// reports whether a needed class is not in the reference (a full refresh).
+func (b *balancer) boundClasses(force, noDiskMoves bool) (full bool) {
+	s := b.s
+	bs := &b.bound
 	clear(bs.need)
 	bs.order = bs.order[:0]
 	for ii := range s.insts {
@@ -353,7 +440,7 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 		switch in.tmpl.Mirror() {
 		case MirrorExternal:
-			bs.need[2*int(b.shape[ii])+fbOf(in)] = true
+			bs.need[b.boundClass(ii, force)] = true
 			bs.order = append(bs.order, int32(ii))
 		case MirrorInternal:
 			if !noDiskMoves && in.sNode >= 0 {
@@ -366,29 +453,53 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			full = true
 		}
 	}
+	return full
+}
+
+// boundRef is how this step's bound relates to the reference: whether the
+// slopes are refreshed (a full refresh, or an aged one) and the drift of
+// the sums since the reference, per metric, for migrations and DRBD moves.
+type boundRef struct {
+	refresh, aged         bool
+	drift, driftM, driftD metricVec
+}
+
+// resetRanges moves the reference to the current sums and empties the
+// ranges of β and the largest |d|.
+func (b *balancer) resetRanges() {
+	a, bs := &b.agg, &b.bound
+	bs.s0, bs.refInvN = a.s, a.invN
+	for _, k := range a.active {
+		bs.mLo[k], bs.mHi[k], bs.absB[k] = 0, 0, 0
+		bs.dLo[k], bs.dHi[k], bs.absD[k] = 0, 0, 0
+	}
+	clear(bs.absBh)
+	clear(bs.absDh)
+}
+
+// boundReference decides the refresh and brings the ranges up to date. A
+// full refresh (full, or the number of online nodes changed) computes the
+// ranges at the new reference first, so that the slopes fit them; an aged
+// one (only the drift grew) takes the slopes from the current ranges,
+// widened for the drift, and then computes ranges and keys in one pass
+// (boundKeys).
+func (b *balancer) boundReference(full bool) boundRef {
+	a, bs := &b.agg, &b.bound
+	full = full || bs.refInvN != a.invN
 	every := refreshEvery
 	if b.refreshAfter > 0 {
 		every = b.refreshAfter
 	}
-	aged := !full && bs.age >= every
-	refresh := full || aged
-	resetRanges := func() {
-		bs.s0, bs.refInvN = a.s, a.invN
-		for _, k := range a.active {
-			bs.mLo[k], bs.mHi[k], bs.absB[k] = 0, 0, 0
-			bs.dLo[k], bs.dHi[k], bs.absD[k] = 0, 0, 0
-		}
-		clear(bs.absBh)
-		clear(bs.absDh)
-	}
+	ref := boundRef{aged: !full && bs.age >= every}
+	ref.refresh = full || ref.aged
 	switch {
 	case full:
 		copy(bs.inRef, bs.need)
-		resetRanges()
+		b.resetRanges()
 		for _, t := range b.online {
 			b.targetUpdate(t, rangesOnly)
 		}
-	case aged:
+	case ref.aged:
 		// The changed nodes widen the old ranges; keys follow below.
 		for _, t := range bs.touched {
 			b.targetUpdate(t, rangesOnly)
@@ -400,22 +511,28 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 	}
 	bs.age++
 	// δ = s − s0 moves every β by at most 2·|δ|·max|d|/n².
-	var drift, driftM, driftD metricVec
+	inv2 := a.invN * a.invN
 	for _, k := range a.active {
 		if metricKinds[k] == mStdDev {
-			drift[k] = 2 * math.Abs(a.s[k]-bs.s0[k]) * inv2
-			driftM[k], driftD[k] = drift[k]*bs.absB[k], drift[k]*bs.absD[k]
+			ref.drift[k] = 2 * math.Abs(a.s[k]-bs.s0[k]) * inv2
+			ref.driftM[k], ref.driftD[k] = ref.drift[k]*bs.absB[k], ref.drift[k]*bs.absD[k]
 		}
 	}
+	return ref
+}
 
-	// Source side: the exact change of removing each instance, and α with
-	// the cross-term bound folded in.
-	var aLo, aHi metricVec
+// boundSources computes the source side: the exact change of removing
+// each migrating instance, and α with the cross-term bound folded in. It
+// returns the range of α per metric.
+func (b *balancer) boundSources(force bool) (aLo, aHi metricVec) {
+	s := b.s
+	a, bs := &b.agg, &b.bound
+	inv2 := a.invN * a.invN
 	for _, ii32 := range bs.order {
 		ii := int(ii32)
 		in := &s.insts[ii]
 		d := &bs.srcD[ii]
-		h := 2*int(b.shape[ii]) + fbOf(in)
+		h := b.boundClass(ii, force)
 		if v := b.nodeVer[in.pNode] + 1; bs.srcVer[ii] != v || bs.srcAt[ii] != int32(in.pNode) {
 			src := s.nodes[in.pNode]
 			src.removePri(in)
@@ -437,22 +554,26 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			aHi[k] = max(aHi[k], x)
 		}
 	}
-	// DRBD disk moves: their own α and range.
-	da := b.drbdPrepare(force, noDiskMoves)
-	// Chords: the slopes at a refresh, the intercepts every step.
+	return aLo, aHi
+}
+
+// boundChords fits the chords: the slopes at a refresh, the intercepts
+// every step. It returns the constant part of every key.
+func (b *balancer) boundChords(ref boundRef, aLo, aHi metricVec, da drbdRanges) float64 {
+	a, bs := &b.agg, &b.bound
 	var lconst float64 = a.base
 	for _, k := range a.active {
 		if metricKinds[k] != mStdDev {
 			continue
 		}
 		v0 := a.q[k]*a.invN - (a.s[k]*a.invN)*(a.s[k]*a.invN)
-		lo, hi := aLo[k]+bs.mLo[k]-driftM[k], aHi[k]+bs.mHi[k]+driftM[k]
+		lo, hi := aLo[k]+bs.mLo[k]-ref.driftM[k], aHi[k]+bs.mHi[k]+ref.driftM[k]
 		if da.any {
-			lo, hi = min(lo, da.aLo[k]+bs.dLo[k]-driftD[k]), max(hi, da.aHi[k]+bs.dHi[k]+driftD[k])
+			lo, hi = min(lo, da.aLo[k]+bs.dLo[k]-ref.driftD[k]), max(hi, da.aHi[k]+bs.dHi[k]+ref.driftD[k])
 		}
 		g := func(u float64) float64 { return math.Sqrt(max(0, v0+u)) }
 		lo = max(lo, -v0)
-		if refresh {
+		if ref.refresh {
 			sig := 0.0
 			if hi > lo {
 				sig = (g(hi) - g(lo)) / (hi - lo)
@@ -469,12 +590,19 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		}
 		lconst += a.w[k] * (l - a.cur[k])
 	}
-	// At a refresh, every target key at the new reference with the new
-	// slopes (an aged refresh moves the reference here: the chords above
-	// used the old one, widened for the drift).
-	if refresh {
-		if aged {
-			resetRanges()
+	return lconst
+}
+
+// boundKeys, at a refresh, computes every target key at the new reference
+// with the new slopes (an aged refresh moves the reference here: the
+// chords used the old one, widened for the drift); then the drift's
+// lowering of the keys per class (corrM, corrD).
+func (b *balancer) boundKeys(ref boundRef) {
+	a, bs := &b.agg, &b.bound
+	drift := ref.drift
+	if ref.refresh {
+		if ref.aged {
+			b.resetRanges()
 			clear(drift[:])
 		}
 		for _, t := range b.online {
@@ -484,31 +612,20 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 		bs.drbd.sortAll(b.online, bs.inRef)
 		bs.age = 1
 	}
-	for h := 0; h < 2*ns; h++ {
+	for h := 0; h < 2*len(b.shapeOf); h++ {
 		bs.corrM[h], bs.corrD[h] = 0, 0
 		for _, k := range a.active {
 			bs.corrM[h] += bs.ws[k] * drift[k] * bs.absBh[h][k]
 			bs.corrD[h] += bs.ws[k] * drift[k] * bs.absDh[h][k]
 		}
 	}
-	tMin := func(x *keyIndex, h int) float64 {
-		if l := x.lists[h]; len(l) > 0 {
-			return l[0].key
-		}
-		return math.Inf(1)
-	}
-	// K(i) + min T: the bound over all of instance i's migrations.
-	first, firstKey := -1, math.Inf(1)
-	for _, ii := range bs.order {
-		h := 2*int(b.shape[ii]) + fbOf(&s.insts[ii])
-		k := lconst + b.sideKey(&bs.srcD[ii], bs.alpha[int(ii)*nMetrics:int(ii+1)*nMetrics]) - bs.corrM[h]
-		bs.key[ii] = k
-		if k+tMin(&bs.mig, h) < firstKey {
-			first, firstKey = int(ii), k+tMin(&bs.mig, h)
-		}
-	}
+}
 
-	// DRBD failovers (one per instance, no target): all of them.
+// scanFailovers records every DRBD failover (one per instance, no
+// target), each from its cached node changes.
+func (b *balancer) scanFailovers(w *scanWorker, force bool) {
+	s := b.s
+	a, bs := &b.agg, &b.bound
 	for ii := range s.insts {
 		in := &s.insts[ii]
 		if in.tmpl.Mirror() == MirrorInternal && in.movable && in.autoBalance && b.filter.allows(in) &&
@@ -535,83 +652,50 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 			}
 		}
 	}
-	// DRBD disk moves: K per item, as for migrations.
-	firstD := -1
-	for j := range bs.items {
-		it := &bs.items[j]
-		it.key += lconst - bs.corrD[it.hr]
-		for _, k := range a.active {
-			if metricKinds[k] == mStdDev {
-				it.key += bs.ws[k] * bs.dAlpha[j][k]
-			}
-		}
-		if m := it.key + tMin(&bs.drbd, int(it.hr)); m < firstKey {
-			firstD, firstKey = j, m
-		}
+}
+
+// beyond reports whether a bound x rules a move out: it is above the best
+// estimate so far by more than the estimates' rounding.
+func (w *scanWorker) beyond(x float64) bool {
+	return x-boundSlack*(1+math.Abs(x)) > w.best+estimateWindow
+}
+
+// scanMigrationsBounded scores instance ii's migrations whose bound allows
+// them, targets by increasing key.
+func (b *balancer) scanMigrationsBounded(w *scanWorker, ii int, force bool) {
+	s := b.s
+	a, bs := &b.agg, &b.bound
+	ns := len(b.shapeOf)
+	in := &s.insts[ii]
+	h := b.boundClass(ii, force)
+	k := bs.key[ii]
+	if w.beyond(k + bs.mig.least(h)) {
+		return
 	}
-	limit := func(x float64) bool { return x-boundSlack*(1+math.Abs(x)) > w.best+estimateWindow }
-	migrations := func(ii int) {
-		in := &s.insts[ii]
-		h := 2*int(b.shape[ii]) + fbOf(in)
-		k := bs.key[ii]
-		if limit(k + tMin(&bs.mig, h)) {
-			return
+	op := &s.nodes[in.pNode]
+	for _, te := range bs.mig.lists[h] {
+		if w.beyond(k + te.key) {
+			break
 		}
-		op := &s.nodes[in.pNode]
-		for _, te := range bs.mig.lists[h] {
-			if limit(k + te.key) {
-				break
-			}
-			tdx := int(te.t)
-			if tdx == in.pNode || tdx == in.sNode || !migrationOK(op, &s.nodes[tdx]) {
-				continue
-			}
-			e := &b.tc[(tdx*ns+int(b.shape[ii]))*2+h%2]
-			w.evals++
-			w.record(ii, Migrate, tdx, a.estimate2(&bs.srcD[ii], &e.d))
+		tdx := int(te.t)
+		if tdx == in.pNode || tdx == in.sNode || !migrationOK(op, &s.nodes[tdx]) {
+			continue
 		}
+		e := &b.tc[(tdx*ns+int(b.shape[ii]))*2+h%2]
+		w.evals++
+		w.record(ii, Migrate, tdx, a.estimate2(&bs.srcD[ii], &e.d))
 	}
-	disk := func(j int) {
-		it := &bs.items[j]
-		in := &s.insts[it.ii]
-		if it.full {
-			// The target's soft checks are off: no key rules it out.
-			for _, tdx := range b.online {
-				if tdx == in.pNode || tdx == in.sNode {
-					continue
-				}
-				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
-					w.evals++
-					w.record(int(it.ii), it.kind, tdx, est)
-				}
-			}
-			return
-		}
-		if b.onBound != nil {
-			// Test hook: every target's bound against its estimate; a
-			// target without a key (it fails the soft checks) must fail
-			// the move (bound +Inf).
-			for _, tdx := range b.online {
-				if tdx == in.pNode || tdx == in.sNode {
-					continue
-				}
-				bound := math.Inf(1)
-				if i := tdx*bs.drbd.nc + int(it.hr); bs.drbd.has[i] {
-					bound = it.key + bs.drbd.key[i]
-				}
-				if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
-					b.onBound(int(it.ii), it.kind, tdx, bound, est, bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
-				}
-			}
-		}
-		if limit(it.key + tMin(&bs.drbd, int(it.hr))) {
-			return
-		}
-		for _, te := range bs.drbd.lists[it.hr] {
-			if limit(it.key + te.key) {
-				break
-			}
-			tdx := int(te.t)
+}
+
+// scanDiskBounded scores DRBD item j's moves whose bound allows them,
+// targets by increasing key (every target when its soft checks are off).
+func (b *balancer) scanDiskBounded(w *scanWorker, j int, force bool) {
+	bs := &b.bound
+	it := &bs.items[j]
+	in := &b.s.insts[it.ii]
+	if it.full {
+		// The target's soft checks are off: no key rules it out.
+		for _, tdx := range b.online {
 			if tdx == in.pNode || tdx == in.sNode {
 				continue
 			}
@@ -620,36 +704,49 @@ func (b *balancer) scanBounded(w *scanWorker, force, noDiskMoves bool) {
 				w.record(int(it.ii), it.kind, tdx, est)
 			}
 		}
+		return
 	}
-	// The most promising migration or DRBD move first, for a low best
-	// estimate early; then every other one whose bound still allows it.
-	if firstD >= 0 {
-		disk(firstD)
-	} else if first >= 0 {
-		migrations(first)
+	if b.onBound != nil {
+		b.reportBounds(w, j, force)
 	}
-	for _, ii := range bs.order {
-		if int(ii) != first || firstD >= 0 {
-			migrations(int(ii))
+	if w.beyond(it.key + bs.drbd.least(int(it.hr))) {
+		return
+	}
+	for _, te := range bs.drbd.lists[it.hr] {
+		if w.beyond(it.key + te.key) {
+			break
+		}
+		tdx := int(te.t)
+		if tdx == in.pNode || tdx == in.sNode {
+			continue
+		}
+		if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
+			w.evals++
+			w.record(int(it.ii), it.kind, tdx, est)
 		}
 	}
-	for j := range bs.items {
-		if j != firstD {
-			disk(j)
+}
+
+// reportBounds is the test hook onBound: every target's bound for DRBD
+// item j against its estimate; a target without a key (it fails the soft
+// checks) must fail the move (bound +Inf).
+func (b *balancer) reportBounds(w *scanWorker, j int, force bool) {
+	bs := &b.bound
+	ns := len(b.shapeOf)
+	it := &bs.items[j]
+	in := &b.s.insts[it.ii]
+	for _, tdx := range b.online {
+		if tdx == in.pNode || tdx == in.sNode {
+			continue
+		}
+		bound := math.Inf(1)
+		if i := tdx*bs.drbd.nc + int(it.hr); bs.drbd.has[i] {
+			bound = it.key + bs.drbd.key[i]
+		}
+		if est, ok := b.evaluate(&w.r, int(it.ii), it.kind, tdx, force); ok {
+			b.onBound(int(it.ii), it.kind, tdx, bound, est, bs.owns[j], &bs.dt[tdx*2*ns+int(it.hr)])
 		}
 	}
-	// Back to Ganeti's scan order: by instance, then target (a DRBD
-	// instance's failover, tdx -1, first), then a DRBD instance's moves
-	// to one target in scanInst's order.
-	slices.SortFunc(w.cands, func(x, y cand) int {
-		if c := cmp.Compare(x.ii, y.ii); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.tdx, y.tdx); c != 0 {
-			return c
-		}
-		return cmp.Compare(kindRank[x.kind], kindRank[y.kind])
-	})
 }
 
 // Modes of targetUpdate.

@@ -1,9 +1,10 @@
-package replica
+package rebuild
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/sparsesync/sparsesync/replica"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -36,7 +37,7 @@ func TestRebuildXFSReflink(t *testing.T) {
 		require.Zero(t, f.CopiedBytes, "%s was copied, not cloned", f.Name)
 	}
 	require.GreaterOrEqual(t, cloned, int64(1<<30+128<<20))
-	for _, img := range []string{SnapshotName("s1"), SnapshotName("s2"), HeadName(2)} {
+	for _, img := range []string{replica.SnapshotName("s1"), replica.SnapshotName("s2"), replica.HeadName(2)} {
 		f, err := os.Open(filepath.Join(dst, img))
 		require.NoError(t, err)
 		n, shared := 0, int64(0)
@@ -54,9 +55,9 @@ func TestRebuildXFSReflink(t *testing.T) {
 	// The exported images are identical (exported to the test's temporary
 	// directory, compared by streaming).
 	ea, eb := filepath.Join(t.TempDir(), "a.img"), filepath.Join(t.TempDir(), "b.img")
-	_, err = Export(t.Context(), src, ea, nil)
+	_, err = replica.Export(t.Context(), src, ea, nil)
 	require.NoError(t, err)
-	_, err = Export(t.Context(), dst, eb, nil)
+	_, err = replica.Export(t.Context(), dst, eb, nil)
 	require.NoError(t, err)
 	requireSameFile(t, ea, eb)
 }
@@ -72,14 +73,14 @@ func TestRebuildCrossFilesystem(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, PathLocal, st.Path)
 	requireSameReplica(t, src, dst)
-	require.Zero(t, sum(st.Files, func(f RebuildFile) int64 { return f.ClonedBytes }))
+	require.Zero(t, sum(st.Files, func(f File) int64 { return f.ClonedBytes }))
 	require.GreaterOrEqual(t, sum(st.Files, copied), int64(24<<20))
 
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
-	_, err = r.WriteAt(bytes.Repeat([]byte("c"), 3*BlockSize), 10<<20)
+	_, err = r.WriteAt(bytes.Repeat([]byte("c"), 3*replica.BlockSize), 10<<20)
 	require.NoError(t, err)
-	_, err = r.WriteAt(bytes.Repeat([]byte("d"), BlockSize), 50<<20)
+	_, err = r.WriteAt(bytes.Repeat([]byte("d"), replica.BlockSize), 50<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	st, err = Rebuild(t.Context(), src, dst, nil)
@@ -92,7 +93,7 @@ func TestRebuildCrossFilesystem(t *testing.T) {
 			unchanged += f.UnchangedBytes
 		}
 	}
-	require.Equal(t, int64(4*BlockSize), img, "%+v", st.Files)
+	require.Equal(t, int64(4*replica.BlockSize), img, "%+v", st.Files)
 	require.GreaterOrEqual(t, unchanged, int64(24<<20))
 }
 
@@ -140,7 +141,7 @@ func TestRebuildChild(t *testing.T) {
 	}
 	var spec rebuildChildSpec
 	require.NoError(t, json.Unmarshal([]byte(raw), &spec))
-	o := &RebuildOptions{fault: func(step, name string) error {
+	o := &Options{fault: func(step, name string) error {
 		time.Sleep(8 * time.Millisecond)
 		return nil
 	}}
@@ -195,7 +196,7 @@ func TestRebuildKilled(t *testing.T) {
 		_ = cmd.Wait()
 		state, _ := os.ReadFile(ready)
 		finished := string(state) == "D"
-		r, err := Open(dst, Options{})
+		r, err := replica.Open(dst, replica.Options{})
 		if err == nil {
 			r.Close()
 		}
@@ -204,9 +205,9 @@ func TestRebuildKilled(t *testing.T) {
 		} else {
 			interrupted++
 			require.Error(t, err, "rep %d: killed after %v, the target opens", rep, delay)
-			_, cerr := Check([]string{src, dst}, CheckOptions{})
+			_, cerr := replica.Check([]string{src, dst}, replica.CheckOptions{})
 			require.NoError(t, cerr)
-			rep, _ := Check([]string{src, dst}, CheckOptions{})
+			rep, _ := replica.Check([]string{src, dst}, replica.CheckOptions{})
 			require.Equal(t, []string{src}, rep.RW, "the start check takes the interrupted target")
 		}
 		t.Logf("rep %d (tcp=%v): killed after %v; finished=%v, open error: %v", rep, rep%2 == 1, delay, finished, err)
@@ -214,9 +215,9 @@ func TestRebuildKilled(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, exportBytes(t, dst)), "rep %d", rep)
 		requireSameReplica(t, src, dst)
-		require.ElementsMatch(t, []string{VolumeMetaFile, RevisionCounterFile, HeaderFile, LiveCounterFile, // (Open made it)
-			SnapshotName("s1"), MetaName(SnapshotName("s1")), SnapshotName("s2"), MetaName(SnapshotName("s2")),
-			HeadName(2), MetaName(HeadName(2))}, fileNames(t, dst), "rep %d: leftover files", rep)
+		require.ElementsMatch(t, []string{replica.VolumeMetaFile, replica.RevisionCounterFile, replica.HeaderFile, replica.LiveCounterFile, // (Open made it)
+			replica.SnapshotName("s1"), replica.MetaName(replica.SnapshotName("s1")), replica.SnapshotName("s2"), replica.MetaName(replica.SnapshotName("s2")),
+			replica.HeadName(2), replica.MetaName(replica.HeadName(2))}, fileNames(t, dst), "rep %d: leftover files", rep)
 	}
 	require.GreaterOrEqual(t, interrupted, 5, "too few kills landed inside the rebuild")
 }
@@ -250,5 +251,5 @@ func TestVerifyCopy(t *testing.T) {
 	_, err = f.WriteAt([]byte("x"), 1<<20+12345)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	require.ErrorIs(t, verifyCopy(t.Context(), a, c, nil), ErrVerify)
+	require.ErrorIs(t, verifyCopy(t.Context(), a, c, nil), replica.ErrVerify)
 }

@@ -1,4 +1,4 @@
-package replica
+package rebuild
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/replica"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -160,7 +162,7 @@ func TestRebuildStageChild(t *testing.T) {
 // runStaged rebuilds target from source the way mode says, with hook as
 // the step hook.
 func runStaged(t *testing.T, mode, source, target string, hook func(step, name string) error) error {
-	o := &RebuildOptions{fault: hook}
+	o := &Options{fault: hook}
 	switch mode {
 	case "local":
 		_, err := Rebuild(t.Context(), source, target, o)
@@ -170,11 +172,11 @@ func runStaged(t *testing.T, mode, source, target string, hook func(step, name s
 		_, err := Rebuild(t.Context(), "", target, o)
 		return err
 	case "add":
-		v, err := OpenVolume([]string{source}, VolumeOptions{})
+		v, err := replica.OpenVolume([]string{source}, replica.VolumeOptions{})
 		if err != nil {
 			return err
 		}
-		_, err = v.AddReplica(t.Context(), target, o)
+		_, err = AddReplica(t.Context(), v, target, o)
 		return errors.Join(err, v.Close())
 	}
 	return fmt.Errorf("mode %q", mode)
@@ -206,16 +208,16 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 	oldSHA := exportSHA(t, old)
 	oldNames := fileNames(t, old)
 	// The source moves on: a new snapshot s3, new data, head 3.
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
-	buf := alignedBuf(64 << 10)
+	buf := coldread.AlignedBuffer(64 << 10)
 	for i := range buf {
 		buf[i] = byte(i*7 + 3)
 	}
 	_, err = r.WriteAt(buf, 256<<10)
 	require.NoError(t, err)
 	require.NoError(t, r.Snapshot("s3"))
-	_, err = r.WriteAt(buf[:BlockSize], 1<<20)
+	_, err = r.WriteAt(buf[:replica.BlockSize], 1<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	srcSHA := exportSHA(t, src)
@@ -239,11 +241,11 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 	check := func(t *testing.T, source, target string, touched, committed *bool, what string) {
 		t.Helper()
 		adopted, why := longhornAdopts(target)
-		top := slices.DeleteFunc(fileNames(t, target), func(n string) bool { return n == StagingDir })
-		r, oerr := Open(target, Options{})
+		top := slices.DeleteFunc(fileNames(t, target), func(n string) bool { return n == replica.StagingDir })
+		r, oerr := replica.Open(target, replica.Options{})
 		if oerr == nil {
 			require.NoError(t, r.Close())
-			require.NoDirExists(t, stagingPath(target), "%s: Open keeps a committed rebuild's staging directory", what)
+			require.NoDirExists(t, filepath.Join(target, replica.StagingDir), "%s: Open keeps a committed rebuild's staging directory", what)
 		}
 		require.Equal(t, adopted, oerr == nil, "%s: Longhorn adopts: %v (%s); our Open: %v", what, adopted, why, oerr)
 		if committed != nil && *committed {
@@ -261,8 +263,8 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 				t.Fatalf("%s: Longhorn would adopt a directory that holds neither the source's content nor the older copy's (%s)", what, why)
 			}
 		} else {
-			require.ErrorIs(t, oerr, ErrRebuilding, "%s", what)
-			rep, err := Check([]string{source, target}, CheckOptions{})
+			require.ErrorIs(t, oerr, replica.ErrRebuilding, "%s", what)
+			rep, err := replica.Check([]string{source, target}, replica.CheckOptions{})
 			require.NoError(t, err)
 			require.Equal(t, []string{source}, rep.RW, "%s: the start check takes the target", what)
 		}
@@ -272,7 +274,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 		require.Equal(t, srcSHA, exportSHA(t, target), what)
 		requireSameReplica(t, source, target)
 		names := fileNames(t, target)
-		require.NotContains(t, names, StagingDir, what)
+		require.NotContains(t, names, replica.StagingDir, what)
 		srcNames := fileNames(t, source)
 		for _, n := range names {
 			require.Contains(t, srcNames, n, "%s: leftover %s", what, n)

@@ -1,10 +1,11 @@
-package replica
+package rebuild
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/sparsesync/sparsesync/replica"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
+
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
@@ -27,20 +30,20 @@ import (
 func TestLonghornCounterOffRebuild(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, false, "")
-	l.randomWrites(60)
-	l.snapshot("s1", true, nil, l.size)
-	l.randomWrites(30)
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src), "fixture export")
+	l := lhdir.New(t, src, 1<<20, false, "")
+	l.RandomWrites(60)
+	l.Snapshot("s1", true, nil, l.Size)
+	l.RandomWrites(30)
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src), "fixture export")
 
 	check := func(dst string) {
 		t.Helper()
-		require.Equal(t, l.sha(), exportSHA(t, dst))
+		require.Equal(t, l.SHA(), exportSHA(t, dst))
 		names := fileNames(t, dst)
-		require.NotContains(t, names, RevisionCounterFile)
-		require.NotContains(t, names, HeaderFile)
-		i, err := Inspect(dst, InspectOptions{})
+		require.NotContains(t, names, replica.RevisionCounterFile)
+		require.NotContains(t, names, replica.HeaderFile)
+		i, err := replica.Inspect(dst, replica.InspectOptions{})
 		require.NoError(t, err)
 		require.False(t, i.CounterEnabled)
 		require.Nil(t, i.Revision)
@@ -51,32 +54,32 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	check(local)
 
 	tcp := filepath.Join(root, "tcp")
-	_, err = Rebuild(t.Context(), "", tcp, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+	_, err = Rebuild(t.Context(), "", tcp, &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
 	require.NoError(t, err)
 	check(tcp)
 
 	// Longhorn's start with the counter off and no salvage checks nothing
 	// (control.go): every replica stays RW. Ours agrees.
 	dirs := []string{src, local, tcp}
-	rep, err := Check(dirs, CheckOptions{})
+	rep, err := replica.Check(dirs, replica.CheckOptions{})
 	require.NoError(t, err)
 	require.False(t, rep.CounterEnabled)
 	require.Equal(t, dirs, rep.RW)
 
 	// Our writer opens it counter off too: no revision.counter appears
 	// (Longhorn would then read the directory as counter on).
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
-	p := bytes.Repeat([]byte{0x5a}, 3*BlockSize)
+	p := bytes.Repeat([]byte{0x5a}, 3*replica.BlockSize)
 	_, err = r.WriteAt(p, 5000)
 	require.NoError(t, err)
-	copy(l.model[5000:], p)
+	copy(l.Model[5000:], p)
 	require.NoError(t, r.Close())
-	require.NotContains(t, fileNames(t, src), RevisionCounterFile)
-	i, err := Inspect(src, InspectOptions{})
+	require.NotContains(t, fileNames(t, src), replica.RevisionCounterFile)
+	i, err := replica.Inspect(src, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.False(t, i.CounterEnabled)
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 }
 
 // Case 2: Longhorn ignores replica.hdr but keeps revision.counter current
@@ -90,18 +93,18 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1")}
 	model := make([]byte, size)
 	rng := rand.New(rand.NewPCG(1, 2))
-	var rs []*Replica
+	var rs []*replica.Replica
 	for _, d := range dirs {
-		r, err := Create(d, size, Options{})
+		r, err := replica.Create(d, size, replica.Options{})
 		require.NoError(t, err)
 		rs = append(rs, r)
 	}
 	for range 20 {
-		p := make([]byte, BlockSize)
+		p := make([]byte, replica.BlockSize)
 		for i := range p {
 			p[i] = byte(rng.Uint32())
 		}
-		off := rng.Int64N(size/BlockSize) * BlockSize
+		off := rng.Int64N(size/replica.BlockSize) * replica.BlockSize
 		copy(model[off:], p)
 		for _, r := range rs {
 			_, err := r.WriteAt(p, off)
@@ -113,20 +116,20 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	}
 
 	// Longhorn opens r1 and writes 5 times.
-	l := openLonghorn(t, dirs[1], model)
-	require.Equal(t, int64(20), l.revision)
-	l.randomWrites(5)
-	l.close()
-	require.Equal(t, int64(25), l.revision)
+	l := lhdir.Open(t, dirs[1], model)
+	require.Equal(t, int64(20), l.Revision)
+	l.RandomWrites(5)
+	l.Close()
+	require.Equal(t, int64(25), l.Revision)
 
-	i, err := Inspect(dirs[1], InspectOptions{})
+	i, err := replica.Inspect(dirs[1], replica.InspectOptions{})
 	require.NoError(t, err)
 	require.True(t, i.HasHeader)
 	require.Equal(t, int64(25), *i.Revision, "revision.counter ahead of replica.hdr")
 
-	rep, err := Check(dirs, CheckOptions{})
+	rep, err := replica.Check(dirs, replica.CheckOptions{})
 	require.NoError(t, err)
-	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
+	require.Equal(t, lhdir.StartCheck(t, dirs), rep.RW)
 	require.Equal(t, []string{dirs[1]}, rep.RW, "%+v", rep)
 
 	// A rebuild of r1 copies its count (revision.counter's 25, not the
@@ -138,49 +141,49 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 		var err error
 		if tcp {
 			dst = filepath.Join(root, "copy-tcp")
-			_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, dirs[1]), RemoteDir: filepath.Base(dirs[1]),
+			_, err = Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, dirs[1]), RemoteDir: filepath.Base(dirs[1]),
 				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
 		} else {
 			_, err = Rebuild(t.Context(), dirs[1], dst, nil)
 		}
 		require.NoError(t, err)
-		ci, err := Inspect(dst, InspectOptions{})
+		ci, err := replica.Inspect(dst, replica.InspectOptions{})
 		require.NoError(t, err)
 		require.Equal(t, int64(25), *ci.Revision, dst)
-		require.Equal(t, l.sha(), exportSHA(t, dst))
+		require.Equal(t, l.SHA(), exportSHA(t, dst))
 		all = append(all, dst)
 	}
-	rep, err = Check(all, CheckOptions{})
+	rep, err = replica.Check(all, replica.CheckOptions{})
 	require.NoError(t, err)
-	require.Equal(t, longhornStartCheck(t, all), rep.RW)
+	require.Equal(t, lhdir.StartCheck(t, all), rep.RW)
 	require.Equal(t, all[1:], rep.RW, "%+v", rep)
 
 	// Our Open continues from 25, and Close records 26, never 20.
-	r, err := Open(dirs[1], Options{})
+	r, err := replica.Open(dirs[1], replica.Options{})
 	require.NoError(t, err)
 	require.Equal(t, int64(25), r.Revision())
-	b, err := os.ReadFile(filepath.Join(dirs[1], RevisionCounterFile))
+	b, err := os.ReadFile(filepath.Join(dirs[1], replica.RevisionCounterFile))
 	require.NoError(t, err)
-	n, err := ParseRevisionCounter(b)
+	n, err := replica.ParseRevisionCounter(b)
 	require.NoError(t, err)
 	require.Equal(t, int64(25), n, "Open rewrote revision.counter backwards")
-	p := bytes.Repeat([]byte{0xa5}, BlockSize)
+	p := bytes.Repeat([]byte{0xa5}, replica.BlockSize)
 	_, err = r.WriteAt(p, 0)
 	require.NoError(t, err)
-	copy(l.model, p)
+	copy(l.Model, p)
 	require.NoError(t, r.Close())
-	i, err = Inspect(dirs[1], InspectOptions{})
+	i, err = replica.Inspect(dirs[1], replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(26), *i.Revision)
-	require.Equal(t, l.sha(), exportSHA(t, dirs[1]))
+	require.Equal(t, l.SHA(), exportSHA(t, dirs[1]))
 
 	// The minimal form: create, then write 5 into revision.counter.
 	m := filepath.Join(root, "m")
-	r, err = Create(m, size, Options{})
+	r, err = replica.Create(m, size, replica.Options{})
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
-	require.NoError(t, os.WriteFile(filepath.Join(m, RevisionCounterFile), []byte("5"), 0o600))
-	i, err = Inspect(m, InspectOptions{})
+	require.NoError(t, os.WriteFile(filepath.Join(m, replica.RevisionCounterFile), []byte("5"), 0o600))
+	i, err = replica.Inspect(m, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), *i.Revision)
 }
@@ -192,20 +195,20 @@ func TestCheckCountByEitherFile(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
 	for _, d := range []string{a, b} {
-		r, err := Create(d, 1<<20, Options{})
+		r, err := replica.Create(d, 1<<20, replica.Options{})
 		require.NoError(t, err)
 		for range 10 {
-			_, err := r.WriteAt(make([]byte, BlockSize), 0)
+			_, err := r.WriteAt(make([]byte, replica.BlockSize), 0)
 			require.NoError(t, err)
 		}
 		require.NoError(t, r.Close())
 	}
 	// b: Longhorn advanced revision.counter to 12 (header still 10).
-	require.NoError(t, os.WriteFile(filepath.Join(b, RevisionCounterFile), FormatRevisionCounter(12), 0o600))
-	rep, err := Check([]string{a, b}, CheckOptions{})
+	require.NoError(t, os.WriteFile(filepath.Join(b, replica.RevisionCounterFile), replica.FormatRevisionCounter(12), 0o600))
+	rep, err := replica.Check([]string{a, b}, replica.CheckOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []string{b}, rep.RW, "%+v", rep)
-	require.Equal(t, longhornStartCheck(t, []string{a, b}), rep.RW)
+	require.Equal(t, lhdir.StartCheck(t, []string{a, b}), rep.RW)
 }
 
 // writeRaw writes a raw backing file of n bytes of random data.
@@ -229,50 +232,50 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	backing := filepath.Join(root, "backing.raw")
 	writeRaw(t, backing, 1<<20+512)
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 2<<20, true, backing)
-	l.randomWrites(40)
-	l.snapshot("s1", true, nil, l.size)
-	l.randomWrites(20)
-	l.close()
+	l := lhdir.New(t, src, 2<<20, true, backing)
+	l.RandomWrites(40)
+	l.Snapshot("s1", true, nil, l.Size)
+	l.RandomWrites(20)
+	l.Close()
 
-	require.Equal(t, l.sha(), exportSHA(t, src), "Export")
-	c, err := OpenChain(src)
+	require.Equal(t, l.SHA(), exportSHA(t, src), "Export")
+	c, err := replica.OpenChain(src)
 	require.NoError(t, err)
-	got := make([]byte, l.size)
+	got := make([]byte, l.Size)
 	_, err = c.ReadAt(got, 0)
 	require.NoError(t, err)
 	// What push --replica sends: the extents of Map, read with ReadAt;
 	// the rest is a hole. The backing file's data must be in the map.
 	m, err := c.Map(t.Context())
 	require.NoError(t, err)
-	sent := make([]byte, l.size)
+	sent := make([]byte, l.Size)
 	for _, e := range m.Extents() {
 		_, err := c.ReadAt(sent[e.Off:e.End()], e.Off)
 		require.NoError(t, err)
 	}
-	require.Equal(t, l.sha(), sha256.Sum256(sent), "Map + ReadAt (push --replica)")
+	require.Equal(t, l.SHA(), sha256.Sum256(sent), "Map + ReadAt (push --replica)")
 	require.NoError(t, c.Close())
-	require.Equal(t, l.sha(), sha256.Sum256(got), "OpenChain")
+	require.Equal(t, l.SHA(), sha256.Sum256(got), "OpenChain")
 
 	// Our writer reads the backing file under an unaligned write.
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	p := []byte("over the backing file")
 	_, err = r.WriteAt(p, 1<<20+300)
 	require.NoError(t, err)
-	copy(l.model[1<<20+300:], p)
+	copy(l.Model[1<<20+300:], p)
 	_, err = r.ReadAt(got, 0)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), sha256.Sum256(got), "Replica.ReadAt")
+	require.Equal(t, l.SHA(), sha256.Sum256(got), "Replica.ReadAt")
 	require.NoError(t, r.Close())
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 
 	// A rebuild keeps the backing file reference (Longhorn does not copy it).
 	dst := filepath.Join(root, "dst")
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), exportSHA(t, dst))
-	vm, err := ReadVolumeMeta(dst)
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
+	vm, err := replica.ReadVolumeMeta(dst)
 	require.NoError(t, err)
 	require.Equal(t, backing, vm.BackingFilePath)
 	for _, n := range fileNames(t, dst) {
@@ -283,8 +286,8 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	rel, err := filepath.Rel(dst, backing)
 	require.NoError(t, err)
 	vm.BackingFilePath = rel
-	require.NoError(t, writeJSONAtomic(dst, VolumeMetaFile, vm))
-	require.Equal(t, l.sha(), exportSHA(t, dst), "relative backing path")
+	require.NoError(t, writeJSONAtomic(dst, replica.VolumeMetaFile, vm))
+	require.Equal(t, l.SHA(), exportSHA(t, dst), "relative backing path")
 }
 
 // Case 3, refused: a qcow2 backing file (we have no qcow2 reader) fails
@@ -302,16 +305,16 @@ func TestQcow2BackingFileRefused(t *testing.T) {
 		require.NoError(t, os.WriteFile(q, h, 0o644))
 	}
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 2<<20, true, q)
-	l.randomWrites(5)
-	l.close()
-	_, err := OpenChain(src)
-	require.ErrorIs(t, err, ErrBackingFormat)
+	l := lhdir.New(t, src, 2<<20, true, q)
+	l.RandomWrites(5)
+	l.Close()
+	_, err := replica.OpenChain(src)
+	require.ErrorIs(t, err, replica.ErrBackingFormat)
 	require.Contains(t, err.Error(), "qcow2")
-	_, err = Open(src, Options{})
-	require.ErrorIs(t, err, ErrBackingFormat)
-	_, err = Export(t.Context(), src, filepath.Join(root, "out.img"), nil)
-	require.ErrorIs(t, err, ErrBackingFormat)
+	_, err = replica.Open(src, replica.Options{})
+	require.ErrorIs(t, err, replica.ErrBackingFormat)
+	_, err = replica.Export(t.Context(), src, filepath.Join(root, "out.img"), nil)
+	require.ErrorIs(t, err, replica.ErrBackingFormat)
 }
 
 // Case 4: after a revert (replica.go revertDisk) the snapshots of the
@@ -321,16 +324,16 @@ func TestQcow2BackingFileRefused(t *testing.T) {
 func TestLonghornRevertRebuildKeepsBranch(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, true, "")
-	l.randomWrites(30)
-	l.snapshot("s1", true, nil, l.size)
-	l.randomWrites(30)
-	l.snapshot("s2", true, map[string]string{"app": "db"}, l.size)
-	l.randomWrites(10)
-	l.revert("s1")
-	l.randomWrites(10)
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	l := lhdir.New(t, src, 1<<20, true, "")
+	l.RandomWrites(30)
+	l.Snapshot("s1", true, nil, l.Size)
+	l.RandomWrites(30)
+	l.Snapshot("s2", true, map[string]string{"app": "db"}, l.Size)
+	l.RandomWrites(10)
+	l.Revert("s1")
+	l.RandomWrites(10)
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 
 	// Both paths: the local copy lists the directory itself, the TCP copy
 	// asks the server for the listing (tcpsync.List).
@@ -339,18 +342,18 @@ func TestLonghornRevertRebuildKeepsBranch(t *testing.T) {
 	}
 }
 
-func checkBranchRebuilt(t *testing.T, l *lhReplica, src, dst string, tcp bool) {
+func checkBranchRebuilt(t *testing.T, l *lhdir.Replica, src, dst string, tcp bool) {
 	var err error
 	if tcp {
-		_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: filepath.Base(src),
+		_, err = Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, src), RemoteDir: filepath.Base(src),
 			TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
 	} else {
 		_, err = Rebuild(t.Context(), src, dst, nil)
 	}
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), exportSHA(t, dst))
-	s2 := SnapshotName("s2")
-	for _, name := range []string{s2, MetaName(s2)} {
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
+	s2 := replica.SnapshotName("s2")
+	for _, name := range []string{s2, replica.MetaName(s2)} {
 		a, err := os.ReadFile(filepath.Join(src, name))
 		require.NoError(t, err)
 		b, err := os.ReadFile(filepath.Join(dst, name))
@@ -360,17 +363,17 @@ func checkBranchRebuilt(t *testing.T, l *lhReplica, src, dst string, tcp bool) {
 	// The branch image holds the volume as it was at s2.
 	img, err := os.ReadFile(filepath.Join(dst, s2))
 	require.NoError(t, err)
-	s1, err := os.ReadFile(filepath.Join(dst, SnapshotName("s1")))
+	s1, err := os.ReadFile(filepath.Join(dst, replica.SnapshotName("s1")))
 	require.NoError(t, err)
 	merged := make([]byte, len(img))
-	for off := 0; off < len(img); off += BlockSize {
-		blk := img[off : off+BlockSize]
-		if bytes.Equal(blk, make([]byte, BlockSize)) {
-			blk = s1[off : off+BlockSize]
+	for off := 0; off < len(img); off += replica.BlockSize {
+		blk := img[off : off+replica.BlockSize]
+		if bytes.Equal(blk, make([]byte, replica.BlockSize)) {
+			blk = s1[off : off+replica.BlockSize]
 		}
 		copy(merged[off:], blk)
 	}
-	require.Equal(t, sha256.Sum256(l.snaps[s2]), sha256.Sum256(merged))
+	require.Equal(t, sha256.Sum256(l.Snaps[s2]), sha256.Sum256(merged))
 }
 
 // Case 5: Longhorn's Expand leaves the layers below the new head at the
@@ -379,30 +382,30 @@ func checkBranchRebuilt(t *testing.T, l *lhReplica, src, dst string, tcp bool) {
 func TestLonghornExpandedOpensForWrite(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, true, "")
-	l.randomWrites(30)
-	l.expand(2 << 20)
-	l.randomWrites(10)
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	l := lhdir.New(t, src, 1<<20, true, "")
+	l.RandomWrites(30)
+	l.Expand(2 << 20)
+	l.RandomWrites(10)
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	require.Equal(t, int64(2<<20), r.Size())
 	p := bytes.Repeat([]byte("tail"), 1000) // unaligned, across the old end
 	_, err = r.WriteAt(p, 1<<20-1001)
 	require.NoError(t, err)
-	copy(l.model[1<<20-1001:], p)
+	copy(l.Model[1<<20-1001:], p)
 	got := make([]byte, r.Size())
 	_, err = r.ReadAt(got, 0)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), sha256.Sum256(got))
+	require.Equal(t, l.SHA(), sha256.Sum256(got))
 	require.NoError(t, r.Close())
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 	dst := filepath.Join(root, "dst")
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), exportSHA(t, dst))
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
 }
 
 // adoptable lists what Longhorn would take for a replica in dir: any .meta
@@ -424,24 +427,24 @@ func adoptable(t *testing.T, dir string) []string {
 func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, false, "")
-	l.randomWrites(20)
-	l.snapshot("s1", true, nil, l.size)
-	l.randomWrites(5)
-	l.close()
+	l := lhdir.New(t, src, 1<<20, false, "")
+	l.RandomWrites(20)
+	l.Snapshot("s1", true, nil, l.Size)
+	l.RandomWrites(5)
+	l.Close()
 	// Every step of both paths, in turn, fails: first list the steps.
 	type step struct{ path, name string }
 	var steps []step
 	record := func(s, name string) error { steps = append(steps, step{s, name}); return nil }
-	tcpOpts := func(fault func(string, string) error) *RebuildOptions {
-		return &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fault}
+	tcpOpts := func(fault func(string, string) error) *Options {
+		return &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fault}
 	}
-	_, err := Rebuild(t.Context(), src, filepath.Join(root, "dry-local"), &RebuildOptions{fault: record})
+	_, err := Rebuild(t.Context(), src, filepath.Join(root, "dry-local"), &Options{fault: record})
 	require.NoError(t, err)
 	_, err = Rebuild(t.Context(), "", filepath.Join(root, "dry-tcp"), tcpOpts(record))
 	require.NoError(t, err)
-	require.Contains(t, steps, step{"local", SnapshotName("s1")})
-	require.Contains(t, steps, step{"tcp", VolumeMetaFile})
+	require.Contains(t, steps, step{"local", replica.SnapshotName("s1")})
+	require.Contains(t, steps, step{"tcp", replica.VolumeMetaFile})
 	for i, st := range steps {
 		if st.path == "committed" {
 			continue // after the commit nothing fails the rebuild
@@ -454,7 +457,7 @@ func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 		}
 		dst := filepath.Join(root, fmt.Sprintf("fail-%d", i))
 		if st.path == "local" {
-			_, err = Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fail})
+			_, err = Rebuild(t.Context(), src, dst, &Options{fault: fail})
 		} else {
 			_, err = Rebuild(t.Context(), "", dst, tcpOpts(fail))
 		}
@@ -468,25 +471,25 @@ func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Rebuild(t.Context(), filepath.Join(root, "missing"), dst, nil)
 	require.Error(t, err)
-	require.Equal(t, l.sha(), exportSHA(t, dst))
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
 }
 
 // Snapshot records UserCreated and Labels as Longhorn's Snapshot(name,
 // userCreated, created, labels) does; files get Longhorn's modes.
 func TestSnapshotOptionsAndModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "r")
-	r, err := Create(dir, 1<<20, Options{})
+	r, err := replica.Create(dir, 1<<20, replica.Options{})
 	require.NoError(t, err)
 	created := time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("x", 3600))
-	require.NoError(t, r.Snapshot("sys", SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}, Created: created}))
+	require.NoError(t, r.Snapshot("sys", replica.SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}, Created: created}))
 	require.NoError(t, r.Snapshot("user"))
 	require.NoError(t, r.Close())
-	sys, err := ReadDiskMeta(dir, SnapshotName("sys"))
+	sys, err := replica.ReadDiskMeta(dir, replica.SnapshotName("sys"))
 	require.NoError(t, err)
 	require.False(t, sys.UserCreated)
 	require.Equal(t, map[string]string{"replica-expansion": "1"}, sys.Labels)
 	require.Equal(t, "2024-05-06T06:08:09Z", sys.Created, "util.Now's format: RFC 3339, UTC")
-	user, err := ReadDiskMeta(dir, SnapshotName("user"))
+	user, err := replica.ReadDiskMeta(dir, replica.SnapshotName("user"))
 	require.NoError(t, err)
 	require.True(t, user.UserCreated)
 	require.Nil(t, user.Labels)
@@ -499,10 +502,10 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 		return fi.Mode().Perm()
 	}
 	public := fs.FileMode(0o644) &^ fs.FileMode(umask)
-	for _, n := range []string{HeadName(2), MetaName(HeadName(2)), SnapshotName("sys"), MetaName(SnapshotName("sys")), VolumeMetaFile} {
+	for _, n := range []string{replica.HeadName(2), replica.MetaName(replica.HeadName(2)), replica.SnapshotName("sys"), replica.MetaName(replica.SnapshotName("sys")), replica.VolumeMetaFile} {
 		require.Equal(t, public, mode(n), n)
 	}
-	require.Equal(t, fs.FileMode(0o600), mode(RevisionCounterFile))
+	require.Equal(t, fs.FileMode(0o600), mode(replica.RevisionCounterFile))
 
 	// A rebuilt copy (local and TCP) has the same modes.
 	for _, tcp := range []bool{false, true} {
@@ -510,7 +513,7 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 		var err error
 		if tcp {
 			dst = filepath.Join(filepath.Dir(dir), "tcp")
-			_, err = Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, dir), RemoteDir: filepath.Base(dir),
+			_, err = Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, dir), RemoteDir: filepath.Base(dir),
 				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
 		} else {
 			_, err = Rebuild(t.Context(), dir, dst, nil)
@@ -522,7 +525,7 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 			want := public
 			// Ours, private: the counter files and tcpsync's resume
 			// sidecars (NAME.tcpsync, kept for the next sync's quick check).
-			if n == RevisionCounterFile || n == HeaderFile || n == LiveCounterFile || strings.HasSuffix(n, ".tcpsync") {
+			if n == replica.RevisionCounterFile || n == replica.HeaderFile || n == replica.LiveCounterFile || strings.HasSuffix(n, ".tcpsync") {
 				want = 0o600
 			}
 			require.Equal(t, want, fi.Mode().Perm(), "%s/%s", dst, n)
@@ -537,38 +540,38 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 func TestLonghornRemovedAndUnmapMarkChain(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, true, "")
-	l.randomWrites(40)
-	l.snapshot("s1", true, nil, l.size)
-	l.randomWrites(40)
-	l.snapshot("s2", true, nil, l.size)
-	l.randomWrites(10)
-	l.markRemoved("s1")
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src), "a Removed snapshot is still read")
+	l := lhdir.New(t, src, 1<<20, true, "")
+	l.RandomWrites(40)
+	l.Snapshot("s1", true, nil, l.Size)
+	l.RandomWrites(40)
+	l.Snapshot("s2", true, nil, l.Size)
+	l.RandomWrites(10)
+	l.MarkRemoved("s1")
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src), "a Removed snapshot is still read")
 
 	// Without the setting, s2 is not Removed: nothing is discarded.
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	require.NoError(t, r.Unmap(0, 64<<10))
 	require.NoError(t, r.Close())
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 
-	r, err = Open(src, Options{UnmapMarkSnapChainRemoved: true})
+	r, err = replica.Open(src, replica.Options{UnmapMarkSnapChainRemoved: true})
 	require.NoError(t, err)
 	require.NoError(t, r.Unmap(4096, 256<<10))
-	clear(l.model[4096 : 4096+256<<10])
-	got := make([]byte, l.size)
+	clear(l.Model[4096 : 4096+256<<10])
+	got := make([]byte, l.Size)
 	_, err = r.ReadAt(got, 0)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), sha256.Sum256(got))
+	require.Equal(t, l.SHA(), sha256.Sum256(got))
 	require.NoError(t, r.Close())
 	for _, s := range []string{"s1", "s2"} {
-		dm, err := ReadDiskMeta(src, SnapshotName(s))
+		dm, err := replica.ReadDiskMeta(src, replica.SnapshotName(s))
 		require.NoError(t, err)
 		require.True(t, dm.Removed, s)
 	}
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 }
 
 // An encrypted Longhorn volume (Info.Encrypted) stores the ciphertext that
@@ -577,21 +580,21 @@ func TestLonghornRemovedAndUnmapMarkChain(t *testing.T) {
 func TestLonghornEncryptedCarriedAsIs(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, true, "")
-	l.encrypted = true
-	l.writeVolumeMeta(true)
-	l.randomWrites(30) // random bytes stand for ciphertext
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src))
-	r, err := Open(src, Options{})
+	l := lhdir.New(t, src, 1<<20, true, "")
+	l.Encrypted = true
+	l.WriteVolumeMeta(true)
+	l.RandomWrites(30) // random bytes stand for ciphertext
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src))
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	dst := filepath.Join(root, "dst")
 	_, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), exportSHA(t, dst))
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
 	for _, d := range []string{src, dst} {
-		vm, err := ReadVolumeMeta(d)
+		vm, err := replica.ReadVolumeMeta(d)
 		require.NoError(t, err)
 		require.True(t, vm.Encrypted, d)
 	}
@@ -602,29 +605,29 @@ func TestLonghornEncryptedCarriedAsIs(t *testing.T) {
 func TestAddReplicaKeepsRevertedBranch(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, true, "")
-	l.randomWrites(20)
-	l.snapshot("s1", true, nil, l.size)
-	l.randomWrites(20)
-	l.snapshot("s2", true, nil, l.size)
-	l.revert("s1")
-	l.randomWrites(10)
-	l.close()
-	v, err := OpenVolume([]string{src}, VolumeOptions{Counter: CounterOn})
+	l := lhdir.New(t, src, 1<<20, true, "")
+	l.RandomWrites(20)
+	l.Snapshot("s1", true, nil, l.Size)
+	l.RandomWrites(20)
+	l.Snapshot("s2", true, nil, l.Size)
+	l.Revert("s1")
+	l.RandomWrites(10)
+	l.Close()
+	v, err := replica.OpenVolume([]string{src}, replica.VolumeOptions{Counter: replica.CounterOn})
 	require.NoError(t, err)
 	dst := filepath.Join(root, "dst")
-	_, err = v.AddReplica(t.Context(), dst, nil)
+	_, err = AddReplica(t.Context(), v, dst, nil)
 	require.NoError(t, err)
 	require.NoError(t, v.Close())
-	s2 := SnapshotName("s2")
-	for _, name := range []string{s2, MetaName(s2)} {
+	s2 := replica.SnapshotName("s2")
+	for _, name := range []string{s2, replica.MetaName(s2)} {
 		a, err := os.ReadFile(filepath.Join(src, name))
 		require.NoError(t, err)
 		b, err := os.ReadFile(filepath.Join(dst, name))
 		require.NoError(t, err, "abandoned branch not copied")
 		require.Equal(t, sha256.Sum256(a), sha256.Sum256(b), name)
 	}
-	require.Equal(t, l.sha(), exportSHA(t, dst))
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
 }
 
 // BackingFilePath may name a directory holding exactly one file
@@ -636,20 +639,20 @@ func TestBackingFilePathResolution(t *testing.T) {
 	require.NoError(t, os.Mkdir(bdir, 0o755))
 	writeRaw(t, filepath.Join(bdir, "disk.raw"), 512<<10)
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<20, true, bdir)
-	l.randomWrites(10)
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	l := lhdir.New(t, src, 1<<20, true, bdir)
+	l.RandomWrites(10)
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 
 	writeRaw(t, filepath.Join(bdir, "other.raw"), 4096)
-	_, err := OpenChain(src)
+	_, err := replica.OpenChain(src)
 	require.ErrorContains(t, err, "expected exactly one file")
-	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
+	require.ErrorContains(t, err, filepath.Join(src, replica.VolumeMetaFile))
 
 	require.NoError(t, os.RemoveAll(bdir))
-	_, err = Open(src, Options{})
+	_, err = replica.Open(src, replica.Options{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	require.ErrorContains(t, err, filepath.Join(src, VolumeMetaFile))
+	require.ErrorContains(t, err, filepath.Join(src, replica.VolumeMetaFile))
 }
 
 // The scale: a 1 GiB volume, 2,000 random 4 KiB writes (one in ten
@@ -661,20 +664,20 @@ func TestLonghornScale(t *testing.T) {
 	}
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	l := newLonghorn(t, src, 1<<30, true, "")
+	l := lhdir.New(t, src, 1<<30, true, "")
 	for i := range 4 {
-		l.randomWrites(500)
-		l.snapshot("b"+string(rune('0'+i)), true, nil, l.size)
+		l.RandomWrites(500)
+		l.Snapshot("b"+string(rune('0'+i)), true, nil, l.Size)
 	}
-	l.close()
-	require.Equal(t, l.sha(), exportSHA(t, src))
+	l.Close()
+	require.Equal(t, l.SHA(), exportSHA(t, src))
 	dst := filepath.Join(root, "dst")
 	_, err := Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
-	require.Equal(t, l.sha(), exportSHA(t, dst))
-	rep, err := Check([]string{src, dst}, CheckOptions{})
+	require.Equal(t, l.SHA(), exportSHA(t, dst))
+	rep, err := replica.Check([]string{src, dst}, replica.CheckOptions{})
 	require.NoError(t, err)
-	require.Equal(t, longhornStartCheck(t, []string{src, dst}), rep.RW)
+	require.Equal(t, lhdir.StartCheck(t, []string{src, dst}), rep.RW)
 	require.Len(t, rep.RW, 2)
 }
 
@@ -690,20 +693,20 @@ func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
 		t.Run(map[bool]string{true: "counter-on", false: "counter-off"}[counter], func(t *testing.T) {
 			root := t.TempDir()
 			src := filepath.Join(root, "src")
-			l := newLonghorn(t, src, 1<<20, counter, "")
-			l.randomWrites(20)
-			l.snapshot("s1", true, nil, l.size)
-			l.randomWrites(10)
-			l.close()
-			mode := CounterOff
+			l := lhdir.New(t, src, 1<<20, counter, "")
+			l.RandomWrites(20)
+			l.Snapshot("s1", true, nil, l.Size)
+			l.RandomWrites(10)
+			l.Close()
+			mode := replica.CounterOff
 			if counter {
-				mode = CounterOn
+				mode = replica.CounterOn
 			}
-			v, err := OpenVolume([]string{src}, VolumeOptions{Counter: mode})
+			v, err := replica.OpenVolume([]string{src}, replica.VolumeOptions{Counter: mode})
 			require.NoError(t, err)
 			dst := filepath.Join(root, "dst")
-			_, err = v.AddReplica(t.Context(), dst, &RebuildOptions{fault: func(step, name string) error {
-				if name == SnapshotName("s1") {
+			_, err = AddReplica(t.Context(), v, dst, &Options{fault: func(step, name string) error {
+				if name == replica.SnapshotName("s1") {
 					return errors.New("injected failure")
 				}
 				return nil
@@ -711,14 +714,14 @@ func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
 			require.Error(t, err)
 			require.Empty(t, adoptable(t, dst), "after the failure")
 			// The volume goes on with its source.
-			p := bytes.Repeat([]byte{7}, BlockSize)
+			p := bytes.Repeat([]byte{7}, replica.BlockSize)
 			_, err = v.WriteAt(p, 8192)
 			require.NoError(t, err)
-			copy(l.model[8192:], p)
+			copy(l.Model[8192:], p)
 			require.NoError(t, v.Close())
 			require.Empty(t, adoptable(t, dst), "after Close")
-			require.Equal(t, l.sha(), exportSHA(t, src))
-			_, err = Inspect(dst, InspectOptions{})
+			require.Equal(t, l.SHA(), exportSHA(t, src))
+			_, err = replica.Inspect(dst, replica.InspectOptions{})
 			require.Error(t, err)
 		})
 	}
@@ -736,51 +739,51 @@ func TestLonghornDeleteThenRecreate(t *testing.T) {
 	root := t.TempDir()
 	const size = 1 << 20
 	old := filepath.Join(root, "r0")
-	r, err := Create(old, size, Options{})
+	r, err := replica.Create(old, size, replica.Options{})
 	require.NoError(t, err)
 	for range 10 {
-		_, err := r.WriteAt(bytes.Repeat([]byte{1}, BlockSize), 0)
+		_, err := r.WriteAt(bytes.Repeat([]byte{1}, replica.BlockSize), 0)
 		require.NoError(t, err)
 	}
 	require.NoError(t, r.Close())
 
-	deleteLonghorn(t, old)
-	require.ElementsMatch(t, []string{HeaderFile, LiveCounterFile}, fileNames(t, old))
-	l0 := newLonghorn(t, old, size, true, "")
-	l0.randomWrites(3)
-	l0.close()
+	lhdir.Delete(t, old)
+	require.ElementsMatch(t, []string{replica.HeaderFile, replica.LiveCounterFile}, fileNames(t, old))
+	l0 := lhdir.New(t, old, size, true, "")
+	l0.RandomWrites(3)
+	l0.Close()
 	// The volume's other replica, Longhorn's, took 5 writes.
-	l1 := newLonghorn(t, filepath.Join(root, "r1"), size, true, "")
-	l1.randomWrites(5)
-	l1.close()
+	l1 := lhdir.New(t, filepath.Join(root, "r1"), size, true, "")
+	l1.RandomWrites(5)
+	l1.Close()
 
-	i, err := Inspect(old, InspectOptions{})
+	i, err := replica.Inspect(old, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), *i.Revision, "the old header's count")
-	dirs := []string{old, l1.dir}
-	rep, err := Check(dirs, CheckOptions{})
+	dirs := []string{old, l1.Dir}
+	rep, err := replica.Check(dirs, replica.CheckOptions{})
 	require.NoError(t, err)
-	require.Equal(t, longhornStartCheck(t, dirs), rep.RW)
-	require.Equal(t, []string{l1.dir}, rep.RW, "%+v", rep)
+	require.Equal(t, lhdir.StartCheck(t, dirs), rep.RW)
+	require.Equal(t, []string{l1.Dir}, rep.RW, "%+v", rep)
 
 	// A rebuild of it copies 3, and our writer continues from 3.
 	dst := filepath.Join(root, "copy")
 	_, err = Rebuild(t.Context(), old, dst, nil)
 	require.NoError(t, err)
-	i, err = Inspect(dst, InspectOptions{})
+	i, err = replica.Inspect(dst, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), *i.Revision)
-	require.Equal(t, l0.sha(), exportSHA(t, dst))
-	r, err = Open(old, Options{})
+	require.Equal(t, l0.SHA(), exportSHA(t, dst))
+	r, err = replica.Open(old, replica.Options{})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), r.Revision())
-	p := bytes.Repeat([]byte{9}, BlockSize)
+	p := bytes.Repeat([]byte{9}, replica.BlockSize)
 	_, err = r.WriteAt(p, 4096)
 	require.NoError(t, err)
-	copy(l0.model[4096:], p)
+	copy(l0.Model[4096:], p)
 	require.NoError(t, r.Close())
-	i, err = Inspect(old, InspectOptions{})
+	i, err = replica.Inspect(old, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(4), *i.Revision)
-	require.Equal(t, l0.sha(), exportSHA(t, old))
+	require.Equal(t, l0.SHA(), exportSHA(t, old))
 }

@@ -1,6 +1,7 @@
-package replica
+package rebuild
 
 import (
+	"github.com/sparsesync/sparsesync/replica"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,7 +21,7 @@ func TestRebuildChargesItsBudget(t *testing.T) {
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	makeSource(t, src, 32<<20, 2<<20)
 	b := qos.NewBudget(8 << 30)
-	st, err := Rebuild(t.Context(), src, dst, &RebuildOptions{Budget: b})
+	st, err := Rebuild(t.Context(), src, dst, &Options{Budget: b})
 	require.NoError(t, err)
 	require.Equal(t, exportBytes(t, src), exportBytes(t, dst))
 	var copied, cloned int64
@@ -44,13 +45,13 @@ func TestExportChargesItsBudget(t *testing.T) {
 	makeSource(t, src, 32<<20, 2<<20)
 	b := qos.NewBudget(8 << 30)
 	out := filepath.Join(root, "out.img")
-	st, err := Export(t.Context(), src, out, &ExportOptions{Budget: b})
+	st, err := replica.Export(t.Context(), src, out, &replica.ExportOptions{Budget: b})
 	require.NoError(t, err)
 	require.Positive(t, st.DataBytes)
 	require.Equal(t, st.DataBytes, b.Read.Bytes(), "bytes read from the chain, as charged")
 	require.Equal(t, st.DataBytes, b.Write.Bytes(), "bytes written to the image, as charged")
 	plain := filepath.Join(root, "plain.img")
-	_, err = Export(t.Context(), src, plain, nil)
+	_, err = replica.Export(t.Context(), src, plain, nil)
 	require.NoError(t, err)
 	want, err := os.ReadFile(plain)
 	require.NoError(t, err)
@@ -59,7 +60,7 @@ func TestExportChargesItsBudget(t *testing.T) {
 	require.Equal(t, want, got, "a budget changes the pace, not the image")
 }
 
-// TestRebuildOverTCPChargesItsBudget checks that RebuildOptions.Budget
+// TestRebuildOverTCPChargesItsBudget checks that Options.Budget
 // reaches the network copy: the pulled files' writes, their read-back and
 // the wire bytes are charged to it.
 func TestRebuildOverTCPChargesItsBudget(t *testing.T) {
@@ -67,7 +68,7 @@ func TestRebuildOverTCPChargesItsBudget(t *testing.T) {
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	makeSource(t, src, 32<<20, 2<<20)
 	b := qos.NewBudget(8 << 30)
-	st, err := Rebuild(t.Context(), "", dst, &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src",
+	st, err := Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, src), RemoteDir: "src",
 		TCP: tcpsync.Options{NoAuth: true, Retries: -1}, Budget: b})
 	require.NoError(t, err)
 	require.Equal(t, PathTCP, st.Path)

@@ -1,8 +1,9 @@
-package replica
+package rebuild
 
 import (
 	"bytes"
 	"errors"
+	"github.com/sparsesync/sparsesync/replica"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -30,7 +31,7 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	root := t.TempDir()
 	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1")}
 	const size = 32 << 20
-	v, err := CreateVolume(dirs, size, VolumeOptions{Counter: CounterOn})
+	v, err := replica.CreateVolume(dirs, size, replica.VolumeOptions{Counter: replica.CounterOn})
 	require.NoError(t, err)
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < size; off += 4 << 20 {
@@ -64,13 +65,13 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 			for !stop.Load() {
 				n := 1 + rng.IntN(len(b))
 				if rng.IntN(2) == 0 {
-					n = (1 + rng.IntN(16)) * BlockSize
+					n = (1 + rng.IntN(16)) * replica.BlockSize
 				}
 				// Each writer owns half of the volume: its writes are
 				// ordered, so every replica must end with the same bytes.
 				off := int64(w)*size/2 + rng.Int64N(size/2-int64(n))
 				if rng.IntN(2) == 0 {
-					off -= off % BlockSize
+					off -= off % replica.BlockSize
 				}
 				layout.Pattern(b[:n], off+int64(w)*7+writes.Load())
 				if _, err := v.WriteAt(b[:n], off); err != nil {
@@ -87,12 +88,12 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	}
 	waitWrites(8) // the rebuild starts under writes
 	target := filepath.Join(root, "r2")
-	var o *RebuildOptions
+	var o *Options
 	if fallback {
 		// The local copy of the second file fails; the snapshots come
 		// over TCP from a loopback server whose root holds r0.
 		n := 0
-		o = &RebuildOptions{Remote: serveDir(t, dirs[0]), TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+		o = &Options{Remote: serveDir(t, dirs[0]), TCP: tcpsync.Options{NoAuth: true, Retries: -1},
 			fault: func(step, name string) error {
 				if step == "local" {
 					if n++; n == 2 {
@@ -102,7 +103,7 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 				return nil
 			}}
 	}
-	st, err := v.AddReplica(t.Context(), target, o)
+	st, err := AddReplica(t.Context(), v, target, o)
 	require.NoError(t, err)
 	if fallback {
 		require.Equal(t, PathLocalTCP, st.Path)
@@ -118,7 +119,7 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	for _, m := range v.Members() {
 		modes[filepath.Base(m.Dir)] = m.Mode
 	}
-	require.Equal(t, map[string]string{"r0": ModeRW, "r1": ModeRW, "r2": ModeRW}, modes)
+	require.Equal(t, map[string]string{"r0": replica.ModeRW, "r1": replica.ModeRW, "r2": replica.ModeRW}, modes)
 	require.NoError(t, v.Close())
 
 	all := append(dirs, target)
@@ -126,12 +127,12 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	for _, d := range all[1:] {
 		require.True(t, bytes.Equal(want, exportBytes(t, d)), "%s differs from r0", d)
 	}
-	rep, err := Check(all, CheckOptions{})
+	rep, err := replica.Check(all, replica.CheckOptions{})
 	require.NoError(t, err)
 	require.Equal(t, all, rep.RW, "%+v", rep)
-	i0, err := Inspect(dirs[0], InspectOptions{})
+	i0, err := replica.Inspect(dirs[0], replica.InspectOptions{})
 	require.NoError(t, err)
-	i2, err := Inspect(target, InspectOptions{})
+	i2, err := replica.Inspect(target, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, *i0.Revision, *i2.Revision)
 	require.Equal(t, i0.Epoch, i2.Epoch)

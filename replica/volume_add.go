@@ -5,19 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/sparsesync/sparsesync/localsync"
 )
 
 // ModeWO is the mode of a replica that receives writes but is not read
 // from: the target of a running AddReplica.
 const ModeWO = "WO"
+
+// AddOptions configure Volume.AddReplica.
+type AddOptions struct {
+	// Copy copies the named files (images and .meta) from the source
+	// replica directory into the staging directory, verified and synced:
+	// the data path of the rebuild (package replica/rebuild gives the
+	// local copy with its TCP fallback). It is required.
+	Copy func(ctx context.Context, source, stage string, names []string) error
+	// Fault, when set, is called after each step of the staging protocol
+	// (see NewStage); its error fails the step (tests only).
+	Fault func(step, name string) error
+}
+
+// Added says what AddReplica did.
+type Added struct {
+	Source   string // the healthy replica copied from
+	Revision int64  // the revision count given to the new replica
+}
 
 // AddReplica rebuilds the replica directory target from the volume's
 // first healthy replica while the volume keeps taking writes, and adds it
@@ -29,145 +44,143 @@ const ModeWO = "WO"
 //	    unaligned writes are widened to whole blocks read from a RW replica
 //	snapshot every member (no write in flight): the source's snapshots are
 //	    now immutable and hold every write the target missed
-//	copy each snapshot image and .meta to the target (local first, TCP
-//	    fallback from opts.Remote as in Rebuild), verified and synced
+//	copy each snapshot image and .meta to the target (opts.Copy)
 //	with no write in flight: the staged copy gets the source's revision
 //	    counter and the volume's epoch, Rebuilding is cleared, it is
 //	    published (the head's .meta last: the commit), reopens and
 //	    becomes RW; the epoch is bumped on every member
 //
-// Only opts.Remote, RemoteDir, TCP and Logger are used. Unmaps are no-ops
-// while the rebuild runs. Until the commit the target's top level holds
-// nothing Longhorn or we would open, even if the process is killed. On
-// failure the target is dropped, closed and its incomplete copy removed
-// (as a failed Rebuild's); the volume goes on with its other members.
-func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOptions) (RebuildStats, error) {
-	start := time.Now()
-	var o RebuildOptions
-	if opts != nil {
-		o = *opts
+// Unmaps are no-ops while the rebuild runs. Until the commit the target's
+// top level holds nothing Longhorn or we would open, even if the process
+// is killed. On failure the target is dropped, closed and its incomplete
+// copy removed (as a failed Rebuild's); the volume goes on with its other
+// members. Package replica/rebuild's AddReplica calls it with its copy.
+func (v *Volume) AddReplica(ctx context.Context, target string, opts AddOptions) (Added, error) {
+	var add Added
+	if opts.Copy == nil {
+		return add, fmt.Errorf("replica: add replica %s: no copy function", target)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	stage := NewStage(target, opts.Fault)
+	src, wo, tlock, err := v.joinWO(stage)
+	if err != nil {
+		return add, fmt.Errorf("replica: add replica %s: %w", target, err)
 	}
-	st := RebuildStats{Target: target, Path: PathLocal}
-	fail := func(err error) (RebuildStats, error) {
-		st.Elapsed = time.Since(start)
-		return st, fmt.Errorf("replica: add replica %s: %w", target, err)
-	}
-
-	// Prepare the target and join it write-only, with no I/O in flight.
-	v.io.Lock()
-	v.mu.Lock()
-	hs := *v.healthy.Load()
-	switch {
-	case v.closed:
-		v.mu.Unlock()
-		v.io.Unlock()
-		return fail(ErrClosed)
-	case v.wo != nil:
-		v.mu.Unlock()
-		v.io.Unlock()
-		return fail(errors.New("another rebuild is running"))
-	case len(hs) == 0:
-		v.mu.Unlock()
-		v.io.Unlock()
-		return fail(ErrNoHealthyReplica)
-	}
-	src := hs[0]
-	st.Source = src.Dir()
-	wo, tlock, err := prepareTarget(src, target, v.opts.Replica, &o)
 	defer func() {
 		if tlock != nil {
 			tlock.Close()
 		}
 	}()
+	add.Source = src.Dir()
+	names, err := v.freeze(src, wo)
 	if err == nil {
-		v.wo, v.woErr = wo, nil
-		v.all = append(v.all, wo)
-		v.storeWritersLocked()
-		v.setMemberLocked(target, ModeWO, "rebuilding")
+		err = opts.Copy(ctx, src.Dir(), stage.Dir(), names)
 	}
-	v.mu.Unlock()
-	v.io.Unlock()
+	if err == nil {
+		err = syncDir(stage.Dir())
+	}
 	if err != nil {
-		return fail(err)
+		return add, fmt.Errorf("replica: add replica %s: %w", target, v.abortWO(wo, err))
 	}
-	abort := func(err error) (RebuildStats, error) {
-		v.io.Lock()
-		v.mu.Lock()
-		if v.wo == wo {
-			v.wo = nil
-			v.storeWritersLocked()
-			v.setMemberLocked(target, ModeERR, err.Error())
-		}
-		v.mu.Unlock()
-		v.io.Unlock()
-		return fail(v.discardTarget(wo, err))
+	add.Revision, err = v.switchRW(src, wo, stage, names, &tlock)
+	if err != nil {
+		return add, fmt.Errorf("replica: add replica %s: %w", target, err)
 	}
+	return add, nil
+}
 
-	// Freeze what the target missed into snapshots on every member.
+// joinWO prepares the target of stage and joins it to the volume
+// write-only, with no I/O in flight. It returns the source (the first
+// healthy replica), the WO replica and the lock on the target.
+func (v *Volume) joinWO(stage *Stage) (src, wo *Replica, lock *os.File, err error) {
+	v.io.Lock()
+	defer v.io.Unlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	hs := *v.healthy.Load()
+	switch {
+	case v.closed:
+		return nil, nil, nil, ErrClosed
+	case v.wo != nil:
+		return nil, nil, nil, errors.New("another rebuild is running")
+	case len(hs) == 0:
+		return nil, nil, nil, ErrNoHealthyReplica
+	}
+	src = hs[0]
+	if wo, lock, err = prepareTarget(src, stage, v.opts.Replica); err != nil {
+		return nil, nil, nil, err
+	}
+	v.wo, v.woErr = wo, nil
+	v.all = append(v.all, wo)
+	v.storeWritersLocked()
+	v.setMemberLocked(stage.Target(), ModeWO, "rebuilding")
+	return src, wo, lock, nil
+}
+
+// freeze snapshots every member, so the source's snapshots hold every
+// write the WO replica missed, and returns the files to copy: every disk
+// the source lists (as Longhorn's rebuild copies them, SourceFiles), the
+// off-chain ones first, then the snapshots, oldest first, all immutable.
+func (v *Volume) freeze(src, wo *Replica) ([]string, error) {
 	if err := v.Snapshot("rebuild-"+newID().String()[:12], SnapshotOptions{}); err != nil { // a system snapshot, as Longhorn's rebuild takes
-		return abort(err)
+		return nil, err
 	}
 	if err := v.woFailed(wo); err != nil {
-		return abort(err)
+		return nil, err
 	}
 	src.gate.RLock()
 	full := append([]string(nil), src.chain...)
 	src.gate.RUnlock()
-	chain := full[1:] // the snapshots, newest first
-	// Every disk the source lists, as Longhorn's rebuild copies them
-	// (sourceFiles): the off-chain ones first, immutable like the snapshots.
 	extra, err := offChainDisks(src.Dir(), full)
 	if err != nil {
-		return abort(err)
+		return nil, err
 	}
 	var names []string
 	for _, img := range extra {
 		names = append(names, img, MetaName(img))
 	}
-	names = append(names, chainFiles(chain)...)
+	return append(names, ChainFiles(full[1:])...), nil // full[1:]: the snapshots, newest first
+}
 
-	stage := wo.Dir()
-	files, err := copyLocal(ctx, src.Dir(), stage, names, &o)
-	if err != nil && o.Remote != "" && ctx.Err() == nil {
-		st.FallbackReason, st.Path = err.Error(), PathLocalTCP
-		o.Logger.Warn("replica add: local copy failed, falling back to TCP",
-			"source", src.Dir(), "target", target, "remote", o.Remote, "err", err)
-		if o.RemoteDir == "" {
-			o.RemoteDir = filepath.Base(src.Dir())
-		}
-		files, err = copyTCP(ctx, stage, names, &o)
+// abortWO takes the WO replica out of the write set after a failed copy,
+// marks it ERR, and discards it; it returns err joined with any failure
+// to remove the copy.
+func (v *Volume) abortWO(wo *Replica, err error) error {
+	v.io.Lock()
+	v.mu.Lock()
+	if v.wo == wo {
+		v.wo = nil
+		v.storeWritersLocked()
+		v.setMemberLocked(woTarget(wo), ModeERR, err.Error())
 	}
-	st.Files = files
-	if err != nil {
-		return abort(err)
-	}
-	if err := syncDir(stage); err != nil {
-		return abort(err)
-	}
+	v.mu.Unlock()
+	v.io.Unlock()
+	return v.discardTarget(wo, err)
+}
 
-	// Switch WO -> RW with no I/O in flight.
+// switchRW, with no I/O in flight, gives the fully copied WO replica the
+// source's count and the volume's epoch, publishes it, reopens it and
+// makes it RW; then the epoch is bumped on every member. It closes the
+// target's lock (*lock = nil) before reopening. It returns the count.
+func (v *Volume) switchRW(src, wo *Replica, stage *Stage, names []string, lock **os.File) (int64, error) {
 	v.io.Lock()
 	defer v.io.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	target := stage.Target()
 	if v.wo != wo {
-		st.Elapsed = time.Since(start)
-		return st, fmt.Errorf("replica: add replica %s: %w", target, v.discardTargetLocked(wo, fmt.Errorf("dropped: %w", v.woErr)))
+		return 0, v.discardTargetLocked(wo, fmt.Errorf("dropped: %w", v.woErr))
 	}
 	rev := src.Revision()
-	err = wo.Close()
+	err := wo.Close()
 	if err == nil {
-		err = setRebuilt(stage, rev, v.epoch)
+		err = setRebuilt(stage.Dir(), rev, v.epoch)
 	}
 	if err == nil {
 		head := wo.vm.Head
-		err = publish(target, append(names, head, MetaName(head)), &o)
+		err = stage.Publish(append(names, head, MetaName(head)))
 	}
-	tlock.Close()
-	tlock = nil
+	(*lock).Close()
+	*lock = nil
 	var r *Replica
 	if err == nil {
 		r, err = Open(target, v.opts.Replica)
@@ -179,8 +192,7 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 		v.wo = nil
 		v.storeWritersLocked()
 		v.setMemberLocked(target, ModeERR, err.Error())
-		st.Elapsed = time.Since(start)
-		return st, fmt.Errorf("replica: add replica %s: %w", target, err)
+		return 0, err
 	}
 	v.wo = nil
 	v.all = slices.DeleteFunc(v.all, func(x *Replica) bool { return x == wo })
@@ -189,13 +201,7 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts *RebuildOpt
 	v.healthy.Store(&h)
 	v.storeWritersLocked()
 	v.setMemberLocked(target, ModeRW, "rebuilt")
-	st.Revision = rev
-	if err := v.bumpEpochLocked(); err != nil {
-		st.Elapsed = time.Since(start)
-		return st, err
-	}
-	st.Elapsed = time.Since(start)
-	return st, nil
+	return rev, v.bumpEpochLocked()
 }
 
 // discardTarget closes the dropped WO target of a failed AddReplica,
@@ -243,14 +249,15 @@ func woTarget(r *Replica) string { return filepath.Dir(r.Dir()) }
 // staging directory as a replica marked Rebuilding: src's head name,
 // volume id and counter mode, an empty head. It returns the staged
 // replica, open, and the lock on target.
-func prepareTarget(src *Replica, target string, opts Options, o *RebuildOptions) (wo *Replica, lock *os.File, err error) {
-	if sameDir(src.Dir(), target) {
+func prepareTarget(src *Replica, st *Stage, opts Options) (wo *Replica, lock *os.File, err error) {
+	target := st.Target()
+	if SameDir(src.Dir(), target) {
 		return nil, nil, errors.New("source and target are the same directory")
 	}
 	if err := os.MkdirAll(target, 0o700); err != nil {
 		return nil, nil, err
 	}
-	if lock, err = lockDir(target); err != nil {
+	if lock, err = LockDir(target); err != nil {
 		return nil, nil, err
 	}
 	defer func() {
@@ -266,10 +273,10 @@ func prepareTarget(src *Replica, target string, opts Options, o *RebuildOptions)
 			lock = nil
 		}
 	}()
-	stage, err := demote(target, o)
-	if err != nil {
+	if err := st.Demote(); err != nil {
 		return nil, nil, err
 	}
+	stage := st.Dir()
 	src.gate.RLock()
 	head := src.vm.Head
 	src.gate.RUnlock()
@@ -366,35 +373,4 @@ func setRebuilt(target string, rev int64, epoch uint64) error {
 	os.Remove(filepath.Join(target, LiveCounterFile))
 	vm.Rebuilding, vm.Dirty = false, false
 	return writeJSONAtomic(target, VolumeMetaFile, vm)
-}
-
-// copyLocal copies names from source to target with localsync, verifying
-// each; on error it removes the files it created.
-func copyLocal(ctx context.Context, source, target string, names []string, o *RebuildOptions) (files []RebuildFile, err error) {
-	var created []string
-	defer func() {
-		if err != nil {
-			for _, p := range slices.Backward(created) {
-				os.Remove(p)
-			}
-		}
-	}()
-	for _, name := range names {
-		if err := o.injected("local", name); err != nil {
-			return files, err
-		}
-		src, dst := filepath.Join(source, name), filepath.Join(target, name)
-		if _, err := os.Lstat(dst); err != nil {
-			created = append(created, dst)
-		}
-		cst, err := localsync.Copy(ctx, src, dst, localsync.Options{Logger: o.Logger, Budget: o.Budget})
-		if err != nil {
-			return files, err
-		}
-		if err := verifyCopy(ctx, src, dst, o.Budget.Read); err != nil {
-			return files, err
-		}
-		files = append(files, RebuildFile{Name: name, CopiedBytes: cst.CopiedBytes, ClonedBytes: cst.ClonedBytes, UnchangedBytes: cst.UnchangedBytes, Throttled: cst.Throttled})
-	}
-	return files, nil
 }

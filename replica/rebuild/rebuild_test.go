@@ -1,10 +1,12 @@
-package replica
+package rebuild
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/replica"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 	"github.com/sparsesync/sparsesync/tcpsync"
@@ -29,12 +33,12 @@ func makeSource(t testing.TB, dir string, size, dataPerLayer int64) {
 // s2 and the head given apart.
 func makeSourceLayers(t testing.TB, dir string, size int64, data ...int64) {
 	t.Helper()
-	r, err := Create(dir, size, Options{})
+	r, err := replica.Create(dir, size, replica.Options{})
 	require.NoError(t, err)
-	buf := alignedBuf(1 << 20)
+	buf := coldread.AlignedBuffer(1 << 20)
 	writeLayer := func(seed, data int64) {
 		step := size / max(1, data/int64(len(buf)))
-		step -= step % BlockSize
+		step -= step % replica.BlockSize
 		for off, n := seed*8192, int64(0); n < data && off+int64(len(buf)) <= size; off, n = off+step, n+int64(len(buf)) {
 			layout.Pattern(buf, off+seed)
 			_, err := r.WriteAt(buf, off)
@@ -55,7 +59,7 @@ func makeSourceLayers(t testing.TB, dir string, size int64, data ...int64) {
 func exportBytes(t testing.TB, dir string) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "export.img")
-	_, err := Export(context.Background(), dir, out, nil)
+	_, err := replica.Export(context.Background(), dir, out, nil)
 	require.NoError(t, err)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -67,16 +71,16 @@ func exportBytes(t testing.TB, dir string) []byte {
 func requireSameReplica(t testing.TB, source, target string) {
 	t.Helper()
 	requireSameVolume(t, source, target)
-	si, err := Inspect(source, InspectOptions{})
+	si, err := replica.Inspect(source, replica.InspectOptions{})
 	require.NoError(t, err)
-	ti, err := Inspect(target, InspectOptions{})
+	ti, err := replica.Inspect(target, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, si.Revision, ti.Revision)
 	require.Equal(t, si.Chain, ti.Chain)
-	rep, err := Check([]string{source, target}, CheckOptions{})
+	rep, err := replica.Check([]string{source, target}, replica.CheckOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []string{source, target}, rep.RW, "%+v", rep)
-	r, err := Open(target, Options{})
+	r, err := replica.Open(target, replica.Options{})
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
@@ -85,10 +89,10 @@ func requireSameReplica(t testing.TB, source, target string) {
 // through their chain readers: equal data maps, equal bytes.
 func requireSameVolume(t testing.TB, a, b string) {
 	t.Helper()
-	ca, err := OpenChain(a)
+	ca, err := replica.OpenChain(a)
 	require.NoError(t, err)
 	defer ca.Close()
-	cb, err := OpenChain(b)
+	cb, err := replica.OpenChain(b)
 	require.NoError(t, err)
 	defer cb.Close()
 	ma, err := ca.Map(context.Background())
@@ -120,14 +124,14 @@ func fileNames(t testing.TB, dir string) []string {
 	return names
 }
 
-func sum(files []RebuildFile, f func(RebuildFile) int64) (n int64) {
+func sum(files []File, f func(File) int64) (n int64) {
 	for _, x := range files {
 		n += f(x)
 	}
 	return n
 }
 
-func copied(f RebuildFile) int64 { return f.CopiedBytes + f.ClonedBytes }
+func copied(f File) int64 { return f.CopiedBytes + f.ClonedBytes }
 
 func TestRebuildLocalIncremental(t *testing.T) {
 	root := t.TempDir()
@@ -143,11 +147,11 @@ func TestRebuildLocalIncremental(t *testing.T) {
 	// Unchanged: nothing is written again.
 	st, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
-	require.Zero(t, sum(st.Files, func(f RebuildFile) int64 { return f.CopiedBytes }), "%+v", st.Files)
+	require.Zero(t, sum(st.Files, func(f File) int64 { return f.CopiedBytes }), "%+v", st.Files)
 
 	// One more write and a snapshot on the source: the old head of the
 	// target is gone, the new files are copied, the counter follows.
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("x"), 4096), 1<<20)
 	require.NoError(t, err)
@@ -158,7 +162,7 @@ func TestRebuildLocalIncremental(t *testing.T) {
 	st, err = Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	requireSameReplica(t, src, dst)
-	require.NotContains(t, fileNames(t, dst), HeadName(2), "stale head of the old copy")
+	require.NotContains(t, fileNames(t, dst), replica.HeadName(2), "stale head of the old copy")
 	require.Less(t, sum(st.Files, copied), int64(4<<20))
 }
 
@@ -169,11 +173,11 @@ func TestRebuildRefusesSameDirAndLiveSource(t *testing.T) {
 	require.Error(t, err)
 	requireSameReplicaSelf(t, src)
 
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	dst := filepath.Join(t.TempDir(), "dst")
 	_, err = Rebuild(t.Context(), src, dst, nil)
-	require.ErrorIs(t, err, ErrBusy)
+	require.ErrorIs(t, err, replica.ErrBusy)
 	require.Empty(t, fileNames(t, dst))
 	require.NoError(t, r.Close())
 }
@@ -184,19 +188,19 @@ func TestRebuildRefusesSameDirAndLiveSource(t *testing.T) {
 func TestRebuildSourceLocked(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	makeSource(t, src, 1<<20, 1<<20)
-	lock, err := lockDir(src)
+	lock, err := replica.LockDir(src)
 	require.NoError(t, err)
 	defer lock.Close()
 	dst := filepath.Join(t.TempDir(), "dst")
 	_, err = Rebuild(t.Context(), src, dst, nil)
-	require.ErrorIs(t, err, ErrBusy)
-	_, err = Rebuild(t.Context(), src, dst, &RebuildOptions{SourceLocked: true})
+	require.ErrorIs(t, err, replica.ErrBusy)
+	_, err = Rebuild(t.Context(), src, dst, &Options{SourceLocked: true})
 	require.NoError(t, err)
 	requireSameReplica(t, src, dst)
 }
 
 func requireSameReplicaSelf(t *testing.T, dir string) {
-	r, err := Open(dir, Options{})
+	r, err := replica.Open(dir, replica.Options{})
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
@@ -216,14 +220,14 @@ func TestRebuildFallbackToTCP(t *testing.T) {
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	makeSource(t, src, 8<<20, 1<<20)
 	fault := func(step, name string) error {
-		if step == "local" && name == MetaName(SnapshotName("s1")) { // the second file
+		if step == "local" && name == replica.MetaName(replica.SnapshotName("s1")) { // the second file
 			return errors.New("injected local copy failure")
 		}
 		return nil
 	}
 
 	// Without a fallback the rebuild fails and leaves nothing behind.
-	_, err := Rebuild(t.Context(), src, dst, &RebuildOptions{fault: fault})
+	_, err := Rebuild(t.Context(), src, dst, &Options{fault: fault})
 	require.ErrorContains(t, err, "injected")
 	require.Empty(t, fileNames(t, dst), "files of the failed local attempt")
 
@@ -231,16 +235,16 @@ func TestRebuildFallbackToTCP(t *testing.T) {
 	addr := serveDir(t, src)
 	var local []string
 	tcpStarted := false
-	o := &RebuildOptions{Remote: addr, TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+	o := &Options{Remote: addr, TCP: tcpsync.Options{NoAuth: true, Retries: -1},
 		Logger: newTestLogger(&logged),
 		fault: func(step, name string) error {
 			if step == "local" {
 				local = append(local, name)
 			}
-			if step == "tcp" && !tcpStarted && slices.Contains(fileNames(t, dst), SnapshotName("s1")) {
+			if step == "tcp" && !tcpStarted && slices.Contains(fileNames(t, dst), replica.SnapshotName("s1")) {
 				// The network copy starts from a target without the
 				// local attempt's files.
-				t.Errorf("leftover %s from the local attempt", SnapshotName("s1"))
+				t.Errorf("leftover %s from the local attempt", replica.SnapshotName("s1"))
 			}
 			tcpStarted = tcpStarted || step == "tcp"
 			return fault(step, name)
@@ -249,7 +253,7 @@ func TestRebuildFallbackToTCP(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, PathLocalTCP, st.Path)
 	require.Contains(t, st.FallbackReason, "injected")
-	require.Equal(t, []string{SnapshotName("s1"), MetaName(SnapshotName("s1"))}, local)
+	require.Equal(t, []string{replica.SnapshotName("s1"), replica.MetaName(replica.SnapshotName("s1"))}, local)
 	require.Contains(t, logged.String(), "level=WARN")
 	require.Contains(t, logged.String(), "falling back to TCP")
 	requireSameReplica(t, src, dst)
@@ -259,13 +263,13 @@ func TestRebuildTCPOnlyIncremental(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	makeSource(t, src, 8<<20, 1<<20)
-	o := &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+	o := &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
 	st, err := Rebuild(t.Context(), "", dst, o)
 	require.NoError(t, err)
 	require.Equal(t, PathTCP, st.Path)
 	requireSameReplica(t, src, dst)
 
-	r, err := Open(src, Options{})
+	r, err := replica.Open(src, replica.Options{})
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("z"), 8192), 3<<20)
 	require.NoError(t, err)
@@ -290,21 +294,21 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	makeSource(t, src, 1<<20, 1<<20)
-	meta := filepath.Join(src, MetaName(SnapshotName("s1")))
+	meta := filepath.Join(src, replica.MetaName(replica.SnapshotName("s1")))
 	require.NoError(t, os.WriteFile(meta, []byte(`{"Name":"volume-snap-s1.img","Parent":"volume.meta"}`), 0o600))
-	o := &RebuildOptions{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+	o := &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
 	_, err := Rebuild(t.Context(), "", dst, o)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, replica.ErrCorrupt)
 	require.ErrorContains(t, err, "volume.meta")
 	// The failed rebuild removed its incomplete copy (purgeFailed).
-	_, err = Open(dst, Options{})
-	require.ErrorIs(t, err, ErrNotReplica)
+	_, err = replica.Open(dst, replica.Options{})
+	require.ErrorIs(t, err, replica.ErrNotReplica)
 	require.Empty(t, adoptable(t, dst))
 	for _, bad := range []string{"..", ".", "volume.meta", "volume-snap-../x.img", "volume-snap-.img", "x.img"} {
-		require.False(t, validImageName(bad), bad)
+		require.False(t, replica.ValidImageName(bad), bad)
 	}
-	require.True(t, validImageName(HeadName(7)))
-	require.True(t, validImageName(SnapshotName("a-b_c.1")))
+	require.True(t, replica.ValidImageName(replica.HeadName(7)))
+	require.True(t, replica.ValidImageName(replica.SnapshotName("a-b_c.1")))
 }
 
 // A directory Longhorn wrote (no replica.hdr) rebuilds into one that
@@ -313,18 +317,18 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 func TestRebuildLonghornDirectory(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
-	writeLonghornDir(t, src, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
+	lhdir.WriteDir(t, src, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
 	st, err := Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(42), st.Revision)
 	require.True(t, bytes.Equal(exportBytes(t, src), exportBytes(t, dst)))
-	b, err := os.ReadFile(filepath.Join(dst, RevisionCounterFile))
+	b, err := os.ReadFile(filepath.Join(dst, replica.RevisionCounterFile))
 	require.NoError(t, err)
-	n, err := ParseRevisionCounter(b)
+	n, err := replica.ParseRevisionCounter(b)
 	require.NoError(t, err)
 	require.Equal(t, int64(42), n)
-	require.NotContains(t, fileNames(t, dst), HeaderFile)
-	i, err := Inspect(dst, InspectOptions{})
+	require.NotContains(t, fileNames(t, dst), replica.HeaderFile)
+	i, err := replica.Inspect(dst, replica.InspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(42), *i.Revision)
 	require.False(t, i.HasHeader)
@@ -358,7 +362,7 @@ func TestRebuildTCPReadsBack(t *testing.T) {
 			defer func() { cancel(); require.NoError(t, wait()) }()
 
 			dst := filepath.Join(t.TempDir(), "dst")
-			o := &RebuildOptions{Remote: addr, RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1, ReadBack: c.mode}}
+			o := &Options{Remote: addr, RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1, ReadBack: c.mode}}
 			st, err := Rebuild(t.Context(), "", dst, o)
 			require.NoError(t, err)
 			require.Equal(t, PathTCP, st.Path)
