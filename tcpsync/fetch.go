@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
@@ -189,8 +190,28 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 	ps := newFetchPieces(m, int64(bs))
 	st.Size, st.DataBytes = size, m.RoundOut(int64(bs)).Bytes()
 	buf := make([]byte, ps.per*ps.bs)
-	if err := s.sendManifest(ctx, f, src, ps, buf); err != nil {
+	enc, err := m.MarshalBinary()
+	if err != nil {
 		return st, err
+	}
+	mapSum := sha256.Sum256(enc)
+	key := fmt.Sprintf("%s:%d:%x", ident, bs, mapSum)
+	if cached := s.manifests.get(key); cached != nil {
+		for len(cached) > manifestPerFrame*pieceSumLen {
+			if err := f.send(fManifest, 0, cached[:manifestPerFrame*pieceSumLen]); err != nil {
+				return st, err
+			}
+			cached = cached[manifestPerFrame*pieceSumLen:]
+		}
+		if err := f.send(fManifest, flagLast, cached); err != nil {
+			return st, err
+		}
+	} else {
+		sums, err := s.sendManifest(ctx, f, src, ps, buf)
+		if err != nil {
+			return st, err
+		}
+		s.manifests.put(key, sums)
 	}
 	for {
 		t, _, body, err := f.readFrame()
@@ -218,31 +239,83 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 
 // sendManifest reads the source's data once and sends the piece sums, a
 // frame at least every second (the client's idle timeout runs meanwhile).
-func (s *Server) sendManifest(ctx context.Context, f *framer, src *FileSource, ps *fetchPieces, buf []byte) error {
-	var out []byte
+// It returns them all, for the cache.
+func (s *Server) sendManifest(ctx context.Context, f *framer, src *FileSource, ps *fetchPieces, buf []byte) ([]byte, error) {
+	var out, all []byte
 	last := time.Now()
 	for k := range ps.n {
 		ext, n := ps.piece(k)
 		if err := readPiece(ctx, src, ext, buf[:n], f.m.read); err != nil {
-			return err
+			return nil, err
 		}
 		if h := s.fetchHooks; h != nil && h.piece != nil {
 			h.piece(ctx, -1-k, buf[:n])
 		}
 		sum := sumPiece(buf[:n])
 		out = append(out, sum[:]...)
+		if len(all) < manifestCacheBytes {
+			all = append(all, sum[:]...)
+		}
 		f.progress(n)
 		if len(out) == manifestPerFrame*pieceSumLen || time.Since(last) > time.Second {
 			if err := f.send(fManifest, 0, out); err != nil {
-				return err
+				return nil, err
 			}
 			out, last = out[:0], time.Now()
 		}
 	}
 	if err := src.changed(); err != nil {
-		return err
+		return nil, err
 	}
-	return f.send(fManifest, flagLast, out)
+	if len(all) != ps.n*pieceSumLen {
+		all = nil // larger than the whole cache
+	}
+	return all, f.send(fManifest, flagLast, out)
+}
+
+// manifestCacheBytes bounds a server's cached manifests (16 bytes per 4 MiB
+// of data: 16 MiB holds those of 4 TiB).
+const manifestCacheBytes = 16 << 20
+
+// manifestCache keeps the manifests a server computed, keyed by the file's
+// identity (device, inode, size, mtime, ctime), the block size and its
+// data map: a second fetch of the same version reads nothing before data
+// moves. A stale entry (a file changed behind its ctime) costs nothing in
+// correctness: the client checks every piece against the agreed manifest,
+// and a source whose data differs from its own is excluded at that piece.
+type manifestCache struct {
+	mu    sync.Mutex
+	m     map[string][]byte
+	order []string // oldest first
+	bytes int
+}
+
+func (c *manifestCache) get(key string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key]
+}
+
+func (c *manifestCache) put(key string, sums []byte) {
+	if sums == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	if _, ok := c.m[key]; ok {
+		return
+	}
+	for c.bytes+len(sums) > manifestCacheBytes && len(c.order) > 0 {
+		c.bytes -= len(c.m[c.order[0]])
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[key] = sums
+	c.order = append(c.order, key)
+	c.bytes += len(sums)
 }
 
 // servePiece answers one FETCH: the piece's blocks the client lacks or

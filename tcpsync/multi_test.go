@@ -247,3 +247,25 @@ func changedBlocks(t *testing.T, a, b string) int64 {
 		}
 	}
 }
+
+// TestMultiManifestCached: a server computes a version's manifest once; a
+// second pull of it reads only the data it serves.
+func TestMultiManifestCached(t *testing.T) {
+	reads := qos.NewLimiter(0) // unlimited, counted
+	a, root, _ := fetchServer(t, func(s *Server) { s.Budget = qos.Budget{Read: reads} })
+	dir := t.TempDir()
+	_, err := pullMulti(t, filepath.Join(dir, "one.img"), a)
+	require.NoError(t, err)
+	require.Equal(t, 2*multiData, reads.Bytes(), "the manifest's read, then the pieces'")
+	_, err = pullMulti(t, filepath.Join(dir, "two.img"), a)
+	require.NoError(t, err)
+	require.Equal(t, 3*multiData, reads.Bytes(), "only the pieces' read")
+	requireSame(t, filepath.Join(root, "disk.img"), filepath.Join(dir, "two.img"))
+
+	// A new version is a new manifest.
+	mutate(t, filepath.Join(root, "disk.img"), 1, 11)
+	_, err = pullMulti(t, filepath.Join(dir, "two.img"), a)
+	require.NoError(t, err)
+	require.Greater(t, reads.Bytes(), 5*multiData-multiData/4, "a new manifest and a compare of every piece")
+	requireSame(t, filepath.Join(root, "disk.img"), filepath.Join(dir, "two.img"))
+}

@@ -90,7 +90,8 @@ type Server struct {
 	sessions     int
 	hostSessions map[string]int
 	wg           sync.WaitGroup
-	fetchHooks   *fetchHooks // tests only: a misbehaving fetch source (fetch.go)
+	fetchHooks   *fetchHooks   // tests only: a misbehaving fetch source (fetch.go)
+	manifests    manifestCache // fetch manifests by file version (fetch.go)
 }
 
 // SessionEvent describes a finished session.
