@@ -46,6 +46,12 @@ type MultiSource struct {
 	Token []byte
 	// Dial, if set, replaces Options.Dial for this source.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Anchor makes the version this source serves the one to fetch: the
+	// sources that disagree with it are dropped, however many agree among
+	// themselves (a replica rebuild takes the metadata from one source and
+	// the data must match it). If it fails before stating its version, the
+	// pull fails.
+	Anchor bool
 }
 
 // String is "addr/remote".
@@ -225,7 +231,23 @@ func (m *multi) run(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: every source failed: %s", ErrNoSource, m.dst, m.failures())
 	}
 	sort.SliceStable(ids, func(a, b int) bool { return len(groups[ids[a]]) > len(groups[ids[b]]) })
-	if len(ids) > 1 && len(groups[ids[0]]) == len(groups[ids[1]]) {
+	anchored := false
+	for i, s := range m.sources {
+		if !s.Anchor {
+			continue
+		}
+		if heads[i] == nil {
+			return fmt.Errorf("%w: %s not written: the anchor source %s failed: %s", ErrNoSource, m.dst, s, m.failures())
+		}
+		for j, id := range ids {
+			if id == heads[i].id {
+				ids[0], ids[j] = ids[j], ids[0]
+			}
+		}
+		anchored = true
+		break
+	}
+	if !anchored && len(ids) > 1 && len(groups[ids[0]]) == len(groups[ids[1]]) {
 		var parts []string
 		for _, id := range ids {
 			var names []string

@@ -117,6 +117,16 @@ func TestMultiDifferentVersionDropped(t *testing.T) {
 	require.Less(t, st.Sources[2].WireBytes, int64(64<<10), "no data moved from the odd one out")
 	require.Empty(t, st.Sources[0].Dropped)
 	require.Empty(t, st.Sources[1].Dropped)
+
+	// The anchor's version is the one fetched, however many disagree.
+	srcs := sourcesOf(a, b, c)
+	srcs[2].Anchor = true
+	st, err = PullMulti(t.Context(), srcs, dst, multiOpts())
+	require.NoError(t, err)
+	requireSame(t, filepath.Join(croot, "disk.img"), dst)
+	require.Contains(t, st.Sources[0].Dropped, "another version")
+	require.Contains(t, st.Sources[1].Dropped, "another version")
+	require.Positive(t, st.Sources[2].Pieces)
 }
 
 func TestMultiAllDisagree(t *testing.T) {
