@@ -23,13 +23,13 @@ type replicaRebuildOptions struct {
 	remoteDir string
 	// moreRemotes are the second and later --remote ADDR/DIR.
 	moreRemotes []string
-	tokenFile string
-	noAuth    bool
-	noLocal   bool
-	retries   int
-	json      bool
-	progress  string
-	qos       qosFlags
+	tokenFile   string
+	noAuth      bool
+	noLocal     bool
+	retries     int
+	json        bool
+	progress    string
+	qos         qosFlags
 }
 
 func newReplicaRebuildCommand(g *globalOpts) *cobra.Command {
