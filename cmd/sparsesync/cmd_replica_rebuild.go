@@ -21,15 +21,16 @@ import (
 type replicaRebuildOptions struct {
 	remote    string
 	remoteDir string
+	tokenFile string
+	noAuth    bool
+	noLocal   bool
+	retries   int
+	json      bool
+	progress  string
+	qos       qosFlags
+
 	// moreRemotes are the second and later --remote ADDR/DIR.
 	moreRemotes []string
-	tokenFile   string
-	noAuth      bool
-	noLocal     bool
-	retries     int
-	json        bool
-	progress    string
-	qos         qosFlags
 }
 
 func newReplicaRebuildCommand(g *globalOpts) *cobra.Command {
