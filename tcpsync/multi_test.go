@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -35,20 +34,11 @@ func fetchServer(t *testing.T, mod func(*Server)) (addr, root string, kill func(
 	if mod != nil {
 		mod(srv)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("server did not shut down")
-		}
-	})
-	return ln.Addr().String(), root, cancel
+	addr, wait, err := ServeLoopback(ctx, srv)
+	require.NoError(t, err)
+	t.Cleanup(func() { cancel(); _ = wait() })
+	return addr, root, cancel
 }
 
 // slow limits a server's sends, so that no source can finish every piece
