@@ -269,3 +269,29 @@ func TestMultiManifestCached(t *testing.T) {
 	require.Greater(t, reads.Bytes(), 5*multiData-multiData/4, "a new manifest and a compare of every piece")
 	requireSame(t, filepath.Join(root, "disk.img"), filepath.Join(dir, "two.img"))
 }
+
+// TestMultiAllFailLeavesIncomplete: when every source fails mid-pull the
+// target stays marked incomplete, and a rerun from another source
+// completes it, fetching only what is missing.
+func TestMultiAllFailLeavesIncomplete(t *testing.T) {
+	var served atomic.Int32
+	a, root, _ := fetchServer(t, func(s *Server) {
+		s.fetchHooks = &fetchHooks{piece: func(ctx context.Context, k int, _ []byte) {
+			if k >= 0 && served.Add(1) > 3 {
+				<-ctx.Done() // stalls after three pieces
+			}
+		}}
+	})
+	dst := filepath.Join(t.TempDir(), "copy.img")
+	_, err := pullMulti(t, dst, a)
+	require.ErrorIs(t, err, ErrNoSource)
+	require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
+
+	b, _, _ := fetchServer(t, nil)
+	st, err := pullMulti(t, dst, b)
+	require.NoError(t, err)
+	requireSame(t, filepath.Join(root, "disk.img"), dst)
+	require.Equal(t, stateComplete, readSidecar(t, dst).State)
+	require.Less(t, st.CopiedBytes, multiData, "the pieces already written were not fetched again")
+	require.Positive(t, st.UnchangedBytes)
+}
