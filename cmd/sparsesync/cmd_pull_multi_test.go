@@ -50,3 +50,17 @@ func TestPullFromSeveral(t *testing.T) {
 	_, _, code, _ = runCLI(t, "pull", "--token-file", tok, "--from", from[1], "127.0.0.1:1", "disk.img", dst)
 	require.Equal(t, 2, code)
 }
+
+func TestParseFrom(t *testing.T) {
+	s, err := parseFrom("[::1]:7373/vm1/disk.img")
+	require.NoError(t, err)
+	require.Equal(t, "[::1]:7373", s.Addr)
+	require.Equal(t, "vm1/disk.img", s.Remote)
+	s, err = parseFrom("10.0.0.2:7373/disk.img")
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.2:7373", s.Addr)
+	for _, bad := range []string{"10.0.0.2:7373", "10.0.0.2/disk.img", "10.0.0.2:7373/../x", "10.0.0.2:7373/"} {
+		_, err := parseFrom(bad)
+		require.ErrorAs(t, err, new(usageError), bad)
+	}
+}
