@@ -295,3 +295,27 @@ func TestMultiAllFailLeavesIncomplete(t *testing.T) {
 	require.Less(t, st.CopiedBytes, multiData, "the pieces already written were not fetched again")
 	require.Positive(t, st.UnchangedBytes)
 }
+
+// TestMultiNoData: an empty file and one of holes only come out exact
+// (no piece at all), over an older target holding data.
+func TestMultiNoData(t *testing.T) {
+	for _, l := range []layout.Layout{{Name: "empty"}, {Name: "holes", Size: 8<<20 + 5}} {
+		t.Run(l.Name, func(t *testing.T) {
+			var addrs []string
+			var root string
+			for range 2 {
+				a, r, _ := fetchServer(t, nil)
+				layout.Create(t, filepath.Join(r, "disk.img"), l)
+				addrs, root = append(addrs, a), r
+			}
+			dst := filepath.Join(t.TempDir(), "copy.img")
+			layout.Create(t, dst, layout.Layout{Size: 4 << 20, Data: layout.Ranges(0, 1<<20)})
+			st, err := pullMulti(t, dst, addrs...)
+			require.NoError(t, err)
+			requireSame(t, filepath.Join(root, "disk.img"), dst)
+			if l.Size > 0 {
+				require.Equal(t, int64(1<<20), st.PunchedBytes, "the old data punched")
+			}
+		})
+	}
+}
