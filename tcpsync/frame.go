@@ -36,12 +36,16 @@ const (
 	fDoneAck                       // receiver: verified and durable
 	fError                         // code u16 | message
 	fProgress                      // receiver, during its read-back: bytes read back so far (u64); only to a peer with featKeepalive. With flagWorked, any time: bytes applied or compared so far; only to a peer with featWorked
+	fManifest                      // fetch source: per-piece SHA-256 prefixes of its data (flagLast ends them)
+	fFetch                         // fetch client: piece index, seed, the block hashes it holds
+	fPieceEnd                      // fetch source: the piece's DATA/ZERO frames are complete
 	fTypeEnd
 )
 
 func (t frameType) String() string {
 	names := [...]string{"?", "HELLO", "AUTH", "OPEN", "OPENED", "SRCINFO", "DSTINFO", "EXTENTS", "DATA", "ZERO",
-		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR", "PROGRESS"}
+		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR", "PROGRESS",
+		"MANIFEST", "FETCH", "PIECEEND"}
 	if int(t) < len(names) {
 		return names[t]
 	}

@@ -90,6 +90,8 @@ type Server struct {
 	sessions     int
 	hostSessions map[string]int
 	wg           sync.WaitGroup
+	fetchHooks   *fetchHooks   // tests only: a misbehaving fetch source (fetch.go)
+	manifests    manifestCache // fetch manifests by file version (fetch.go)
 }
 
 // SessionEvent describes a finished session.
@@ -428,6 +430,9 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 			return Stats{}, err
 		}
 		return sendSource(ctx, f, src, p)
+	case opFetch:
+		ev.Op = "fetch"
+		return s.serveFetch(ctx, f, name, bs)
 	case opList:
 		ev.Op = "list"
 		body, err := s.listDir(ctx, name)

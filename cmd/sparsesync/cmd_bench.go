@@ -65,6 +65,7 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 			"copy, a re-sync after 1% of the blocks changed and a push, each sized to last about 6 s, with the bytes\n" +
 			"the kernel accounts to the sparsesync process (/proc/PID/io: written to storage, read from it, sent\n" +
 			"to the socket) for each whole second over the limit: the median and the busiest second.\n\n" +
+			multiSourceBenchHelp +
 			"Peers:\n" + strings.Join(peerHelp, "\n") + "\n\n" +
 			"Examples:\n" +
 			"  sparsesync bench --workload sparse-10pct --runs 5 --html report.html\n" +
@@ -121,6 +122,9 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench: finding this program to run it: %w", err)
+	}
+	if slices.Contains(opts.scenarios, bench.ScenarioMultiSource) {
+		return runBenchMultiSource(ctx, g, opts, exe)
 	}
 	peers := opts.peers
 	if len(peers) == 1 && peers[0] == "none" {

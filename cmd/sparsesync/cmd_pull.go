@@ -11,8 +11,9 @@ import (
 
 func newPullCommand(g *globalOpts) *cobra.Command {
 	opts := netOptions{}
+	var multi multiFlags
 	cmd := &cobra.Command{
-		Use:   "pull [flags] ADDR REMOTE DST",
+		Use:   "pull [flags] ADDR REMOTE DST | pull --from ADDR/REMOTE --from ADDR2/REMOTE2 ... DST",
 		Short: "Fetch a sparse file from a sparsesync server, only what differs",
 		Long: `Fetch REMOTE (a path relative to the server's --root) from the server at
 ADDR into the local file DST, creating it if needed. Only data DST lacks
@@ -39,13 +40,22 @@ reads of it (comparison, read-back) and what it sends and receives on the
 network; the server's own limit (serve --bwlimit) applies on its side
 too. "throttled_seconds" is how long this side waited on it. --ionice
 sets this process's I/O priority.
-` + exitCodesHelp,
-		Args: cobra.ExactArgs(3),
+` + multiPullHelp + exitCodesHelp,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(multi.from) > 0 {
+				return cobra.ExactArgs(1)(cmd, args)
+			}
+			return cobra.ExactArgs(3)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(multi.from) > 0 {
+				return runPullMulti(cmd.Context(), g, opts, multi, args[0])
+			}
 			return runPull(cmd.Context(), g, opts, args[0], args[1], args[2])
 		},
 	}
 	opts.register(cmd.Flags())
+	multi.register(cmd.Flags())
 	return cmd
 }
 

@@ -28,6 +28,9 @@ type replicaRebuildOptions struct {
 	json      bool
 	progress  string
 	qos       qosFlags
+
+	// moreRemotes are the second and later --remote ADDR/DIR.
+	moreRemotes []string
 }
 
 func newReplicaRebuildCommand(g *globalOpts) *cobra.Command {
@@ -60,14 +63,14 @@ none (counter off).
 and, for a re-sync, the target), what it writes and, on the TCP path, what
 it sends and receives, each to RATE on its own. "throttled_seconds" is how
 long it waited on that limit. --ionice sets its I/O priority.
-` + exitCodesHelp,
+` + rebuildMoreRemotesHelp + exitCodesHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaRebuild(cmd.Context(), g, opts, args[0], args[1])
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.remote, "remote", "", "sparsesync server (host:port) serving the source, for the TCP path")
+	f.Var(&remotesFlag{first: &opts.remote, firstDir: &opts.remoteDir, more: &opts.moreRemotes}, "remote", "sparsesync server (host:port) serving the source, for the TCP path; repeat as ADDR/DIR for more healthy copies")
 	f.StringVar(&opts.remoteDir, "remote-dir", "", "the source directory's name beneath the server's root (default: base name of SOURCE-DIR)")
 	f.StringVar(&opts.tokenFile, "token-file", "", "file holding the server's shared token")
 	f.BoolVar(&opts.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
@@ -121,6 +124,11 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 			return err
 		}
 	}
+	more, err := moreRemotes(opts.moreRemotes, ro.RemoteDir)
+	if err != nil {
+		return err
+	}
+	ro.MoreRemotes = more
 	budget, rate, err := opts.qos.budget()
 	if err != nil {
 		return err

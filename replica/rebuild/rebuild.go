@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparsesync/sparsesync/localsync"
@@ -34,6 +35,13 @@ type Options struct {
 	// RemoteDir is the source directory's name beneath that server's root;
 	// "" means the last element of the source path.
 	RemoteDir string
+	// MoreRemotes are more servers holding healthy copies of the source
+	// (each Remote is the copy's directory beneath that server's root):
+	// the TCP path then fetches the disk images from Remote and all of
+	// them at once (tcpsync.PullMulti), each piece verified against the
+	// version Remote serves (its metadata is what the target gets); a copy
+	// that differs is dropped, one that fails loses its pieces to the others.
+	MoreRemotes []tcpsync.MultiSource
 	// TCP configures the network copy (Token or NoAuth, TLSConfig, retries).
 	// Its ReadBack is tcpsync.ReadBackOn when left at ReadBackAuto: every
 	// pulled file is read back from storage after its fdatasync and checked
@@ -379,7 +387,13 @@ func copyTCP(ctx context.Context, target string, names []string, o *Options) ([]
 			return files, err
 		}
 		remote := path.Join(filepath.ToSlash(o.RemoteDir), name)
-		st, err := tcpsync.Pull(ctx, o.Remote, remote, filepath.Join(target, name), &o.TCP)
+		var st tcpsync.Stats
+		var err error
+		if len(o.MoreRemotes) > 0 && strings.HasSuffix(name, ".img") {
+			st, err = pullMulti(ctx, remote, name, filepath.Join(target, name), o)
+		} else {
+			st, err = tcpsync.Pull(ctx, o.Remote, remote, filepath.Join(target, name), &o.TCP)
+		}
 		if err != nil {
 			return files, err
 		}
@@ -389,6 +403,23 @@ func copyTCP(ctx context.Context, target string, names []string, o *Options) ([]
 		files = append(files, File{Name: name, CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, Throttled: st.Throttled})
 	}
 	return files, nil
+}
+
+// pullMulti fetches the disk image name from Remote and MoreRemotes at
+// once, Remote's version anchoring what the others must agree with.
+func pullMulti(ctx context.Context, remote, name, dst string, o *Options) (tcpsync.Stats, error) {
+	srcs := []tcpsync.MultiSource{{Addr: o.Remote, Remote: remote, Anchor: true}}
+	for _, r := range o.MoreRemotes {
+		r.Remote, r.Anchor = path.Join(r.Remote, name), false
+		srcs = append(srcs, r)
+	}
+	ms, err := tcpsync.PullMulti(ctx, srcs, dst, &o.TCP)
+	for _, s := range ms.Sources {
+		if s.Dropped != "" {
+			o.Logger.Warn("replica rebuild: source dropped", "file", name, "source", s.Source, "why", s.Dropped)
+		}
+	}
+	return ms.Stats, err
 }
 
 // copyLocal copies names from source to target with localsync, verifying

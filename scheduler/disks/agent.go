@@ -257,8 +257,20 @@ func (a *Agent) runMoves(ctx context.Context, moves []Move, reps map[string]Repl
 	for i := range errs {
 		errs[i] = errNotStarted
 	}
+	if a.cfg.MaxConcurrentMoves <= 1 {
+		// One at a time, on the pass's goroutine.
+		for i, m := range moves {
+			if ctx.Err() != nil {
+				break
+			}
+			errs[i] = a.move(ctx, m, reps[m.Replica])
+		}
+		return errs
+	}
 	slots := make(chan struct{}, a.cfg.MaxConcurrentMoves)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var panicked any // a move's panic, raised again on the pass's goroutine
 	for i, m := range moves {
 		select {
 		case slots <- struct{}{}:
@@ -268,11 +280,21 @@ func (a *Agent) runMoves(ctx context.Context, moves []Move, reps map[string]Repl
 			break
 		}
 		wg.Go(func() {
-			defer func() { <-slots }()
+			defer func() {
+				if p := recover(); p != nil {
+					mu.Lock()
+					panicked = p
+					mu.Unlock()
+				}
+				<-slots
+			}()
 			errs[i] = a.move(ctx, m, reps[m.Replica])
 		})
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 	return errs
 }
 
