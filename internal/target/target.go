@@ -132,7 +132,7 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 		if st, err := root.Lstat(name); err == nil && !st.Mode().IsRegular() {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", sparse.TypeName(st.Mode()), ErrNotTarget)}
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return nil, RootErr(err)
 		}
 		tmp := o.TempName
 		var f *os.File
