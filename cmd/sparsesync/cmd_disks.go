@@ -295,12 +295,10 @@ func reloadDisksOnHUP(ctx context.Context, g *globalOpts, hup <-chan os.Signal, 
 	}
 }
 
-// disksErr prefixes err with the command's name unless the library's own
-// prefix says it already ("disks: bad configuration: ...").
+// disksErr prefixes err with the command's name. A sentinel of the
+// library inside it keeps its own "disks: " (only sentinels carry the
+// package name): errorLine prints it once.
 func disksErr(err error) error {
-	if strings.HasPrefix(err.Error(), "disks: ") {
-		return err
-	}
 	return fmt.Errorf("disks: %w", err)
 }
 

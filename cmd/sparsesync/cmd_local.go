@@ -44,7 +44,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"copy of D bytes of data takes about D/RATE, a re-sync (which reads both files) about 2D/RATE. Clones\n" +
 			"move no bytes and are not limited.\n" +
 			exitCodesHelp,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLocal(cmd.Context(), g, opts, args[0], args[1])
 		},

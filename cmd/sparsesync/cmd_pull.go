@@ -40,7 +40,7 @@ network; the server's own limit (serve --bwlimit) applies on its side
 too. "throttled_seconds" is how long this side waited on it. --ionice
 sets this process's I/O priority.
 ` + exitCodesHelp,
-		Args: cobra.ExactArgs(3),
+		Args: exactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPull(cmd.Context(), g, opts, args[0], args[1], args[2])
 		},
