@@ -325,7 +325,9 @@ func (t *target) saveSidecar(sc *sidecar) error {
 	if err != nil {
 		return fmt.Errorf("sidecar of %s: %w", t.display, err)
 	}
-	_, err = f.Write(b)
+	if err = t.w.Inject(wtarget.OpSidecarWrite, t.sidecarName()); err == nil {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
