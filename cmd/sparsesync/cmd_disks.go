@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/internal/bytesize"
@@ -235,21 +232,18 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 		return err
 	}
 	cfg.Budget = budget
-	reg := prometheus.NewRegistry()
+	reg := newRegistry()
 	m := newDisksMetrics(reg, budget.Wire.Rate)
 	out := &disksPrinter{g: g, json: opts.json, bars: show}
 	cfg.OnEvent = func(e disks.Event) {
 		m.event(e)
 		out.event(e)
 	}
-	var srv *http.Server
 	if opts.metrics != "" {
-		ln, err := net.Listen("tcp", opts.metrics)
+		srv, _, err := listenMetrics(opts.metrics, reg, false)
 		if err != nil {
 			return fmt.Errorf("--metrics: %w", err)
 		}
-		srv = &http.Server{Handler: metricsMux(reg), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
 		defer srv.Close()
 	}
 	a, err := disks.New(cfg)
@@ -481,8 +475,4 @@ func (m *disksMetrics) pass(res disks.PassResult) {
 	}
 }
 
-func metricsMux(reg *prometheus.Registry) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return mux
-}
+
