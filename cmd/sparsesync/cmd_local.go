@@ -119,8 +119,9 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	}
 	var bar *progressBar
 	if show {
-		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), nil)
-		o.Progress = bar.Update
+		var c progressCounter
+		o.Progress = c.update
+		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), c.sample)
 	}
 	dst = intoDir(dst, src) // like cp: DST a directory means DST/SRC's name
 	var before dstState
