@@ -474,5 +474,3 @@ func (m *disksMetrics) pass(res disks.PassResult) {
 		}
 	}
 }
-
-

@@ -48,10 +48,10 @@ type progressBar struct {
 	sample func() (done, total, wire int64)
 	shown  progressCounter // the last sample
 	start  time.Time
-	stop              chan struct{}
-	wg                sync.WaitGroup
-	mu                sync.Mutex // orders drawing and Println on w
-	drawn             bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex // orders drawing and Println on w
+	drawn  bool
 	// stopAtTotal clears the bar for good once done reaches total (a
 	// phase with a known end, followed by one without: bench's fill).
 	stopAtTotal bool
