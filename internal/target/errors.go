@@ -42,7 +42,7 @@ func (e *outsideRootError) Unwrap() []error { return []error{e.err, ErrOutsideRo
 // the root directory itself). nil if it cannot be obtained: then RootErr
 // marks nothing.
 var rootEscape = sync.OnceValue(func() error {
-	r, err := os.OpenRoot(os.TempDir())
+	r, err := os.OpenRoot("/")
 	if err != nil {
 		return nil
 	}
