@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // LoopFS is a scratch filesystem on a loop device in direct I/O mode, made
@@ -85,12 +87,16 @@ func MountLoop(ctx context.Context, kind string, size int64, parent string) (*Lo
 
 // Close unmounts the filesystem and removes its image.
 func (l *LoopFS) Close() error {
-	err := run("umount", l.Dir)
-	if err != nil {
-		err = errors.Join(err, run("umount", "-l", l.Dir))
-		if err != nil && !strings.Contains(err.Error(), "not mounted") {
-			return err
-		}
+	// mount -o loop made the loop device auto-clearing: it goes with the
+	// last unmount. EINVAL is a directory that is no mount point, ENOENT
+	// no directory: already unmounted (by hand, or by a Close before).
+	gone := func(err error) bool { return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) }
+	err := unix.Unmount(l.Dir, 0)
+	if err != nil && !gone(err) {
+		err = unix.Unmount(l.Dir, unix.MNT_DETACH)
+	}
+	if err != nil && !gone(err) {
+		return &os.PathError{Op: "umount", Path: l.Dir, Err: err}
 	}
 	return os.RemoveAll(filepath.Dir(l.Dir))
 }

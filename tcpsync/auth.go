@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -166,12 +165,16 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 		f.authenticate(nil, t, false)
 		return sessionSeed(nil, t), nil
 	}
-	_, cp, err := f.expect(fAuth)
-	if err != nil {
-		if strings.Contains(err.Error(), "got") { // a frame other than AUTH
-			err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
-		}
+	// Not f.expect: a frame other than AUTH (or ERROR) is a failed login
+	// as well as a protocol violation, and only the type says which.
+	got, _, cp, err := f.readFrame()
+	switch {
+	case err != nil:
 		return 0, err
+	case got == fError:
+		return 0, decodeError(cp)
+	case got != fAuth:
+		return 0, fmt.Errorf("%w: %w: got %s, want %s", ErrUnauthorized, ErrProtocol, got, fAuth)
 	}
 	if !hmac.Equal(cp, proof(token, "client", t)) {
 		tm := time.NewTimer(failDelay)

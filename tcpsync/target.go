@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -124,7 +123,7 @@ func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error
 		st, err := f.Stat()
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("tcpsync: %s: %w", display, err)
+			return nil, fmt.Errorf("%s: %w", display, err)
 		}
 		if !st.Mode().IsRegular() {
 			f.Close()
@@ -182,15 +181,12 @@ func pathErr(display string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %s: %w", ErrNotFound, display, err)
-	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV), errors.Is(wtarget.RootErr(err), wtarget.ErrOutsideRoot):
 		return fmt.Errorf("%w: %s: %w", ErrPathOutsideRoot, display, err)
 	case errors.Is(err, unix.EISDIR), errors.Is(err, wtarget.ErrNotTarget):
 		return fmt.Errorf("%w: %s: %w", ErrNotRegular, display, err)
 	}
-	if strings.Contains(err.Error(), "escapes") {
-		return fmt.Errorf("%w: %s: %w", ErrPathOutsideRoot, display, err)
-	}
-	return fmt.Errorf("tcpsync: %s: %w", display, err)
+	return fmt.Errorf("%s: %w", display, err)
 }
 
 // seedTemp fills the atomic temporary file with the target's current
@@ -206,7 +202,7 @@ func (t *target) seedTemp(ctx context.Context, m sparse.Map, mt *meter) error {
 		return nil
 	}
 	if err := t.w.SetSize(m.Size()); err != nil {
-		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+		return fmt.Errorf("%s: %w", t.display, err)
 	}
 	for _, e := range m.Extents() {
 		for off, end := e.Off, e.Off+e.Len; off < end; {
@@ -222,7 +218,7 @@ func (t *target) seedTemp(ctx context.Context, m sparse.Map, mt *meter) error {
 				return err
 			}
 			if _, _, err := kcopy.Copy(ctx, t.final, t.w.OS(), t.w, off, n, nil); err != nil {
-				return fmt.Errorf("tcpsync: seeding %s: %w", t.display, err)
+				return fmt.Errorf("seeding %s: %w", t.display, err)
 			}
 			off += n
 		}
@@ -233,7 +229,7 @@ func (t *target) seedTemp(ctx context.Context, m sparse.Map, mt *meter) error {
 // sync makes what is written so far durable (fdatasync).
 func (t *target) sync() error {
 	if err := t.w.Sync(); err != nil {
-		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+		return fmt.Errorf("%s: %w", t.display, err)
 	}
 	return nil
 }
@@ -246,9 +242,9 @@ func (t *target) commit() error {
 	atomic := t.atomic()
 	if err := t.w.Publish(true); err != nil {
 		if atomic {
-			return fmt.Errorf("tcpsync: renaming over %s: %w", t.display, err)
+			return fmt.Errorf("renaming over %s: %w", t.display, err)
 		}
-		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+		return fmt.Errorf("%s: %w", t.display, err)
 	}
 	if atomic {
 		if t.final != nil {
@@ -344,9 +340,11 @@ func (t *target) saveSidecar(sc *sidecar) error {
 	}
 	f, tmp, err := t.createExcl(func(r string) string { return t.rel + "." + r + sidecarSuffix + ".new" }, 0o600)
 	if err != nil {
-		return fmt.Errorf("tcpsync: sidecar of %s: %w", t.display, err)
+		return fmt.Errorf("sidecar of %s: %w", t.display, err)
 	}
-	_, err = f.Write(b)
+	if err = t.w.Inject(wtarget.OpSidecarWrite, t.sidecarName()); err == nil {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -360,7 +358,7 @@ func (t *target) saveSidecar(sc *sidecar) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("tcpsync: sidecar of %s: %w", t.display, err)
+		return fmt.Errorf("sidecar of %s: %w", t.display, err)
 	}
 	t.marked = true
 	return nil

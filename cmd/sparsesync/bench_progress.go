@@ -174,26 +174,32 @@ func benchPartial(w io.Writer, opts *benchOpts, rep *bench.Report, cases int, er
 	default:
 		werr = rep.WriteTable(w)
 	}
-	where := "printed above"
-	if werr != nil {
-		where = "not printed: " + strings.TrimPrefix(werr.Error(), "bench: ")
-	}
-	return &benchStopped{done: len(rep.Cases), cases: cases, where: where, err: err}
+	return &benchStopped{done: len(rep.Cases), cases: cases, printErr: werr, err: err}
 }
 
 // benchStopped is a session that stopped before its last case.
 type benchStopped struct {
 	done, cases int
-	where       string
+	printErr    error // printing the finished cases failed
 	err         error
 }
 
 func (e *benchStopped) Error() string { return "bench: " + e.note() + ": " + e.err.Error() }
-func (e *benchStopped) Unwrap() error { return e.err }
+
+func (e *benchStopped) Unwrap() []error {
+	if e.printErr != nil {
+		return []error{e.err, e.printErr}
+	}
+	return []error{e.err}
+}
 
 func (e *benchStopped) note() string {
 	if e.done == 0 {
 		return fmt.Sprintf("stopped before the first of %d cases finished", e.cases)
 	}
-	return fmt.Sprintf("stopped after %d of %d cases (their results %s)", e.done, e.cases, e.where)
+	where := "printed above"
+	if e.printErr != nil {
+		where = fmt.Sprintf("not printed: %v", e.printErr)
+	}
+	return fmt.Sprintf("stopped after %d of %d cases (their results %s)", e.done, e.cases, where)
 }

@@ -328,7 +328,7 @@ func newBenchExecCommand(g *globalOpts) *cobra.Command {
 		Use:    "exec [--cpuprofile FILE] SRC DST",
 		Short:  "Copy or re-sync SRC to DST as sparsesync local does, for bench (internal)",
 		Hidden: true,
-		Args:   cobra.ExactArgs(2),
+		Args:   exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBenchExec(cmd.Context(), g.stdout, profile, args[0], args[1])
 		},

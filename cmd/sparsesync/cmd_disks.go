@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/internal/bytesize"
@@ -243,21 +240,18 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 		return err
 	}
 	cfg.Budget = budget
-	reg := prometheus.NewRegistry()
+	reg := newRegistry()
 	m := newDisksMetrics(reg, budget.Wire.Rate)
 	out := &disksPrinter{g: g, json: opts.json, bars: show}
 	cfg.OnEvent = func(e disks.Event) {
 		m.event(e)
 		out.event(e)
 	}
-	var srv *http.Server
 	if opts.metrics != "" {
-		ln, err := net.Listen("tcp", opts.metrics)
+		srv, _, err := listenMetrics(opts.metrics, reg, false)
 		if err != nil {
 			return fmt.Errorf("--metrics: %w", err)
 		}
-		srv = &http.Server{Handler: metricsMux(reg), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
 		defer srv.Close()
 	}
 	a, err := disks.New(cfg)
@@ -303,12 +297,10 @@ func reloadDisksOnHUP(ctx context.Context, g *globalOpts, hup <-chan os.Signal, 
 	}
 }
 
-// disksErr prefixes err with the command's name unless the library's own
-// prefix says it already ("disks: bad configuration: ...").
+// disksErr prefixes err with the command's name. A sentinel of the
+// library inside it keeps its own "disks: " (only sentinels carry the
+// package name): errorLine prints it once.
 func disksErr(err error) error {
-	if strings.HasPrefix(err.Error(), "disks: ") {
-		return err
-	}
 	return fmt.Errorf("disks: %w", err)
 }
 
@@ -523,10 +515,4 @@ func (m *disksMetrics) pass(res disks.PassResult) {
 			m.disk[k].WithLabelValues(d.Name).Set(v)
 		}
 	}
-}
-
-func metricsMux(reg *prometheus.Registry) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return mux
 }

@@ -164,6 +164,9 @@ func TestDisksMetrics(t *testing.T) {
 	require.Contains(t, body, `sparsesync_disks_disk_pressured{disk="d2"} 0`)
 	require.Contains(t, body, "sparsesync_disks_move_seconds_count 1")
 	require.Regexp(t, `sparsesync_disks_passes_total [1-9]`, body)
+	// The CLI's one registry setup: the standard collectors, as serve has.
+	require.Contains(t, body, "go_goroutines ")
+	require.Contains(t, body, "process_start_time_seconds ")
 	require.Contains(t, out.String(), "moved        pvc-1-0123abcd d1 -> d2")
 }
 

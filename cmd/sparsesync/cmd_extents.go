@@ -40,7 +40,7 @@ with the page cache.) "allocated" counts every allocated block, unwritten ones t
 ` + exitCodesHelp,
 		Example: `  sparsesync extents disk.img
   sparsesync extents --json disk.img | jq '.extents | length'`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExtents(cmd.Context(), g, opts, args[0])
 		},

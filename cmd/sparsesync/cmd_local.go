@@ -44,7 +44,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"copy of D bytes of data takes about D/RATE, a re-sync (which reads both files) about 2D/RATE. Clones\n" +
 			"move no bytes and are not limited.\n" +
 			exitCodesHelp,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLocal(cmd.Context(), g, opts, args[0], args[1])
 		},
@@ -119,8 +119,9 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	}
 	var bar *progressBar
 	if show {
-		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), nil)
-		o.Progress = bar.Update
+		var c progressCounter
+		o.Progress = c.update
+		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), c.sample)
 	}
 	dst = intoDir(dst, src) // like cp: DST a directory means DST/SRC's name
 	var before dstState

@@ -109,7 +109,7 @@ func TestLocalProgressAlways(t *testing.T) {
 	assert.Contains(t, out.String(), "copied 4.0 MiB")
 	// The bar waits a second before drawing; render one directly.
 	bar := &progressBar{width: 60, start: time.Now()}
-	bar.Update(1<<20, 4<<20)
+	bar.shown.update(1<<20, 4<<20)
 	line := bar.line(time.Second)
 	assert.Contains(t, line, " 25% 1.0 MiB/4.0 MiB 1.0 MiB/s ETA 3s")
 	assert.LessOrEqual(t, len(line), 60)

@@ -22,7 +22,7 @@ func newManCommand(g *globalOpts) *cobra.Command {
 			"Examples:\n" +
 			"  sparsesync man /usr/local/share/man/man1 && mandb -q\n" +
 			"  sparsesync man /tmp/man && man -l /tmp/man/sparsesync-serve.1\n" + exitCodesHelp,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMan(cmd.Context(), cmd.Root(), args[0])
 		},

@@ -43,9 +43,9 @@ sets this process's I/O priority.
 ` + multiPullHelp + exitCodesHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(multi.from) > 0 {
-				return cobra.ExactArgs(1)(cmd, args)
+				return exactArgs(1)(cmd, args)
 			}
-			return cobra.ExactArgs(3)(cmd, args)
+			return exactArgs(3)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(multi.from) > 0 {

@@ -159,9 +159,9 @@ side too. "throttled_seconds" is how long this side waited on it.
 ` + exitCodesHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if replicaDir != "" {
-				return cobra.ExactArgs(2)(cmd, args)
+				return exactArgs(2)(cmd, args)
 			}
-			return cobra.ExactArgs(3)(cmd, args)
+			return exactArgs(3)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.qos.check(); err != nil {

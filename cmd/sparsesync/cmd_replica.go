@@ -69,7 +69,7 @@ and check: on (the default), off, or per-write (Longhorn's own way, an
 extra counter write per I/O); the mode is recorded in replica.hdr. Several DIRs are created as the replicas of one
 volume (one volume id); if one cannot be created none is left behind.
 ` + exitCodesHelp,
-		Args: cobra.MinimumNArgs(1),
+		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaCreate(cmd.Context(), g, opts, args...)
 		},
@@ -142,7 +142,7 @@ and "foreign_writes" (writes another writer, Longhorn, counted in
 revision.counter on top of our unclean count) when they apply; revision is
 null when the counter is off.
 ` + exitCodesHelp,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaInfo(cmd.Context(), g, opts, args[0])
 		},
@@ -225,7 +225,7 @@ the other writer's writes, and the exit status is 1.
 {"replicas": [{"dir", "mode", "reason"}], "rw": [dirs]}.
 Exit status 1 when no replica is RW.
 ` + exitCodesHelp,
-		Args: cobra.MinimumNArgs(1),
+		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaCheck(cmd.Context(), g, opts, args...)
 		},
@@ -302,7 +302,7 @@ every write durable (a Flush after each one; concurrent flushes share one
 sync), as an engine serving FUA or flush-heavy guests would. DIR is removed
 afterwards unless --keep.
 ` + exitCodesHelp,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaBench(cmd.Context(), g, opts, args[0])
 		},

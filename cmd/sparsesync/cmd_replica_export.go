@@ -37,7 +37,7 @@ the image is complete and synced; a block device is written in place.
 --bwlimit RATE bounds the reads from DIR and the writes to OUT, each to RATE
 (see docs/qos.md); --ionice sets this process's I/O priority.
 ` + exitCodesHelp,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaExport(cmd.Context(), g, opts, args[0], args[1])
 		},

@@ -64,7 +64,7 @@ and, for a re-sync, the target), what it writes and, on the TCP path, what
 it sends and receives, each to RATE on its own. "throttled_seconds" is how
 long it waited on that limit. --ionice sets its I/O priority.
 ` + rebuildMoreRemotesHelp + exitCodesHelp,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplicaRebuild(cmd.Context(), g, opts, args[0], args[1])
 		},

@@ -10,14 +10,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -192,7 +190,8 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	}
 	logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 	srv.Logger = logger
-	m := newServeMetrics(budget.Wire.Rate)
+	reg := newRegistry()
+	m := newServeMetrics(reg, budget.Wire.Rate)
 	srv.OnSession = func(ev tcpsync.SessionEvent) {
 		m.record(ev)
 		if ev.Op == "" && errors.Is(ev.Err, tcpsync.ErrUnauthorized) {
@@ -211,19 +210,17 @@ func runServe(ctx context.Context, g *globalOpts, opts serveOptions) error {
 	}
 	var metricsAddr string
 	if opts.metrics != "" {
-		mln, err := net.Listen("tcp", opts.metrics)
+		hs, maddr, err := listenMetrics(opts.metrics, reg, opts.pprof)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("serve: --metrics: %w", err)
 		}
-		metricsAddr = mln.Addr().String()
-		if a, ok := mln.Addr().(*net.TCPAddr); opts.pprof && (!ok || !a.IP.IsLoopback()) {
-			fmt.Fprintf(g.stderr, "sparsesync: warning: --pprof serves Go profiles (heap, goroutines, command line) to anyone who can reach %s; bind --metrics to a loopback or private address\n",
-				shownAddr(opts.metrics, mln.Addr()))
-		}
-		hs := &http.Server{Handler: m.mux(opts.pprof), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(mln) }()
 		defer hs.Close()
+		metricsAddr = maddr.String()
+		if a, ok := maddr.(*net.TCPAddr); opts.pprof && (!ok || !a.IP.IsLoopback()) {
+			fmt.Fprintf(g.stderr, "sparsesync: warning: --pprof serves Go profiles (heap, goroutines, command line) to anyone who can reach %s; bind --metrics to a loopback or private address\n",
+				shownAddr(opts.metrics, maddr))
+		}
 	}
 	auth := "token authentication"
 	if opts.noAuth {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -11,11 +13,41 @@ import (
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
 
-// serveMetrics are the Prometheus metrics of `sparsesync serve --metrics`,
-// in a registry of their own (no global state) with the standard process
-// and Go runtime collectors. The "Metrics" table of docs/network.md lists them.
+// newRegistry is the CLI's one Prometheus setup (serve, disks): a
+// registry of its own (no global state) with the standard process and Go
+// runtime collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	return reg
+}
+
+// listenMetrics listens on addr and serves reg on /metrics, and Go's
+// profiles on /debug/pprof/ only when withPprof (they expose the command
+// line and let anyone who reaches the port profile the process), until
+// the caller closes the server.
+func listenMetrics(addr string, reg *prometheus.Registry, withPprof bool) (*http.Server, net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return hs, ln.Addr(), nil
+}
+
+// serveMetrics are the Prometheus metrics of `sparsesync serve --metrics`.
+// The "Metrics" table of docs/network.md lists them.
 type serveMetrics struct {
-	reg      *prometheus.Registry
 	syncs    *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -42,10 +74,10 @@ func newQoSMetrics(reg *prometheus.Registry, rate func() int64) prometheus.Count
 	return throttled
 }
 
-// newServeMetrics makes serve's metrics; rate is the node budget's limit.
-func newServeMetrics(rate func() int64) *serveMetrics {
+// newServeMetrics registers serve's metrics on reg; rate is the node
+// budget's limit.
+func newServeMetrics(reg *prometheus.Registry, rate func() int64) *serveMetrics {
 	m := &serveMetrics{
-		reg: prometheus.NewRegistry(),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sparsesync_syncs_total",
 			Help: "Sessions finished, by operation (push, pull, none: ended before choosing) and result (ok, error).",
@@ -60,9 +92,8 @@ func newServeMetrics(rate func() int64) *serveMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10), // 10 ms to about 43 min
 		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.syncs, m.bytes, m.duration,
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	m.throttled = newQoSMetrics(m.reg, rate)
+	reg.MustRegister(m.syncs, m.bytes, m.duration)
+	m.throttled = newQoSMetrics(reg, rate)
 	for _, k := range byteKinds {
 		m.bytes.WithLabelValues(k) // present (at 0) before the first session
 	}
@@ -89,20 +120,4 @@ func (m *serveMetrics) record(ev tcpsync.SessionEvent) {
 	// sees its bytes and duration too (a scraper, or a test, that waits
 	// on syncs_total then reads the rest is never a sample behind).
 	m.syncs.WithLabelValues(op, result).Inc()
-}
-
-// mux serves /metrics, and /debug/pprof/ only when withPprof (it exposes
-// the command line and lets anyone who reaches the port profile the
-// server).
-func (m *serveMetrics) mux(withPprof bool) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
 }

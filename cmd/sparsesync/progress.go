@@ -11,24 +11,47 @@ import (
 	"github.com/sparsesync/sparsesync/internal/bytesize"
 )
 
-// progressBar draws one line — label, bar, percentage, throughput, ETA and,
-// for network syncs, wire bytes — redrawn on a ticker from counters. The
-// library feeds it either through Update (a Progress callback) or through a
-// sample function polled on every tick (atomic counters it exposes). It
-// stays silent for the first delay, so quick operations print nothing, and
-// clears its line when stopped. Update is safe for concurrent use.
-type progressBar struct {
-	w                 io.Writer
-	label             string
-	width             int
-	delay             time.Duration
-	sample            func() (done, total, wire int64)
+// progressCounter is the one shape in which progress reaches the bar:
+// counters it samples on its ticks. A library that reports through a
+// callback (localsync.Options.Progress) calls update; tcpsync.Progress and
+// the file samplers (replica rebuild and export) are read the same way.
+type progressCounter struct {
 	done, total, wire atomic.Int64
-	start             time.Time
-	stop              chan struct{}
-	wg                sync.WaitGroup
-	mu                sync.Mutex // orders drawing and Println on w
-	drawn             bool
+}
+
+// update stores the counters; it is safe for concurrent use and cheap, and
+// never moves the done counter backwards.
+func (c *progressCounter) update(done, total int64) {
+	c.total.Store(total)
+	for {
+		old := c.done.Load()
+		if done <= old || c.done.CompareAndSwap(old, done) {
+			return
+		}
+	}
+}
+
+// sample reads the counters (a startProgress sample function).
+func (c *progressCounter) sample() (done, total, wire int64) {
+	return c.done.Load(), c.total.Load(), c.wire.Load()
+}
+
+// progressBar draws one line — label, bar, percentage, throughput, ETA and,
+// for network syncs, wire bytes — redrawn on a ticker from a sample
+// function polled on every tick. It stays silent for the first delay, so
+// quick operations print nothing, and clears its line when stopped.
+type progressBar struct {
+	w      io.Writer
+	label  string
+	width  int
+	delay  time.Duration
+	sample func() (done, total, wire int64)
+	shown  progressCounter // the last sample
+	start  time.Time
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex // orders drawing and Println on w
+	drawn  bool
 	// stopAtTotal clears the bar for good once done reaches total (a
 	// phase with a known end, followed by one without: bench's fill).
 	stopAtTotal bool
@@ -48,8 +71,8 @@ func progressEnabled(mode string, w io.Writer) (bool, error) {
 	return false, usageError{fmt.Errorf("--progress: unknown value %q (want auto, always or never)", mode)}
 }
 
-// startProgress starts drawing on w (width columns) after delay. sample may
-// be nil when the caller feeds the bar with Update.
+// startProgress starts drawing on w (width columns) after delay, from
+// sample (a progressCounter's, or counters a library exposes).
 func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64), opts ...func(*progressBar)) *progressBar {
 	p := &progressBar{w: w, label: label, width: width, delay: delay, sample: sample, start: time.Now(), stop: make(chan struct{})}
 	for _, o := range opts {
@@ -62,18 +85,6 @@ func startProgress(w io.Writer, label string, width int, delay time.Duration, sa
 // clearAtTotal makes a bar clear itself for good once done reaches total:
 // a phase with a known end followed by one without (bench's fill).
 func clearAtTotal(p *progressBar) { p.stopAtTotal = true }
-
-// Update stores the counters; it is safe for concurrent use and cheap, and
-// never moves the done counter backwards.
-func (p *progressBar) Update(done, total int64) {
-	p.total.Store(total)
-	for {
-		old := p.done.Load()
-		if done <= old || p.done.CompareAndSwap(old, done) {
-			return
-		}
-	}
-}
 
 func (p *progressBar) loop() {
 	t := time.NewTicker(200 * time.Millisecond)
@@ -94,17 +105,15 @@ func (p *progressBar) loop() {
 }
 
 func (p *progressBar) draw() {
-	if p.sample != nil {
-		done, total, wire := p.sample()
-		p.Update(done, total)
-		p.wire.Store(wire)
-	}
+	done, total, wire := p.sample()
+	p.shown.update(done, total)
+	p.shown.wire.Store(wire)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.finished {
 		return
 	}
-	if p.stopAtTotal && p.total.Load() > 0 && p.done.Load() >= p.total.Load() {
+	if done, total, _ := p.shown.sample(); p.stopAtTotal && total > 0 && done >= total {
 		p.clear()
 		p.finished = true
 		return
@@ -136,7 +145,7 @@ func (p *progressBar) clear() {
 
 // line renders the bar for the elapsed time.
 func (p *progressBar) line(elapsed time.Duration) string {
-	done, total := p.done.Load(), p.total.Load()
+	done, total, wire := p.shown.sample()
 	frac := 1.0
 	if total > 0 {
 		frac = min(float64(done)/float64(total), 1)
@@ -152,7 +161,7 @@ func (p *progressBar) line(elapsed time.Duration) string {
 	if total == 0 && done == 0 {
 		tail, frac = " starting", 0 // not connected yet, or nothing known to move
 	}
-	if wire := p.wire.Load(); wire > 0 {
+	if wire > 0 {
 		tail += " wire " + bytesize.Format(wire)
 	}
 	head := ""

@@ -100,3 +100,20 @@ func TestExtentsMapOnTerminal(t *testing.T) {
 	require.Equal(t, 0, report(t.Context(), g, cmd, wrote, err))
 	require.NotContains(t, out.String(), "[.")
 }
+
+// TestProgressCounterFeedsBar: a library's callback (localsync's
+// Progress) reaches the bar through the same sampled counters as
+// tcpsync's; done never moves backwards.
+func TestProgressCounterFeedsBar(t *testing.T) {
+	var c progressCounter
+	c.update(1<<20, 4<<20)
+	c.update(512<<10, 4<<20) // a late, smaller report
+	done, total, _ := c.sample()
+	require.Equal(t, int64(1<<20), done)
+	require.Equal(t, int64(4<<20), total)
+	var buf lockedBuffer
+	bar := startProgress(&buf, "local", 80, 0, c.sample)
+	bar.Stop()
+	require.Contains(t, buf.String(), "local [")
+	require.Contains(t, buf.String(), " 25% 1.0 MiB/4.0 MiB")
+}

@@ -130,10 +130,7 @@ func enforceUsage(c *cobra.Command) {
 	}
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			if strings.Contains(err.Error(), "arg(s)") {
-				err = fmt.Errorf("%s%w", commandName(cmd), err) // cobra's count errors name no command
-			}
-			return usageError{err}
+			return usageError{err} // exactArgs and minArgs name the command
 		}
 		return requiredFlags(cmd)
 	}

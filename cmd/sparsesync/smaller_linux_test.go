@@ -68,6 +68,12 @@ func TestPseudoFileRefused(t *testing.T) {
 func TestDisksErrorSaysDisksOnce(t *testing.T) {
 	err := disksErr(fmt.Errorf("disk %q: %s: %w", "d1", "/mnt/d1", disks.ErrAgentRunning))
 	require.Equal(t, `sparsesync: disks: disk "d1": /mnt/d1: another agent holds the disk`, errorLine(err))
+	// A sentinel first, and an error of no package: each names the
+	// command once, whatever its text.
+	err = disksErr(fmt.Errorf("%w: pressure percent 150 is not in 0..100", disks.ErrConfig))
+	require.Equal(t, `sparsesync: disks: bad configuration: pressure percent 150 is not in 0..100`, errorLine(err))
+	err = disksErr(&os.PathError{Op: "open", Path: "/mnt/d1/x", Err: os.ErrNotExist})
+	require.Equal(t, `sparsesync: disks: open /mnt/d1/x: file does not exist`, errorLine(err))
 }
 
 // TestReplicaRebuildFallbackOneLine: the fallback to TCP is one line on

@@ -28,7 +28,7 @@ func OpenNoFollow(root *os.Root, name string, flag int, perm fs.FileMode) (*os.F
 	}
 	d, err := root.Open(dir)
 	if err != nil {
-		return nil, err
+		return nil, RootErr(err)
 	}
 	defer d.Close()
 	rc, err := d.SyscallConn()

@@ -14,5 +14,6 @@ func OpenNoFollow(root *os.Root, name string, flag int, perm fs.FileMode) (*os.F
 	if root == nil {
 		return os.OpenFile(name, flag, perm)
 	}
-	return root.OpenFile(name, flag, perm)
+	f, err := root.OpenFile(name, flag, perm)
+	return f, RootErr(err)
 }

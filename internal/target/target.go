@@ -41,6 +41,8 @@ type Options struct {
 	// caller that serialises sessions on it locks it first, then calls
 	// SetSize(0).
 	TempName string
+	// Faults, for tests, fails chosen operations of the File (see Faults).
+	Faults *Faults
 }
 
 // File is an open destination. See the package documentation for the
@@ -55,6 +57,7 @@ type File struct {
 	devSize int64
 	size    int64
 	done    atomic.Bool
+	faults  *Faults
 }
 
 // Create opens path for writing: an existing block device in place, an
@@ -64,6 +67,14 @@ type File struct {
 // Options.Root, path is a name inside that directory and only regular files
 // qualify (see Root).
 func Create(path string, o Options) (*File, error) {
+	t, err := create(path, o)
+	if err == nil {
+		t.faults = o.Faults
+	}
+	return t, err
+}
+
+func create(path string, o Options) (*File, error) {
 	perm := o.Mode.Perm()
 	if perm == 0 {
 		perm = 0o600
@@ -132,7 +143,7 @@ func createIn(root *os.Root, name string, perm fs.FileMode, o Options) (*File, e
 		if st, err := root.Lstat(name); err == nil && !st.Mode().IsRegular() {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%s: %w", sparse.TypeName(st.Mode()), ErrNotTarget)}
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return nil, RootErr(err)
 		}
 		tmp := o.TempName
 		var f *os.File
@@ -309,6 +320,9 @@ func (t *File) SetSize(n int64) error {
 		t.size = n
 		return nil
 	}
+	if r, ok := t.faults.fire(OpTruncate, t.path); ok {
+		return &fs.PathError{Op: "ftruncate", Path: t.path, Err: r.Err}
+	}
 	if err := t.f.Truncate(n); err != nil {
 		return &fs.PathError{Op: "ftruncate", Path: t.path, Err: errors.Unwrap(err)}
 	}
@@ -318,7 +332,14 @@ func (t *File) SetSize(n int64) error {
 
 // WriteAt writes b at off (pwrite, retried until complete).
 func (t *File) WriteAt(b []byte, off int64) (int, error) {
+	var injected error
+	if r, ok := t.faults.fire(OpWrite, t.path); ok {
+		b, injected = b[:min(max(r.Short, 0), len(b))], r.Err
+	}
 	n, err := t.f.WriteAt(b, off)
+	if err == nil {
+		err = injected
+	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -337,6 +358,9 @@ func (t *File) WriteAt(b []byte, off int64) (int, error) {
 func (t *File) Zero(off, n int64) (punched bool, err error) {
 	if n <= 0 {
 		return true, nil
+	}
+	if r, ok := t.faults.fire(OpPunch, t.path); ok {
+		return false, &fs.PathError{Op: "fallocate", Path: t.path, Err: r.Err}
 	}
 	if !t.device {
 		punched, err = sparse.PunchHole(t.f, off, n)
@@ -375,7 +399,11 @@ func (t *File) Zero(off, n int64) (punched bool, err error) {
 
 // Sync flushes the destination's data (fdatasync).
 func (t *File) Sync() error {
-	if err := Fdatasync(t.f); err != nil {
+	err := Fdatasync(t.f)
+	if r, ok := t.faults.fire(OpFdatasync, t.path); ok && err == nil {
+		err = r.Err
+	}
+	if err != nil {
 		return &fs.PathError{Op: "fdatasync", Path: t.path, Err: err}
 	}
 	return nil
@@ -433,7 +461,11 @@ func (t *File) flush(sync bool) error {
 		return nil
 	}
 	if t.tmp != "" {
-		if err := t.f.Sync(); err != nil {
+		err := t.f.Sync()
+		if r, ok := t.faults.fire(OpFsync, t.path); ok && err == nil {
+			err = r.Err
+		}
+		if err != nil {
 			return tempError("fsync temporary copy of", t.path, err)
 		}
 		return nil
@@ -444,6 +476,9 @@ func (t *File) flush(sync bool) error {
 // publish renames the temporary file over the destination and, with sync,
 // fsyncs their directory.
 func (t *File) publish(sync bool) error {
+	if r, ok := t.faults.fire(OpRename, t.path); ok {
+		return tempError("rename temporary copy over", t.path, r.Err)
+	}
 	if t.root != nil {
 		if err := t.root.Rename(t.tmp, t.path); err != nil {
 			return tempError("rename temporary copy over", t.path, err)

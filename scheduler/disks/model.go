@@ -228,7 +228,7 @@ func (a *Agent) plan(ctx context.Context) ([]DiskState, []Move, map[string]Repli
 	}
 	c := a.cluster(states, reps)
 	if err := c.Index(); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("disks: model: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("model: %w", err)
 	}
 	pressure, err := longhorn.DiskPressure(c)
 	if err != nil {
@@ -239,7 +239,7 @@ func (a *Agent) plan(ctx context.Context) ([]DiskState, []Move, map[string]Repli
 	}
 	plan, err := longhorn.PlanRebalance(c, longhorn.RebalanceOptions{Now: a.cfg.Now()})
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("disks: plan: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("plan: %w", err)
 	}
 	var planned []longhorn.Move
 	if len(plan.Passes) > 0 {

@@ -1,0 +1,142 @@
+package target
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"sync"
+	"syscall"
+)
+
+// Op is a kind of operation on a destination that Faults can fail.
+type Op uint8
+
+// The operations a fault can be injected into.
+const (
+	OpWrite        Op = iota + 1 // WriteAt (pwrite)
+	OpPunch                      // Zero (fallocate PUNCH_HOLE, or writing zeros)
+	OpTruncate                   // SetSize (ftruncate)
+	OpFdatasync                  // Sync, and Commit/Publish in place
+	OpFsync                      // Commit/Publish of an atomic temporary file
+	OpRename                     // Commit/Publish: the rename over the destination
+	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject)
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpWrite:
+		return "write"
+	case OpPunch:
+		return "punch"
+	case OpTruncate:
+		return "truncate"
+	case OpFdatasync:
+		return "fdatasync"
+	case OpFsync:
+		return "fsync"
+	case OpRename:
+		return "rename"
+	case OpSidecarWrite:
+		return "sidecar write"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Fault is one rule of Faults: fail the N-th call of Op on a name that
+// matches Path.
+type Fault struct {
+	Op Op
+	// Path is a path.Match pattern matched against the destination's name
+	// (as given to Create) and against its last element; "" matches all.
+	Path string
+	// N is which matching call fails, from 1; 0 fails every one.
+	N int
+	// Err is the error the call returns (wrapped as the real one would
+	// be, so errors.Is finds it); nil means EIO, or for a short write
+	// io.ErrShortWrite.
+	Err error
+	// Short makes a failing OpWrite write its first Short bytes for real
+	// before it returns Err: a short write.
+	Short int
+}
+
+// Faults injects errors into the operations of the Files created with it
+// (Options.Faults), in the spirit of pebble's errorfs: tests say which
+// operation, on which name, at which call, fails how. A nil *Faults
+// injects nothing. It is safe for concurrent use.
+type Faults struct {
+	mu    sync.Mutex
+	rules []Fault
+	calls []int // matching calls seen, per rule
+	hits  int
+}
+
+// NewFaults returns an injector with the given rules; the first rule that
+// fires on a call decides it.
+func NewFaults(rules ...Fault) *Faults {
+	return &Faults{rules: rules, calls: make([]int, len(rules))}
+}
+
+// Hits reports how many calls failed by injection so far.
+func (f *Faults) Hits() int {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits
+}
+
+// fire counts a call of op on name and returns the rule that fails it.
+func (f *Faults) fire(op Op, name string) (Fault, bool) {
+	if f == nil {
+		return Fault{}, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, r := range f.rules {
+		if r.Op != op || !matches(r.Path, name) {
+			continue
+		}
+		f.calls[i]++
+		if r.N == 0 || r.N == f.calls[i] {
+			f.hits++
+			if r.Err == nil {
+				r.Err = syscall.EIO
+				if op == OpWrite && r.Short > 0 {
+					r.Err = io.ErrShortWrite
+				}
+			}
+			return r, true
+		}
+	}
+	return Fault{}, false
+}
+
+func matches(pattern, name string) bool {
+	if pattern == "" {
+		return true
+	}
+	if ok, _ := path.Match(pattern, name); ok {
+		return true
+	}
+	ok, _ := path.Match(pattern, path.Base(name))
+	return ok
+}
+
+// Inject lets a caller that writes files of its own next to the
+// destination (a sidecar) fail them through the same Faults: it returns
+// the error of a rule for op on name, else nil.
+func (t *File) Inject(op Op, name string) error {
+	if t == nil {
+		return nil
+	}
+	if r, ok := t.faults.fire(op, name); ok {
+		return r.Err
+	}
+	return nil
+}
+
+// SetFaults installs f on a File its caller made through a path other
+// than Options (a server's own open sequence): for tests of such callers.
+func (t *File) SetFaults(f *Faults) { t.faults = f }
