@@ -539,6 +539,11 @@ func (m *multi) readHead(ctx context.Context, f *framer, remote string) (*fetchH
 		if len(body)%pieceSumLen != 0 || len(h.manifest)+len(body)/pieceSumLen > ps.n {
 			return nil, fmt.Errorf("%w: MANIFEST of %d bytes for %d pieces", ErrProtocol, len(body), ps.n)
 		}
+		// The manifest is held whole: charged to the session's memory
+		// budget as it arrives, so a source cannot make it grow past that.
+		if err := f.mem.reserve(int64(len(body)), "the manifest"); err != nil {
+			return nil, err
+		}
 		for b := body; len(b) > 0; b = b[pieceSumLen:] {
 			_, n := ps.piece(len(h.manifest))
 			f.progress(n)
