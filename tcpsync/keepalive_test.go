@@ -88,3 +88,57 @@ func TestWorkedFramesChecked(t *testing.T) {
 	require.Equal(t, int64(2<<20+100), wd.moved.Load(), "progress is what the frames add")
 	require.Zero(t, s.readBackSeen, "work is no read-back")
 }
+
+// slowReadBack returns hooks that hold each read of a read-back 0.2 s
+// and a function that says how long the read-back lasted.
+func slowReadBack() (*testHooks, func() time.Duration) {
+	var first, last atomic.Int64
+	h := &testHooks{afterReadBackRead: func() {
+		first.CompareAndSwap(0, time.Now().UnixNano())
+		time.Sleep(200 * time.Millisecond)
+		last.Store(time.Now().UnixNano())
+	}}
+	return h, func() time.Duration { return time.Duration(last.Load() - first.Load()) }
+}
+
+// TestLongAtomicReadBackStaysAlive is issue 26's acceptance for `push
+// --atomic` and `pull --atomic` (read-back by default): the receiver (the
+// server for a push, the client for a pull) reads back for more than three
+// idle timeouts of 1 s on both sides, and the sync succeeds, verified, read
+// back and atomic, at its first attempt.
+func TestLongAtomicReadBackStaysAlive(t *testing.T) {
+	const idle = time.Second
+	for _, push := range []bool{true, false} {
+		name := map[bool]string{true: "push", false: "pull"}[push]
+		t.Run(name, func(t *testing.T) {
+			root, local := t.TempDir(), t.TempDir()
+			hooks, lasted := slowReadBack()
+			addr, _ := startServer(t, root, func(s *Server) {
+				s.IdleTimeout = idle
+				if push {
+					s.hooks = hooks
+				}
+			})
+			o := clientOpts()
+			o.IdleTimeout, o.Atomic = idle, true
+			var st Stats
+			var err error
+			src, dst := filepath.Join(local, "img"), filepath.Join(root, "img")
+			if push {
+				require.NoError(t, writeImage(src, 64<<20, 0.5, 4, 27))
+				st, err = PushFile(t.Context(), addr, src, "img", o)
+			} else {
+				src, dst = dst, src
+				require.NoError(t, writeImage(src, 64<<20, 0.5, 4, 27))
+				o.hooks = hooks
+				st, err = Pull(t.Context(), addr, "img", dst, o)
+			}
+			require.NoError(t, err)
+			t.Logf("%s --atomic with a slowed read-back of %v (%d bytes)", name, lasted(), st.ReadBackBytes)
+			require.True(t, st.Verified)
+			require.Equal(t, 1, st.Attempts)
+			require.Greater(t, lasted(), 3*idle, "the read-back outlasted three idle timeouts")
+			requireSame(t, src, dst)
+		})
+	}
+}

@@ -90,6 +90,8 @@ type Server struct {
 	sessions     int
 	hostSessions map[string]int
 	wg           sync.WaitGroup
+	// hooks, tests only: act on a pushed target (a slowed read-back).
+	hooks *testHooks
 }
 
 // SessionEvent describes a finished session.
@@ -399,7 +401,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	}
 	ev.Path = sanitize(name)
 	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone,
-		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval, readBack: flags&openReadBack != 0}
+		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval, readBack: flags&openReadBack != 0, hooks: s.hooks}
 	switch op {
 	case opPush:
 		ev.Op = "push"
