@@ -10,11 +10,18 @@ import (
 // TCP replica rebuild); the returned function says how long the read-backs
 // lasted, from the first read to the end of the last.
 func SlowReadBack(o *Options, d time.Duration) (lasted func() time.Duration) {
+	o.hooks, lasted = slowReadBack(d)
+	return lasted
+}
+
+// slowReadBack returns hooks that hold each read of a read-back d, and a
+// function that says how long the read-backs lasted.
+func slowReadBack(d time.Duration) (*testHooks, func() time.Duration) {
 	var first, last atomic.Int64
-	o.hooks = &testHooks{afterReadBackRead: func() {
+	h := &testHooks{afterReadBackRead: func() {
 		first.CompareAndSwap(0, time.Now().UnixNano())
 		time.Sleep(d)
 		last.Store(time.Now().UnixNano())
 	}}
-	return func() time.Duration { return time.Duration(last.Load() - first.Load()) }
+	return h, func() time.Duration { return time.Duration(last.Load() - first.Load()) }
 }

@@ -89,18 +89,6 @@ func TestWorkedFramesChecked(t *testing.T) {
 	require.Zero(t, s.readBackSeen, "work is no read-back")
 }
 
-// slowReadBack returns hooks that hold each read of a read-back 0.2 s
-// and a function that says how long the read-back lasted.
-func slowReadBack() (*testHooks, func() time.Duration) {
-	var first, last atomic.Int64
-	h := &testHooks{afterReadBackRead: func() {
-		first.CompareAndSwap(0, time.Now().UnixNano())
-		time.Sleep(200 * time.Millisecond)
-		last.Store(time.Now().UnixNano())
-	}}
-	return h, func() time.Duration { return time.Duration(last.Load() - first.Load()) }
-}
-
 // TestLongAtomicReadBackStaysAlive is issue 26's acceptance for `push
 // --atomic` and `pull --atomic` (read-back by default): the receiver (the
 // server for a push, the client for a pull) reads back for more than three
@@ -112,7 +100,7 @@ func TestLongAtomicReadBackStaysAlive(t *testing.T) {
 		name := map[bool]string{true: "push", false: "pull"}[push]
 		t.Run(name, func(t *testing.T) {
 			root, local := t.TempDir(), t.TempDir()
-			hooks, lasted := slowReadBack()
+			hooks, lasted := slowReadBack(200 * time.Millisecond)
 			addr, _ := startServer(t, root, func(s *Server) {
 				s.IdleTimeout = idle
 				if push {
