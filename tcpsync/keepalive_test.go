@@ -101,7 +101,9 @@ func TestLongAtomicReadBackStaysAlive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			root, local := t.TempDir(), t.TempDir()
 			hooks, lasted := slowReadBack(200 * time.Millisecond)
+			var ends <-chan SessionEvent
 			addr, _ := startServer(t, root, func(s *Server) {
+				ends = sessionEnds(s)
 				s.IdleTimeout = idle
 				if push {
 					s.hooks = hooks
@@ -126,6 +128,8 @@ func TestLongAtomicReadBackStaysAlive(t *testing.T) {
 			require.True(t, st.Verified)
 			require.Equal(t, 1, st.Attempts)
 			require.Greater(t, lasted(), 3*idle, "the read-back outlasted three idle timeouts")
+			ev := waitSessions(t, ends, 1, time.Minute)[0]
+			require.NoError(t, ev.Err, "the server's session")
 			requireSame(t, src, dst)
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // replica rebuild (read-back on by default): with idle timeouts of 1 s on
 // both sides and each read of the rebuilding side's read-back held 0.3 s,
 // the read-backs last more than three idle timeouts and the rebuild
-// succeeds, the rebuilt replica's volume equal to the source's.
+// succeeds, the rebuilt replica's volume equal to the source's, and no
+// session ends with an error on the server.
 func TestRebuildLongReadBackStaysAlive(t *testing.T) {
 	const idle = time.Second
 	root := t.TempDir()
@@ -34,10 +36,24 @@ func TestRebuildLongReadBackStaysAlive(t *testing.T) {
 	require.NoError(t, r.Close())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &tcpsync.Server{Root: root, NoAuth: true, IdleTimeout: idle}
+	var mu sync.Mutex
+	var failed []error
+	srv := &tcpsync.Server{Root: root, NoAuth: true, IdleTimeout: idle, OnSession: func(ev tcpsync.SessionEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Err != nil {
+			failed = append(failed, ev.Err)
+		}
+	}}
 	addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
 	require.NoError(t, err)
-	t.Cleanup(func() { cancel(); require.NoError(t, wait()) })
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, wait())
+		mu.Lock()
+		defer mu.Unlock()
+		require.Empty(t, failed, "sessions the server ended with an error")
+	})
 
 	o := &replica.RebuildOptions{Remote: addr, RemoteDir: "src",
 		TCP: tcpsync.Options{NoAuth: true, Retries: -1, IdleTimeout: idle}}
