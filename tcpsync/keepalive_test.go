@@ -22,7 +22,8 @@ import (
 func TestLongReadBackStaysAlive(t *testing.T) {
 	const idle = time.Second
 	root, local := t.TempDir(), t.TempDir()
-	addr, _ := startServer(t, root, func(s *Server) { s.IdleTimeout = idle })
+	var ends <-chan SessionEvent
+	addr, _ := startServer(t, root, func(s *Server) { ends = sessionEnds(s); s.IdleTimeout = idle })
 	src := filepath.Join(root, "img")
 	require.NoError(t, writeImage(src, 64<<20, 0.5, 4, 26))
 	var reads, first, last atomic.Int64
@@ -44,6 +45,7 @@ func TestLongReadBackStaysAlive(t *testing.T) {
 	require.True(t, st.Verified && st.ReadBack)
 	require.Equal(t, 1, st.Attempts)
 	require.Greater(t, lasted, 3*idle, "the read-back outlasted three idle timeouts")
+	require.NoError(t, waitSessions(t, ends, 1, time.Minute)[0].Err, "the server's session")
 	requireSame(t, src, dst)
 }
 
