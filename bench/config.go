@@ -12,7 +12,7 @@ const ScenarioCopy = "copy"
 // Config is a benchmark session. The zero value of each field means the
 // documented default; Sparsesync is required.
 type Config struct {
-	// Workloads to run (names; default all of Workloads()).
+	// Workloads to run (names; default all of Workloads() but the OptIn ones).
 	Workloads []string
 	// Scenarios: "copy" and change script names (default copy and
 	// resync-1pct).
@@ -73,7 +73,9 @@ type Progress struct {
 func (c *Config) setDefaults() {
 	if len(c.Workloads) == 0 {
 		for _, w := range Workloads() {
-			c.Workloads = append(c.Workloads, w.Name)
+			if !w.OptIn {
+				c.Workloads = append(c.Workloads, w.Name)
+			}
 		}
 	}
 	if len(c.Scenarios) == 0 {

@@ -33,6 +33,8 @@ type Workload struct {
 	DataFraction float64
 	// build writes the file at path (it does not exist yet).
 	build func(ctx context.Context, path string, size int64, seed uint64, g GenOptions) error
+	// OptIn workloads run only when named (--workload): not by default.
+	OptIn bool
 	// check, if set, says before anything runs why build cannot work at
 	// this size.
 	check func(ctx context.Context, size int64, g GenOptions) error
@@ -99,11 +101,27 @@ func Workloads() []Workload {
 			build: func(ctx context.Context, p string, size int64, seed uint64, _ GenOptions) error {
 				return patternfile.Write(p, scatter(size, 1, 160, seed))
 			}},
+		{Name: "wide", Size: wideExtents * wideStride, DataFraction: float64(blk) / float64(wideStride), OptIn: true,
+			Description: "2 TiB apparent, 1,100,000 extents of 4 KiB, one every 1.9 MiB (issue 26's file; only when named; --scale scales the extent count)",
+			build: func(ctx context.Context, p string, size int64, _ uint64, _ GenOptions) error {
+				l := patternfile.Layout{Name: "wide", Size: size}
+				for off := int64(0); off+blk <= size; off += wideStride {
+					l.Data = append(l.Data, patternfile.Range{Off: off, Len: blk})
+				}
+				return patternfile.Write(p, l)
+			}},
 		{Name: "vm-image", Size: 2 * gib, DataFraction: 0.4,
 			Description: "2 GiB ext4 image made by mkfs.ext4 -d from a real directory tree (/usr/share)",
 			build:       buildVMImage, check: checkVMImage},
 	}
 }
+
+// The wide workload: many extents far apart, as a fragmented terabyte
+// image holds them.
+const (
+	wideExtents = 1_100_000
+	wideStride  = 1900 * kib // 1.9 MiB, a multiple of 4 KiB
+)
 
 // WorkloadNamed returns the workload called name.
 func WorkloadNamed(name string) (Workload, error) {

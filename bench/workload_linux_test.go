@@ -235,3 +235,30 @@ func TestVMImage(t *testing.T) {
 		}
 	}
 }
+
+// TestWideWorkload: the wide workload (issue 26's file) at a thousandth of
+// its scale is 1,100 extents of 4 KiB, one every 1.9 MiB (a bare
+// SEEK_DATA loop), and runs only when named.
+func TestWideWorkload(t *testing.T) {
+	dir := loopfs.Mount(t, loopfs.Tmpfs, 64<<20)
+	w, err := bench.WorkloadNamed("wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.OptIn {
+		t.Error("wide runs by default")
+	}
+	p := filepath.Join(dir, "wide")
+	if err := w.Generate(t.Context(), p, bench.GenOptions{Scale: 1.0 / 1000}); err != nil {
+		t.Fatal(err)
+	}
+	ext := layout.SeekWalk(t, p)
+	if len(ext) != 1100 {
+		t.Fatalf("%d extents, want 1100", len(ext))
+	}
+	for i, e := range ext {
+		if e.Off != int64(i)*1900<<10 || e.Len != 4096 {
+			t.Fatalf("extent %d is %+v, want 4 KiB at %d", i, e, int64(i)*1900<<10)
+		}
+	}
+}

@@ -26,7 +26,24 @@ const (
 	// flagWorked, which a receiver holding to a bandwidth budget sends
 	// while it works at the budget's pace (both sides set it).
 	featWorked = 1 << 2
+	// featWideMaps says the peer takes extent maps of more than
+	// maxExtents entries, bounded only by its session memory budget
+	// (both sides set it). Without it a map carries at most maxExtents.
+	featWideMaps = 1 << 4
 )
+
+// ourFeatures is what our HELLO announces: everything, less wide maps
+// when f plays an older peer (tests).
+func ourFeatures(f *framer, noAuth bool) uint32 {
+	feat := uint32(featKeepalive | featWorked | featWideMaps)
+	if f.narrowMaps {
+		feat &^= featWideMaps
+	}
+	if noAuth {
+		feat |= featNoAuth
+	}
+	return feat
+}
 
 var magic = [4]byte{'T', 'S', 'Y', 'N'}
 
@@ -94,11 +111,7 @@ func sessionSeed(token, t []byte) uint64 {
 // proofs unless both sides run without authentication. It returns the
 // session seed.
 func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) (uint64, error) {
-	feat := uint32(featKeepalive | featWorked)
-	if noAuth {
-		feat |= featNoAuth
-	}
-	ch := newHello(feat).marshal()
+	ch := newHello(ourFeatures(f, noAuth)).marshal()
 	if err := f.send(fHello, 0, ch); err != nil {
 		return 0, err
 	}
@@ -113,6 +126,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	}
 	f.keepalive = srv.features&featKeepalive != 0
 	f.worked = srv.features&featWorked != 0
+	f.wideMaps = srv.features&featWideMaps != 0 && !f.narrowMaps
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
 		if !noAuth {
@@ -152,11 +166,8 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	}
 	f.keepalive = cli.features&featKeepalive != 0
 	f.worked = cli.features&featWorked != 0
-	feat := uint32(featKeepalive | featWorked)
-	if noAuth {
-		feat |= featNoAuth
-	}
-	sh := newHello(feat).marshal()
+	f.wideMaps = cli.features&featWideMaps != 0 && !f.narrowMaps
+	sh := newHello(ourFeatures(f, noAuth)).marshal()
 	if err := f.send(fHello, 0, sh); err != nil {
 		return 0, err
 	}

@@ -309,6 +309,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		conn = tc
 	}
 	f := newFramer(conn)
+	f.narrowMaps = c.hooks != nil && c.hooks.narrowMaps
 	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)
 	switch {
 	case err == nil:

@@ -26,6 +26,14 @@
 //	sender → receiver SRCINFO (size, block size, identity) + EXTENTS (sparse encoding)
 //	receiver → sender DSTINFO (size, quick check, resume offset) + EXTENTS
 //
+// A map crosses as EXTENTS frames of 64 KiB, each but the last full. Its
+// length is bounded by the receiving side's session memory budget
+// (Server.MaxSessionMemory: 148 bytes an extent, about 2 million extents by
+// default) when both HELLOs announce featWideMaps; a peer without it takes
+// at most 2^20 extents, and a longer map is refused before it is sent
+// (ErrTooManyExtents, never retried). Both sides still hold both maps
+// whole: memory grows with the extent count, within that budget.
+//
 // Both sides then derive the same plan from the two maps: the source's data
 // blocks (4 KiB by default) are cut into chunks of 4096 blocks; a block is
 // "compared" when the destination also holds data there, otherwise it is

@@ -107,6 +107,7 @@ const (
 	codeSourceChanged
 	codeIntegrity
 	codeStalled
+	codeTooManyExtents
 )
 
 var codeSentinels = []struct {
@@ -127,6 +128,7 @@ var codeSentinels = []struct {
 	{codeSourceChanged, ErrSourceChanged},
 	{codeIntegrity, ErrIntegrity},
 	{codeStalled, ErrStalled},
+	{codeTooManyExtents, ErrTooManyExtents},
 }
 
 // errorCode maps an error to its wire code (one of a pair with remoteError).

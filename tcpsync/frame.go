@@ -71,7 +71,7 @@ const (
 	maxPath         = 4096
 	maxComponent    = 255
 	maxIdentity     = 1 << 10
-	maxExtents      = 1 << 20 // entries of an extent map
+	maxExtents      = 1 << 20 // entries of an extent map, for a peer without featWideMaps
 	maxMapBytes     = maxExtents * 2 * binaryMaxVarint
 	maxSize         = 1 << 50 // file size
 	minBlock        = 4 << 10
@@ -124,6 +124,10 @@ type framer struct {
 	// worked says the peer understands PROGRESS frames with flagWorked
 	// (featWorked in its HELLO).
 	worked bool
+	// wideMaps says the peer takes extent maps of more than maxExtents
+	// entries (featWideMaps in both HELLOs); narrowMaps makes this side
+	// play an older peer that does not (tests).
+	wideMaps, narrowMaps bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte

@@ -22,7 +22,8 @@ import (
 func TestLongReadBackStaysAlive(t *testing.T) {
 	const idle = time.Second
 	root, local := t.TempDir(), t.TempDir()
-	addr, _ := startServer(t, root, func(s *Server) { s.IdleTimeout = idle })
+	var ends <-chan SessionEvent
+	addr, _ := startServer(t, root, func(s *Server) { ends = sessionEnds(s); s.IdleTimeout = idle })
 	src := filepath.Join(root, "img")
 	require.NoError(t, writeImage(src, 64<<20, 0.5, 4, 26))
 	var reads, first, last atomic.Int64
@@ -44,6 +45,7 @@ func TestLongReadBackStaysAlive(t *testing.T) {
 	require.True(t, st.Verified && st.ReadBack)
 	require.Equal(t, 1, st.Attempts)
 	require.Greater(t, lasted, 3*idle, "the read-back outlasted three idle timeouts")
+	require.NoError(t, waitSessions(t, ends, 1, time.Minute)[0].Err, "the server's session")
 	requireSame(t, src, dst)
 }
 
@@ -87,4 +89,50 @@ func TestWorkedFramesChecked(t *testing.T) {
 	require.NoError(t, s.onProgress(flagWorked, body(2<<20+100)), "after DONE")
 	require.Equal(t, int64(2<<20+100), wd.moved.Load(), "progress is what the frames add")
 	require.Zero(t, s.readBackSeen, "work is no read-back")
+}
+
+// TestLongAtomicReadBackStaysAlive is issue 26's acceptance for `push
+// --atomic` and `pull --atomic` (read-back by default): the receiver (the
+// server for a push, the client for a pull) reads back for more than three
+// idle timeouts of 1 s on both sides, and the sync succeeds, verified, read
+// back and atomic, at its first attempt.
+func TestLongAtomicReadBackStaysAlive(t *testing.T) {
+	const idle = time.Second
+	for _, push := range []bool{true, false} {
+		name := map[bool]string{true: "push", false: "pull"}[push]
+		t.Run(name, func(t *testing.T) {
+			root, local := t.TempDir(), t.TempDir()
+			hooks, lasted := slowReadBack(200 * time.Millisecond)
+			var ends <-chan SessionEvent
+			addr, _ := startServer(t, root, func(s *Server) {
+				ends = sessionEnds(s)
+				s.IdleTimeout = idle
+				if push {
+					s.hooks = hooks
+				}
+			})
+			o := clientOpts()
+			o.IdleTimeout, o.Atomic = idle, true
+			var st Stats
+			var err error
+			src, dst := filepath.Join(local, "img"), filepath.Join(root, "img")
+			if push {
+				require.NoError(t, writeImage(src, 64<<20, 0.5, 4, 27))
+				st, err = PushFile(t.Context(), addr, src, "img", o)
+			} else {
+				src, dst = dst, src
+				require.NoError(t, writeImage(src, 64<<20, 0.5, 4, 27))
+				o.hooks = hooks
+				st, err = Pull(t.Context(), addr, "img", dst, o)
+			}
+			require.NoError(t, err)
+			t.Logf("%s --atomic with a slowed read-back of %v (%d bytes)", name, lasted(), st.ReadBackBytes)
+			require.True(t, st.Verified)
+			require.Equal(t, 1, st.Attempts)
+			require.Greater(t, lasted(), 3*idle, "the read-back outlasted three idle timeouts")
+			ev := waitSessions(t, ends, 1, time.Minute)[0]
+			require.NoError(t, ev.Err, "the server's session")
+			requireSame(t, src, dst)
+		})
+	}
 }

@@ -22,8 +22,10 @@ const (
 	// copies included: its encoding (up to 20 bytes), the decoded map and
 	// the plan's derived maps and prefix counts (16 bytes each).
 	extentCost = 20 + 8*16
-	// defaultSessionMemory lets a map of maxExtents through (~150 MiB).
-	defaultSessionMemory = sessionFixed + maxExtents*extentCost + 1<<20
+	// defaultSessionMemory lets a map of 2*maxExtents through (~310 MiB)
+	// from a peer with featWideMaps: the limit of a map's length is then
+	// this budget (Server.MaxSessionMemory), not a count.
+	defaultSessionMemory = sessionFixed + 2*maxExtents*extentCost + 1<<20
 	// defaultServerMemory is the server-wide budget (1 GiB).
 	defaultServerMemory = 1 << 30
 )

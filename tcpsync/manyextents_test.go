@@ -27,10 +27,11 @@ func (s wideSource) Extents(context.Context) (sparse.Map, error) {
 	return sparse.NewMap(s.Size(), xs...)
 }
 
-// TestTooManyExtentsSaidAtOnce: a source with more extents than the wire's
-// map limit fails its push at the first attempt, with the limit and the
-// way around it in the error, and is not retried (issue 26: it used to be
-// retried 5 times over 27 s before the server's refusal was shown).
+// TestTooManyExtentsSaidAtOnce: to an older peer (no featWideMaps, played
+// by the client here) a source with more extents than its map limit fails
+// its push at the first attempt, with the limit and the way around it in
+// the error, and is not retried (issue 26: it used to be retried 5 times
+// over 27 s before the server's refusal was shown).
 func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	root := t.TempDir()
 	var ends <-chan SessionEvent
@@ -39,9 +40,10 @@ func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	o.Retries = 3
 	var r retries
 	o.OnRetry = r.on
+	o.hooks = &testHooks{narrowMaps: true}
 	st, err := Push(t.Context(), addr, wideSource{n: maxExtents + 1}, "wide.img", o)
 	require.ErrorIs(t, err, ErrTooManyExtents)
-	require.ErrorContains(t, err, "1048577 data extents, and one map carries at most 1048576: copy it with sparsesync local")
+	require.ErrorContains(t, err, "1048577 data extents, and one map carries at most 1048576 to this peer (an older sparsesync, without wide maps): upgrade the peer, copy it with sparsesync local")
 	require.Empty(t, r.errs, "a permanent refusal is not retried")
 	require.LessOrEqual(t, st.Attempts, 1)
 	waitSessions(t, ends, 1, time.Minute) // the server's side of the one session has ended

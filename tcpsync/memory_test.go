@@ -144,7 +144,9 @@ func TestClaimedSizeCostsNothing(t *testing.T) {
 
 // TestHugeMapRefusedBeforeDecoding is hole 3: 16 sessions at once send a
 // 20 MiB map announcing 10.5 M extents. The count is checked in the first
-// frame, before anything is buffered or decoded: each costs one frame.
+// frame, before anything is buffered or decoded: each costs one frame. With
+// wide maps (featWideMaps) the count is bounded by the session's memory
+// budget, not by maxExtents: the refusal says so.
 func TestHugeMapRefusedBeforeDecoding(t *testing.T) {
 	addr, _ := startServer(t, t.TempDir(), nil)
 	const count = 10_500_000
@@ -153,7 +155,8 @@ func TestHugeMapRefusedBeforeDecoding(t *testing.T) {
 	errs, grew := claimAll(t, addr, 16, 2*count, m)
 	t.Logf("heap growth %d MiB", grew>>20)
 	for _, err := range errs {
-		require.ErrorIs(t, err, ErrProtocol)
+		require.ErrorIs(t, err, ErrFrameTooLarge)
+		require.ErrorContains(t, err, "Server.MaxSessionMemory")
 	}
 	require.Less(t, grew, uint64(64<<20))
 }

@@ -88,6 +88,9 @@ type testHooks struct {
 	// afterReadBackRead runs after each read of the read-back (on its
 	// worker goroutines): a test slows the storage down with it.
 	afterReadBackRead func()
+	// narrowMaps makes the client play an older peer, without
+	// featWideMaps.
+	narrowMaps bool
 }
 
 func (h *testHooks) readBackRead() {

@@ -92,6 +92,8 @@ type Server struct {
 	wg           sync.WaitGroup
 	fetchHooks   *fetchHooks   // tests only: a misbehaving fetch source (fetch.go)
 	manifests    manifestCache // fetch manifests by file version (fetch.go)
+	// hooks, tests only: act on a pushed target (a slowed read-back).
+	hooks *testHooks
 }
 
 // SessionEvent describes a finished session.
@@ -401,7 +403,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	}
 	ev.Path = sanitize(name)
 	p := syncParams{seed: seed, logger: s.Logger, fullCompare: flags&openFullCompare != 0, compress: CompressNone,
-		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval, readBack: flags&openReadBack != 0}
+		cpBytes: s.CheckpointBytes, cpEvery: s.CheckpointInterval, readBack: flags&openReadBack != 0, hooks: s.hooks}
 	switch op {
 	case opPush:
 		ev.Op = "push"

@@ -143,11 +143,15 @@ func (q *sendq) run(ctx context.Context) error {
 	}
 }
 
-// sendMap sends an encoded map as EXTENTS frames. A map the peer would
-// refuse for its count is refused here, before a byte is sent.
+// sendMap sends an encoded map as EXTENTS frames, in pieces of one frame.
+// A peer with featWideMaps takes a map of any length its session memory
+// budget holds (and refuses a larger one, permanently, naming its budget);
+// to an older peer a map of more than maxExtents is refused here, before a
+// byte is sent.
 func sendMap(f *framer, m sparse.Map) error {
-	if n := m.Len(); n > maxExtents {
-		return fmt.Errorf("%w: %d data extents, and one map carries at most %d: copy it with sparsesync local, "+
+	if n := m.Len(); n > maxExtents && !f.wideMaps {
+		return fmt.Errorf("%w: %d data extents, and one map carries at most %d to this peer (an older sparsesync, "+
+			"without wide maps): upgrade the peer, copy it with sparsesync local, "+
 			"or write the image less fragmented (for example qemu-img convert) and push that", ErrTooManyExtents, n, maxExtents)
 	}
 	b, err := m.MarshalBinary()
@@ -173,8 +177,9 @@ func sendMap(f *framer, m sparse.Map) error {
 
 // readMap reads EXTENTS frames into a map of the announced size. The
 // first frame's header (version, size, extent count) is checked before
-// anything is buffered: the count against maxExtents and against the
-// session's memory budget (a claim that could never fit is refused; it is
+// anything is buffered: the count against maxExtents (for a peer without
+// featWideMaps; else against the size) and against the session's memory
+// budget (a claim that could never fit is refused; it is
 // not reserved), the bytes that follow against what that count can take.
 // Memory is reserved as the bytes arrive, for the extents they can encode
 // (at least 2 bytes each), and released with the session. Every frame but
@@ -195,12 +200,13 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 		}
 		if b == nil {
 			var n int
-			if count, n, err = mapHeader(body, size); err != nil {
+			if count, n, err = mapHeader(body, size, f.wideMaps); err != nil {
 				return sparse.Map{}, err
 			}
 			hdr = int64(n)
 			if err := f.mem.fits(count*extentCost+hdr, fmt.Sprintf("an extent map of %d extents", count)); err != nil {
-				return sparse.Map{}, err
+				return sparse.Map{}, fmt.Errorf("%w (the receiving side's Server.MaxSessionMemory bounds a map's length; "+
+					"raise it, or copy the file with sparsesync local)", err)
 			}
 			want = hdr + 20*count // at most 2 varints of 10 bytes each
 		}
@@ -230,8 +236,10 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 }
 
 // mapHeader reads the version, size and extent count at the start of an
-// encoded map (sparse's encoding) and checks them before any allocation.
-func mapHeader(b []byte, size int64) (count int64, n int, err error) {
+// encoded map (sparse's encoding) and checks them before any allocation:
+// the count is at most maxExtents from a peer without featWideMaps, and at
+// most the size (each extent holds a byte) from one with it.
+func mapHeader(b []byte, size int64, wide bool) (count int64, n int, err error) {
 	bad := func(why string) (int64, int, error) {
 		return 0, 0, fmt.Errorf("%w: extent map: %s", ErrProtocol, why)
 	}
@@ -252,8 +260,11 @@ func mapHeader(b []byte, size int64) (count int64, n int, err error) {
 		return bad("bad extent count")
 	}
 	n += k
-	if c > maxExtents {
-		return bad(fmt.Sprintf("%d extents (limit %d)", c, maxExtents))
+	switch {
+	case c > maxExtents && !wide:
+		return bad(fmt.Sprintf("%d extents (limit %d without wide maps)", c, maxExtents))
+	case c > uint64(size):
+		return bad(fmt.Sprintf("%d extents in %d bytes", c, size))
 	}
 	return int64(c), n, nil
 }

@@ -34,6 +34,9 @@ func Dir(b *testing.B) string {
 // mkfs.ext4, or too small a scale for its tree).
 func Each(b *testing.B, dir string, fn func(b *testing.B, w bench.Workload, path string)) {
 	for _, w := range bench.Workloads() {
+		if w.OptIn {
+			continue // run by name only (bench --workload)
+		}
 		b.Run(w.Name, func(b *testing.B) {
 			path := filepath.Join(dir, w.Name)
 			if err := w.Generate(b.Context(), path, Gen()); err != nil {

@@ -72,6 +72,13 @@ func NeedRoot(t testing.TB) {
 // when running as root, otherwise a directory under /dev/shm.
 func Mount(t testing.TB, kind Kind, size int64) string {
 	t.Helper()
+	return MountWith(t, kind, size)
+}
+
+// MountWith is Mount with extra mkfs options (for example "-b", "1024" for
+// ext4's smallest blocks: the most extents per byte of data).
+func MountWith(t testing.TB, kind Kind, size int64, mkfsOpts ...string) string {
+	t.Helper()
 	if kind == Tmpfs && os.Geteuid() != 0 {
 		return shmDir(t)
 	}
@@ -109,6 +116,7 @@ func Mount(t testing.TB, kind Kind, size int64) string {
 	default:
 		t.Fatalf("loopfs: unknown filesystem kind %q", kind)
 	}
+	mkfs = append(mkfs[:len(mkfs)-1:len(mkfs)-1], append(mkfsOpts, img)...)
 	if _, err := exec.LookPath(mkfs[0]); err != nil {
 		Unavailable(t, mkfs[0]+" not found")
 	}
