@@ -298,7 +298,10 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 				_ = daemon.cmd.Process.Signal(syscall.SIGTERM)
 				_ = daemon.wait()
 			case err == nil:
-				if err = daemon.wait(); err != nil {
+				if err = daemon.wait(); err != nil && t.daemonDone != nil && t.daemonDone(err, daemon.out.Bytes()) {
+					err = nil
+				}
+				if err != nil {
 					err = fmt.Errorf("daemon: %w: %s", err, firstLine(daemon.out.Bytes()))
 				}
 			default:
