@@ -41,9 +41,14 @@ type Config struct {
 	Profile bool
 	// ProfileDir keeps the profiles (default: removed after summarising).
 	ProfileDir string
-	// KeepCaches skips dropping the caches before each run (which needs
-	// root and slows everything else on the machine).
+	// KeepCaches skips making the workload cold before each run.
 	KeepCaches bool
+	// DropAll drops the machine's whole page cache, dentries and inodes
+	// before each run (root only), instead of evicting only the files in
+	// the run's scratch directory (the default, as on a real host, where
+	// the tools' binaries and libraries stay cached while the images are
+	// cold). Run a session both ways to report both cases.
+	DropAll bool
 	// Progress, if set, is called before each run.
 	Progress func(Progress)
 	// CaseDone, if set, is called with each case as soon as its rounds

@@ -38,7 +38,7 @@ svg text{font:12px system-ui,sans-serif}
 `)
 	fmt.Fprintf(&b, "<h1>sparsesync benchmark</h1>\n<p class=note>%s, %s, %d CPUs, %s RAM, %s; load average %.1f at the start, %.1f at the end; %d rounds per case, tools interleaved (order rotated each round)%s. Bars are medians, whiskers min to max, the red line is the physical floor. Ratios are medians of per-round ratios.</p>\n",
 		esc(r.Host.Hostname), esc(r.Host.Kernel), r.Host.CPUs, bytesize.Format(r.Host.MemBytes), esc(r.Host.Go),
-		r.Host.Load1Start, r.Host.Load1End, r.Runs, map[bool]string{true: ", caches dropped before each run", false: ", caches not dropped (not root, or asked not to)"}[r.Host.DropCaches])
+		r.Host.Load1Start, r.Host.Load1End, r.Runs, coldNote(r.Host))
 	for i := range r.Cases {
 		writeCaseHTML(&b, &r.Cases[i], i)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,6 +69,9 @@ type tool struct {
 	// with SIGTERM once the client is done (rsync --daemon, sparsesync
 	// serve); otherwise it exits by itself after one transfer (ssync).
 	daemonStays bool
+	// daemonDone, if set, says whether a daemon that exited with err and
+	// printed out finished its transfer normally.
+	daemonDone func(err error, out []byte) bool
 	// network: a daemon and a client over 127.0.0.1; its ratio is taken
 	// against sparsesync's own network sync (serve and push).
 	network bool
@@ -138,6 +142,16 @@ func peerTool(p Peer, fs string, client int) tool {
 		}
 		t.argv = func(src, _, _ string) []string {
 			return []string{"ssync", "-host", "127.0.0.1", "-port", fmt.Sprint(client), src}
+		}
+		// ssync's daemon (sparse-tools 280e61d) ends every transfer,
+		// good or bad, with a fatal log line "Ssync server failed"
+		// error="http: Server closed" and exit status 1, once the
+		// client has closed it. The client's own status says whether
+		// the transfer succeeded, and round 1's result is compared
+		// with the source byte for byte.
+		t.daemonDone = func(err error, out []byte) bool {
+			var ee *exec.ExitError
+			return errors.As(err, &ee) && ee.ExitCode() == 1 && bytes.Contains(out, []byte("http: Server closed"))
 		}
 	case "rsync-daemon":
 		t.skip = needs("rsync", "the rsync package")

@@ -33,8 +33,12 @@ type Host struct {
 	// and the end: a loaded machine gives noisy figures.
 	Load1Start float64 `json:"load1_start"`
 	Load1End   float64 `json:"load1_end"`
-	// DropCaches is true when caches were dropped before each run (root).
+	// DropCaches is true when the workload was made cold before each run.
 	DropCaches bool `json:"drop_caches"`
+	// Evict says how: "files" (the scratch directory's files evicted from
+	// the page cache, binaries stay cached), "all" (the whole cache
+	// dropped) or "none".
+	Evict string `json:"evict,omitempty"`
 	// PeakRSS says how peak RSS was measured (or why not).
 	PeakRSS string `json:"peak_rss_method"`
 }
@@ -210,4 +214,15 @@ func ReadJSON(rd io.Reader) (*Report, error) {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// coldNote says how the runs started cold, for the report's heading.
+func coldNote(h Host) string {
+	switch {
+	case h.Evict == "files":
+		return ", the workload's files evicted from the page cache before each run (binaries stay cached)"
+	case h.Evict == "all" || h.Evict == "" && h.DropCaches:
+		return ", the whole page cache dropped before each run"
+	}
+	return ", caches not dropped (not root, or asked not to)"
 }

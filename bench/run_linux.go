@@ -32,7 +32,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Version: ReportVersion, Started: time.Now().UTC(), Host: hostInfo(), Runs: cfg.Runs}
 	rep.Host.CPUs = runtime.NumCPU()
 	rep.Host.Go = runtime.Version()
-	rep.Host.DropCaches = !cfg.KeepCaches && dropCaches()
+	switch {
+	case cfg.KeepCaches:
+		rep.Host.Evict = "none"
+	case cfg.DropAll:
+		if rep.Host.DropCaches = dropCaches(); rep.Host.DropCaches {
+			rep.Host.Evict = "all"
+		} else {
+			rep.Host.Evict = "none"
+		}
+	default:
+		rep.Host.DropCaches, rep.Host.Evict = true, "files"
+	}
 	s := &session{cfg: &cfg, rep: rep, cases: len(cfg.Workloads) * len(cfg.Places) * len(cfg.Scenarios)}
 	if p, err := exec.LookPath("time"); err == nil && isGNUTime(p) {
 		s.timePath = p
@@ -224,7 +235,8 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 	return nil
 }
 
-// runOne resets the target, drops the caches and runs t once.
+// runOne resets the target, makes the workload cold (Host.Evict) and runs
+// t once.
 func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string, writeBytes int64, prof string, proxy *wireProxy) (Sample, error) {
 	os.Remove(dst)
 	os.Remove(dst + ".tcpsync") // sparsesync serve's record of the last push: each run starts without it
@@ -236,8 +248,13 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 	if err := syncFS(dir); err != nil {
 		return Sample{}, err
 	}
-	if s.rep.Host.DropCaches {
+	switch s.rep.Host.Evict {
+	case "all":
 		dropCaches()
+	case "files":
+		if err := evictFiles(dir); err != nil {
+			return Sample{}, err
+		}
 	}
 	stat := deviceStat(dir)
 	before := deviceWritten(stat)
@@ -281,7 +298,10 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 				_ = daemon.cmd.Process.Signal(syscall.SIGTERM)
 				_ = daemon.wait()
 			case err == nil:
-				if err = daemon.wait(); err != nil {
+				if err = daemon.wait(); err != nil && t.daemonDone != nil && t.daemonDone(err, daemon.out.Bytes()) {
+					err = nil
+				}
+				if err != nil {
 					err = fmt.Errorf("daemon: %w: %s", err, firstLine(daemon.out.Bytes()))
 				}
 			default:

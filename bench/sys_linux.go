@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +44,31 @@ func dropCaches() bool {
 		return false
 	}
 	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) == nil
+}
+
+// evictFiles drops the cached pages of every regular file under dir
+// (POSIX_FADV_DONTNEED), so that the next run reads them from the device
+// while everything else, the tools' binaries included, stays cached. The
+// caller has synced the filesystem first: dirty pages are not dropped.
+// Any user may evict pages of a file it can open.
+func evictFiles(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			return &os.PathError{Op: "fadvise", Path: path, Err: err}
+		}
+		return nil
+	})
 }
 
 // deviceStat is the stat file of the block device holding path, or "" when

@@ -21,7 +21,8 @@ func adviseSequential(f *os.File) {
 // startWriteback starts asynchronous writeback of f's dirty pages
 // (sync_file_range SYNC_FILE_RANGE_WRITE over the whole file) without
 // waiting for it. Errors are ignored: the final fdatasync reports them.
-func startWriteback(f *os.File) {
+// It is a variable so that tests can watch the calls (StartWritebackHook).
+var startWriteback = func(f *os.File) {
 	if rc, err := f.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) { unix.SyncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
 	}

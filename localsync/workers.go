@@ -49,6 +49,10 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 	if both.Len() > 0 {
 		workers = 2 * inFlight
 	}
+	if !e.opts.NoSync {
+		stop := e.writebacker()
+		defer stop()
+	}
 	if int64(workers) > e.workers.Load() {
 		e.workers.Store(int64(workers))
 	}

@@ -24,6 +24,7 @@ type benchOpts struct {
 	json                              bool
 	html                              string
 	profile                           bool
+	dropAll                           bool
 	profileDir                        string
 	scale                             float64
 	seed                              uint64
@@ -54,7 +55,8 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 		Short: "Measure sparsesync against cp, rsync, qemu-img, bmaptool and ssync, next to the disk's floor",
 		Long: "bench generates seeded workloads, copies or re-syncs them with sparsesync and with every\n" +
 			"peer (skipped, with the reason, when not installed), all tools interleaved in each round,\n" +
-			"caches dropped before each run (root), every target made durable, and measures the physical\n" +
+			"the workload's files evicted from the page cache before each run (--drop-all-caches: the whole\n" +
+			"cache, as root), every target made durable, and measures the physical\n" +
 			"floor (O_DIRECT reads of the data at a deep queue, the same bytes written) in the same rounds.\n" +
 			"It prints a table (or --json, one document), and --html writes a self-contained report.\n\n" +
 			"Without --dir it makes its own ext4, XFS and btrfs loop filesystems in direct I/O mode as\n" +
@@ -95,6 +97,7 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.StringVar(&opts.fsSize, "fs-size", "24G", "size of each loop filesystem made without --dir (sparse image)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress on stderr: auto (a live line on a terminal, a line per finished case otherwise), always or never")
 	f.StringVar(&opts.jsonl, "jsonl", "", "append each case to this file as one JSON object a line as soon as it finishes")
+	f.BoolVar(&opts.dropAll, "drop-all-caches", false, "drop the whole page cache before each run (root) instead of evicting only the workload's files")
 	f.StringSliceVar(&opts.bwlimitRates, "bwlimit-rates", []string{"10M", "50M", "200M"}, "with --scenario bwlimit: the --bwlimit rates to measure")
 	cmd.AddCommand(newBenchExecCommand(g))
 	return cmd
@@ -141,6 +144,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 			return []string{exe, "push", "--no-auth", "--retries", "0", "--progress", "never", src, addr, remote}
 		},
 		Profile: opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
+		DropAll: opts.dropAll,
 	}
 	if opts.profileDir != "" {
 		if err := os.MkdirAll(opts.profileDir, 0o755); err != nil {
@@ -265,7 +269,7 @@ func benchDefaultPlaces(ctx context.Context, g *globalOpts, kinds []string, fsSi
 	}
 	if os.Geteuid() != 0 {
 		dir := os.TempDir()
-		fmt.Fprintf(g.stderr, "sparsesync: bench: not root: running in %s (no loop filesystems, caches not dropped)\n", dir)
+		fmt.Fprintf(g.stderr, "sparsesync: bench: not root: running in %s (no loop filesystems)\n", dir)
 		return []bench.Place{{Name: "tmpdir", Dir: dir}}, cleanup, nil
 	}
 	size, err := parseReplicaSize(fsSize)

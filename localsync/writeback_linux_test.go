@@ -1,0 +1,83 @@
+package localsync
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+)
+
+// TestWritebackOffTheWorkers: a copy of many small extents starts the
+// destination's writeback as its bytes accumulate, from one goroutine at
+// a time (never several workers in sync_file_range on one inode, each
+// waiting for the blocks it allocates), all of it before Copy returns, and
+// not at all with NoSync; the copy is exact. The hook sleeps, so that
+// calls made from the copy workers themselves would overlap.
+func TestWritebackOffTheWorkers(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	l := layout.Layout{Name: "small-extents", Size: 96 * mib}
+	for off := int64(0); off+16<<10 <= l.Size; off += 32 << 10 {
+		l.Data = append(l.Data, layout.Range{Off: off, Len: 16 << 10})
+	}
+	layout.Create(t, src, l) // 48 MiB of data in 3,072 extents
+
+	var mu sync.Mutex
+	var calls, running, most int
+	returned := false
+	var late int
+	orig := startWriteback
+	t.Cleanup(func() { startWriteback = orig })
+	startWriteback = func(f *os.File) {
+		mu.Lock()
+		calls++
+		running++
+		most = max(most, running)
+		if returned {
+			late++
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		orig(f)
+		mu.Lock()
+		running--
+		mu.Unlock()
+	}
+
+	for _, noSync := range []bool{false, true} {
+		dst := filepath.Join(dir, "dst")
+		os.Remove(dst)
+		mu.Lock()
+		calls, most, returned, late = 0, 0, false, 0
+		mu.Unlock()
+		_, err := Copy(context.Background(), src, dst, Options{NoSync: noSync, Reflink: ReflinkNever})
+		mu.Lock()
+		returned = true
+		got, gotMost := calls, most
+		mu.Unlock()
+		require.NoError(t, err)
+		require.Equal(t, layout.SeekWalk(t, src), layout.SeekWalk(t, dst), "hole map (NoSync %v)", noSync)
+		a, err := os.ReadFile(src)
+		require.NoError(t, err)
+		b, err := os.ReadFile(dst)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(a, b), "bytes differ (NoSync %v)", noSync)
+		if noSync {
+			require.Zero(t, got, "writeback started with NoSync")
+			continue
+		}
+		require.GreaterOrEqual(t, got, 1, "48 MiB written and no writeback started")
+		require.Equal(t, 1, gotMost, "writeback calls overlapped")
+	}
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, late, "writeback started after Copy returned")
+}
