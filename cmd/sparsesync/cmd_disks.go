@@ -21,6 +21,9 @@ import (
 
 // disksOpts are the flags of "sparsesync disks".
 type disksOpts struct {
+	// metricsReady, if set, is called with the bound --metrics address
+	// (tests).
+	metricsReady     func(addr string)
 	disks            []string
 	config           string
 	concurrentMoves  int
@@ -248,9 +251,12 @@ func runDisks(ctx context.Context, g *globalOpts, opts *disksOpts, changed func(
 		out.event(e)
 	}
 	if opts.metrics != "" {
-		srv, _, err := listenMetrics(opts.metrics, reg, false)
+		srv, bound, err := listenMetrics(opts.metrics, reg, false)
 		if err != nil {
 			return fmt.Errorf("--metrics: %w", err)
+		}
+		if opts.metricsReady != nil {
+			opts.metricsReady(bound.String())
 		}
 		defer srv.Close()
 	}

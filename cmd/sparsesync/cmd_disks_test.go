@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,18 +129,22 @@ func TestDisksConfigFile(t *testing.T) {
 // it while it runs.
 func TestDisksMetrics(t *testing.T) {
 	d1, d2, _ := disksFixture(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var out, errOut bytes.Buffer
 	g := &globalOpts{stdout: &out, stderr: &errOut}
 	opts := &disksOpts{disks: []string{"d1=" + d1 + ",reserved=1T", "d2=" + d2}, pressure: 90, antiAffinity: "soft",
-		minimalAvailable: 25, overProvisioning: 100, interval: 50 * time.Millisecond, metrics: addr, progress: "never"}
+		minimalAvailable: 25, overProvisioning: 100, interval: 50 * time.Millisecond, metrics: "127.0.0.1:0", progress: "never"}
+	bound := make(chan string, 1)
+	opts.metricsReady = func(a string) { bound <- a }
 	done := make(chan error, 1)
 	go func() { done <- runDisks(ctx, g, opts, func(string) bool { return false }) }()
+	var addr string
+	select {
+	case addr = <-bound:
+	case err := <-done:
+		t.Fatalf("disks ended before serving metrics: %v", err)
+	}
 	var body string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		resp, err := http.Get("http://" + addr + "/metrics")
