@@ -123,13 +123,19 @@ func TestCrashChild(t *testing.T) {
 type crashLog struct {
 	issued map[int64][]uint64 // per block, in issue order (one writer per block)
 	acked  map[uint64]bool
-	// ackedAfterFail: a write was acknowledged after the injected
-	// failure was logged, so the failed replica misses acknowledged data.
+	// ackedAfterFail: a write issued after the injected failure was
+	// logged was acknowledged. Its write to the failing replica failed
+	// (every write that reaches it after the failure does), so that
+	// replica misses acknowledged data. A write issued before the failure
+	// and acknowledged after it proves nothing: it may have reached the
+	// failing replica in time (seen under load: its "A" line came after
+	// the "F" of another worker's write, killed before its demotion).
 	failed, ackedAfterFail bool
+	issuedAfterFail        map[uint64]bool
 }
 
 func readCrashLog(t *testing.T, path string) (crashLog, bool) {
-	l := crashLog{issued: map[int64][]uint64{}, acked: map[uint64]bool{}}
+	l := crashLog{issued: map[int64][]uint64{}, acked: map[uint64]bool{}, issuedAfterFail: map[uint64]bool{}}
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
@@ -152,9 +158,12 @@ func readCrashLog(t *testing.T, path string) (crashLog, bool) {
 		}
 		if kind == "I" {
 			l.issued[blk] = append(l.issued[blk], s)
+			if l.failed {
+				l.issuedAfterFail[s] = true
+			}
 		} else {
 			l.acked[s] = true
-			l.ackedAfterFail = l.ackedAfterFail || l.failed
+			l.ackedAfterFail = l.ackedAfterFail || l.issuedAfterFail[s]
 		}
 	}
 	return l, ready
