@@ -65,7 +65,7 @@ func runPull(ctx context.Context, g *globalOpts, opts netOptions, addr, remote, 
 	if !opts.atomic {
 		before = statDst(dst)
 	}
-	st, err := transfer(g, opts, addr, "pull", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+	st, err := transfer(g, opts, addr, "pull", func(co *tcpsync.Options, _ func(string)) (tcpsync.Stats, error) {
 		return tcpsync.Pull(ctx, addr, remote, dst, co)
 	})
 	if err != nil {

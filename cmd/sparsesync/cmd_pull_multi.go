@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -94,13 +96,16 @@ func runPullMulti(ctx context.Context, g *globalOpts, opts netOptions, mf multiF
 		before = statDst(dst)
 	}
 	var ms tcpsync.MultiStats
-	_, err := transfer(g, opts, sources[0].Addr, "pull", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+	drops := &dropLines{said: map[string]bool{}}
+	_, err := transfer(g, opts, sources[0].Addr, "pull", func(co *tcpsync.Options, say func(string)) (tcpsync.Stats, error) {
+		drops.say = say
+		co.Logger = slog.New(drops)
 		var err error
 		ms, err = tcpsync.PullMulti(ctx, sources, dst, co)
 		return ms.Stats, err
 	})
 	for _, s := range ms.Sources {
-		if s.Dropped != "" {
+		if s.Dropped != "" && !drops.saw(s.Source) {
 			fmt.Fprintf(g.stderr, "sparsesync: pull: source %s dropped: %s\n", s.Source, s.Dropped)
 		}
 	}
@@ -134,4 +139,47 @@ func runPullMulti(ctx context.Context, g *globalOpts, opts netOptions, mf multiF
 		}
 	}
 	return nil
+}
+
+// dropLines says each source PullMulti drops the moment it does (its
+// "source dropped" warning, with the source and why), above the progress
+// bar, in the same words as the summary after the pull; it ignores every
+// other record.
+type dropLines struct {
+	say  func(string)
+	mu   sync.Mutex
+	said map[string]bool
+}
+
+func (d *dropLines) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (d *dropLines) Handle(_ context.Context, r slog.Record) error {
+	var source, why string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "source":
+			source = a.Value.String()
+		case "why":
+			why = a.Value.String()
+		}
+		return true
+	})
+	if source == "" || why == "" {
+		return nil
+	}
+	d.mu.Lock()
+	d.said[source] = true
+	d.mu.Unlock()
+	d.say(fmt.Sprintf("sparsesync: pull: source %s dropped: %s", source, why))
+	return nil
+}
+
+func (d *dropLines) WithAttrs([]slog.Attr) slog.Handler { return d }
+func (d *dropLines) WithGroup(string) slog.Handler      { return d }
+
+// saw reports whether source's drop was said while the pull ran.
+func (d *dropLines) saw(source string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.said[source]
 }

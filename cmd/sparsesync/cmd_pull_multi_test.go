@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,6 +32,7 @@ func TestPullFromSeveral(t *testing.T) {
 	require.NoError(t, err, stderr)
 	require.Zero(t, code)
 	require.Contains(t, stderr, "dropped: holds another version")
+	require.Equal(t, 1, strings.Count(stderr, "dropped:"), "the drop is said once: %s", stderr)
 	require.Contains(t, stderr, from[5])
 	var res multiResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
@@ -63,4 +66,18 @@ func TestParseFrom(t *testing.T) {
 		_, err := parseFrom(bad)
 		require.ErrorAs(t, err, new(usageError), bad)
 	}
+}
+
+// TestDropLinesSayDropsAsTheyHappen: the pull's logger says a source's drop
+// the moment the library reports it, in the summary's words, and remembers
+// it so the summary does not say it again; other records are not printed.
+func TestDropLinesSayDropsAsTheyHappen(t *testing.T) {
+	var lines []string
+	d := &dropLines{said: map[string]bool{}, say: func(s string) { lines = append(lines, s) }}
+	log := slog.New(d)
+	log.Info("multi-source pull", "dst", "x", "sources", 2)
+	log.Warn("source dropped", "source", "127.0.0.1:7373/disk.img", "why", "stalled: no data")
+	require.Equal(t, []string{"sparsesync: pull: source 127.0.0.1:7373/disk.img dropped: stalled: no data"}, lines)
+	require.True(t, d.saw("127.0.0.1:7373/disk.img"))
+	require.False(t, d.saw("127.0.0.1:7374/disk.img"))
 }

@@ -185,7 +185,7 @@ func runPushReplica(ctx context.Context, g *globalOpts, opts netOptions, dir, ad
 		return fmt.Errorf("push --replica %s: %w", dir, err)
 	}
 	defer c.Close()
-	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options, _ func(string)) (tcpsync.Stats, error) {
 		return tcpsync.Push(ctx, addr, c, remote, co)
 	})
 	if err != nil {
@@ -199,7 +199,7 @@ func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, rem
 		remote += filepath.Base(src) // like rsync: a remote directory gets SRC's name
 	}
 	var prog *tcpsync.Progress
-	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options) (tcpsync.Stats, error) {
+	st, err := transfer(g, opts, addr, "push", func(co *tcpsync.Options, _ func(string)) (tcpsync.Stats, error) {
 		prog = co.Progress
 		return tcpsync.PushFile(ctx, addr, src, remote, co)
 	})
@@ -215,7 +215,9 @@ func runPush(ctx context.Context, g *globalOpts, opts netOptions, src, addr, rem
 
 // transfer builds the client options from the flags, draws the progress bar
 // when asked, and runs one push or pull with them.
-func transfer(g *globalOpts, opts netOptions, addr, label string, run func(*tcpsync.Options) (tcpsync.Stats, error)) (tcpsync.Stats, error) {
+// run gets the client options and say, which prints a line above the
+// progress bar (for what the library reports while it runs).
+func transfer(g *globalOpts, opts netOptions, addr, label string, run func(co *tcpsync.Options, say func(string)) (tcpsync.Stats, error)) (tcpsync.Stats, error) {
 	co, err := opts.clientOptions(addr)
 	if err != nil {
 		return tcpsync.Stats{}, err
@@ -232,7 +234,7 @@ func transfer(g *globalOpts, opts netOptions, addr, label string, run func(*tcps
 		bar.Println(g.stderr, fmt.Sprintf("sparsesync: %s: retrying in %s (attempt %d/%d): %s",
 			label, roundDelay(delay), attempt, maxAttempts, causeText(err)))
 	}
-	st, err := run(co)
+	st, err := run(co, func(line string) { bar.Println(g.stderr, line) })
 	bar.Stop()
 	return st, err
 }
