@@ -187,12 +187,12 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 		_ = f.c.SetReadDeadline(time.Now().Add(f.idle))
 	}
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
-		return 0, 0, nil, fmt.Errorf("tcpsync: reading frame header: %w", unexpected(err))
+		return 0, 0, nil, fmt.Errorf("reading frame header: %w", unexpected(err))
 	}
 	tagLen := 0
 	if f.rmac != nil {
 		if _, err := io.ReadFull(f.r, f.htag[:]); err != nil {
-			return 0, 0, nil, fmt.Errorf("tcpsync: reading frame header: %w", unexpected(err))
+			return 0, 0, nil, fmt.Errorf("reading frame header: %w", unexpected(err))
 		}
 		if !hmac.Equal(f.htag[:], f.rmac.headerTag(f.hdr[:])) {
 			return 0, 0, nil, integrityErr("header", f.rmac.seq)
@@ -215,7 +215,7 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 	}
 	body := f.rbuf[:n+tagLen]
 	if _, err := io.ReadFull(f.r, body); err != nil {
-		return 0, 0, nil, fmt.Errorf("tcpsync: reading %s body: %w", t, unexpected(err))
+		return 0, 0, nil, fmt.Errorf("reading %s body: %w", t, unexpected(err))
 	}
 	if f.rmac != nil {
 		seq := f.rmac.seq
@@ -233,26 +233,26 @@ func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
 		n += len(p)
 	}
 	if n > frameLimit(t) || n > math.MaxUint32 {
-		return fmt.Errorf("tcpsync: internal: %s frame of %d bytes over the limit", t, n)
+		return fmt.Errorf("internal: %s frame of %d bytes over the limit", t, n)
 	}
 	f.whdr = [headerLen]byte{byte(t), flags}
 	binary.LittleEndian.PutUint32(f.whdr[4:], uint32(n))
 	if _, err := f.w.Write(f.whdr[:]); err != nil {
-		return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+		return fmt.Errorf("writing %s: %w", t, err)
 	}
 	if f.smac != nil {
 		if _, err := f.w.Write(f.smac.headerTag(f.whdr[:])); err != nil {
-			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+			return fmt.Errorf("writing %s: %w", t, err)
 		}
 	}
 	for _, p := range parts {
 		if _, err := f.w.Write(p); err != nil {
-			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+			return fmt.Errorf("writing %s: %w", t, err)
 		}
 	}
 	if f.smac != nil {
 		if _, err := f.w.Write(f.smac.bodyTag(f.whdr[:], parts...)); err != nil {
-			return fmt.Errorf("tcpsync: writing %s: %w", t, err)
+			return fmt.Errorf("writing %s: %w", t, err)
 		}
 	}
 	return nil
@@ -260,7 +260,7 @@ func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
 
 func (f *framer) flush() error {
 	if err := f.w.Flush(); err != nil {
-		return fmt.Errorf("tcpsync: sending: %w", err)
+		return fmt.Errorf("sending: %w", err)
 	}
 	return nil
 }

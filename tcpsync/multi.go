@@ -101,12 +101,12 @@ func PullMulti(ctx context.Context, sources []MultiSource, dst string, o *Option
 	start := time.Now()
 	ms := MultiStats{Sources: make([]SourceStats, len(sources))}
 	if len(sources) == 0 {
-		return ms, fmt.Errorf("tcpsync: multi-source pull of %s: no source", dst)
+		return ms, fmt.Errorf("multi-source pull of %s: no source", dst)
 	}
 	for i, s := range sources {
 		ms.Sources[i].Source = s.String()
 		if err := ValidateName(s.Remote); err != nil {
-			return ms, fmt.Errorf("tcpsync: source %s: %w", s, err)
+			return ms, fmt.Errorf("source %s: %w", s, err)
 		}
 	}
 	c, err := o.withDefaults()
@@ -314,7 +314,7 @@ func (m *multi) shape(ctx context.Context) error {
 	if !t.atomic() {
 		sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: size, BlockSize: m.agreed.bs}
 		if err := t.stamp(&sc); err != nil {
-			return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+			return fmt.Errorf("%s: %w", t.display, err)
 		}
 		if err := t.saveSidecar(&sc); err != nil {
 			return err
@@ -322,7 +322,7 @@ func (m *multi) shape(ctx context.Context) error {
 	}
 	if m.dstMap.Size() != size {
 		if err := t.w.SetSize(size); err != nil {
-			return fmt.Errorf("tcpsync: truncating %s: %w", t.display, err)
+			return fmt.Errorf("truncating %s: %w", t.display, err)
 		}
 	}
 	p, err := newPlan(m.agreed.m, m.dstMap, m.agreed.bs)
@@ -331,7 +331,7 @@ func (m *multi) shape(ctx context.Context) error {
 	}
 	for _, e := range p.punch.Union(hidden.Resize(size).Intersect(m.agreed.m.Holes())).Extents() {
 		if _, err := t.w.Zero(e.Off, e.Len); err != nil {
-			return fmt.Errorf("tcpsync: punching %s: %w", t.display, err)
+			return fmt.Errorf("punching %s: %w", t.display, err)
 		}
 		m.punchedN.Add(e.Len)
 	}
@@ -363,7 +363,7 @@ func (m *multi) finish(ctx context.Context) error {
 	}
 	sc := sidecar{State: stateComplete, Identity: m.identity(), Size: m.agreed.size, BlockSize: m.agreed.bs, Done: m.agreed.size}
 	if err := t.stamp(&sc); err != nil {
-		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+		return fmt.Errorf("%s: %w", t.display, err)
 	}
 	if err := t.saveSidecar(&sc); err != nil {
 		return err
@@ -380,7 +380,7 @@ func (m *multi) readBack(ctx context.Context) error {
 	for k := range m.ps.n {
 		ext, n := m.ps.piece(k)
 		if err := readPiece(ctx, f, ext, buf[:n], nil); err != nil {
-			return fmt.Errorf("tcpsync: reading %s back: %w", m.t.display, err)
+			return fmt.Errorf("reading %s back: %w", m.t.display, err)
 		}
 		if sumPiece(buf[:n]) != m.agreed.manifest[k] {
 			return fmt.Errorf("%w: %s read back differs at piece %d (offset %d)", ErrVerify, m.t.display, k, ext[0].Off)

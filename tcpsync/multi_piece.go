@@ -113,7 +113,7 @@ func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, 
 			return err
 		}
 		if _, err := m.t.w.OS().ReadAt(w.buf[at:at+bn], off); err != nil {
-			return fmt.Errorf("tcpsync: reading %s at %d: %w", m.t.display, off, err)
+			return fmt.Errorf("reading %s at %d: %w", m.t.display, off, err)
 		}
 		w.held[b] = true
 		bitmap[b/8] |= 1 << (b % 8)
@@ -240,7 +240,7 @@ func (m *multi) apply(f *framer, i int, w *want) error {
 		if w.zero[b] {
 			if w.held[b] {
 				if _, err := m.t.w.Zero(off, bn); err != nil {
-					return fmt.Errorf("tcpsync: %s: %w", m.t.display, err)
+					return fmt.Errorf("%s: %w", m.t.display, err)
 				}
 				m.punchedN.Add(bn)
 			}
@@ -254,7 +254,7 @@ func (m *multi) apply(f *framer, i int, w *want) error {
 				return err
 			}
 			if _, err := m.t.w.WriteAt(w.buf[at+a-off:at+e-off], a); err != nil {
-				return fmt.Errorf("tcpsync: writing %s at %d: %w", m.t.display, a, err)
+				return fmt.Errorf("writing %s at %d: %w", m.t.display, a, err)
 			}
 		}
 		return nil

@@ -61,7 +61,7 @@ func ParseReadBack(s string) (ReadBack, error) {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("tcpsync: unknown read-back mode %q (want auto, on or off)", s)
+	return 0, fmt.Errorf("unknown read-back mode %q (want auto, on or off)", s)
 }
 
 // openReadBack asks the peer for a read-back sync (OPEN flag): the sender

@@ -151,7 +151,7 @@ func (r *receiver) run(ctx context.Context) error {
 	r.sc = sidecar{State: stateIncomplete, Identity: ident, Size: int64(size), BlockSize: r.p.bs, Done: resume}
 	if !r.t.atomic() {
 		if err := r.t.stamp(&r.sc); err != nil {
-			return fmt.Errorf("tcpsync: %s: %w", r.t.display, err)
+			return fmt.Errorf("%s: %w", r.t.display, err)
 		}
 		if err := r.t.saveSidecar(&r.sc); err != nil && (old == nil || old.State != stateIncomplete) {
 			// Only fatal when the target is not already marked
@@ -183,7 +183,7 @@ func (r *receiver) run(ctx context.Context) error {
 	// Shape the target: size, then holes where the source has none.
 	if r.dstMap.Size() != int64(size) {
 		if err := r.t.w.SetSize(int64(size)); err != nil {
-			return fmt.Errorf("tcpsync: truncating %s: %w", r.t.display, err)
+			return fmt.Errorf("truncating %s: %w", r.t.display, err)
 		}
 	}
 	// plan.punch is exact to the source's holes and covers the whole last
@@ -286,7 +286,7 @@ func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes, first i
 			})
 		}
 		if err != nil {
-			return fmt.Errorf("tcpsync: hashing %s: %w", r.t.display, err)
+			return fmt.Errorf("hashing %s: %w", r.t.display, err)
 		}
 		select {
 		case out <- o:

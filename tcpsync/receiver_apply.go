@@ -151,7 +151,7 @@ func (r *receiver) writeData(raw []byte, off int64) error {
 				return err
 			}
 			if _, err := r.t.w.WriteAt(raw[a-off:a-off+n], a); err != nil {
-				return fmt.Errorf("tcpsync: writing %s at %d: %w", r.t.display, a, err)
+				return fmt.Errorf("writing %s at %d: %w", r.t.display, a, err)
 			}
 			r.worked.Add(n)
 			a += n
@@ -216,7 +216,7 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 		return context.Cause(ctx)
 	}
 	if o == nil || o.k != int(k) || len(o.seeded) != c.ncmp {
-		return fmt.Errorf("tcpsync: internal: own hashes out of step at chunk %d", k)
+		return fmt.Errorf("internal: own hashes out of step at chunk %d", k)
 	}
 	hb := appendHashes(make([]byte, 0, 8*len(o.seeded)), o.seeded)
 	if r.blk.Sum(hb) == cmpSum {

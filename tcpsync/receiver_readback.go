@@ -28,7 +28,7 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	if r.t.atomic() {
 		// fsync, as the commit will (the size is metadata).
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("tcpsync: %s: %w", r.t.display, err)
+			return fmt.Errorf("%s: %w", r.t.display, err)
 		}
 	} else if err := r.t.sync(); err != nil {
 		return err
@@ -42,11 +42,11 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	// peer claimed.
 	w, err := sparse.NewWalker(f)
 	if err != nil {
-		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+		return fmt.Errorf("reading back %s: %w", r.t.display, err)
 	}
 	held, err := w.Map(ctx)
 	if err != nil {
-		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+		return fmt.Errorf("reading back %s: %w", r.t.display, err)
 	}
 	read := r.plan.blocks.Intersect(held.RoundOut(r.p.bs))
 	var done atomic.Int64
@@ -59,7 +59,7 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	})
 	stop()
 	if err != nil {
-		return fmt.Errorf("tcpsync: reading back %s: %w", r.t.display, err)
+		return fmt.Errorf("reading back %s: %w", r.t.display, err)
 	}
 	r.st.ReadBackBytes = read.Bytes()
 	if got == whole {

@@ -92,7 +92,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	}
 	size := s.src.Size()
 	if size < 0 || size > maxSize {
-		return s.st, fmt.Errorf("tcpsync: source size %d out of range", size)
+		return s.st, fmt.Errorf("source size %d out of range", size)
 	}
 	srcMap, err := s.src.Extents(ctx)
 	if err != nil {

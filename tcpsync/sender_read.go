@@ -122,7 +122,7 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 			pb.unref()
 		}
 		if len(mine) != c.ncmp {
-			return total, fmt.Errorf("tcpsync: internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
+			return total, fmt.Errorf("internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
 		}
 		// Take a window slot for a chunk that awaits an answer.
 		if c.ncmp > 0 {
@@ -232,7 +232,7 @@ func readFull(r io.ReaderAt, b []byte, off int64) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: short read of %d bytes at %d (got %d): the source shrank", ErrSourceChanged, len(b), off, n)
 	}
-	return fmt.Errorf("tcpsync: reading the source at %d: %w", off, err)
+	return fmt.Errorf("reading the source at %d: %w", off, err)
 }
 
 // sendData queues a DATA frame pointing into pb (compressed into a copy if

@@ -200,14 +200,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.setDefaults()
 	if s.NoAuth {
 		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
-			return fmt.Errorf("tcpsync: --no-auth is only allowed on a loopback listener, not %s", ln.Addr())
+			return fmt.Errorf("--no-auth is only allowed on a loopback listener, not %s", ln.Addr())
 		}
 	} else if len(s.Token) < MinTokenLen {
 		return fmt.Errorf("%w: token of %d bytes, need at least %d", ErrTokenFile, len(s.Token), MinTokenLen)
 	}
 	root, err := os.OpenRoot(s.Root)
 	if err != nil {
-		return fmt.Errorf("tcpsync: root: %w", err)
+		return fmt.Errorf("root: %w", err)
 	}
 	defer root.Close()
 	s.root = root
@@ -233,7 +233,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				continue
 			}
 			s.wg.Wait()
-			return fmt.Errorf("tcpsync: accept: %w", err)
+			return fmt.Errorf("accept: %w", err)
 		}
 		delay = 0
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
@@ -368,7 +368,7 @@ func (c *prefixConn) Read(b []byte) (int, error) {
 func plaintextHello(ctx context.Context, c net.Conn) (net.Conn, error) {
 	var h [headerLen]byte
 	if _, err := io.ReadFull(c, h[:]); err != nil {
-		return nil, fmt.Errorf("tcpsync: TLS handshake: %w", unexpected(err))
+		return nil, fmt.Errorf("TLS handshake: %w", unexpected(err))
 	}
 	if h != [headerLen]byte{byte(fHello), 0, 0, 0, helloLen} {
 		return &prefixConn{Conn: c, pre: h[:]}, nil

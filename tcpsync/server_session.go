@@ -27,7 +27,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		cfg.MinVersion = tls.VersionTLS13
 		tc := tls.Server(c, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return Stats{}, fmt.Errorf("tcpsync: TLS handshake: %w", err)
+			return Stats{}, fmt.Errorf("TLS handshake: %w", err)
 		}
 		c = tc
 	}
