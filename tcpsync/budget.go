@@ -131,32 +131,3 @@ func (m *meter) wirePiece(n int) int {
 	}
 	return n
 }
-
-// limit starts charging f's session to b. The bytes the handshake moved
-// are charged to the wire at once, so the wire budget counts every byte on
-// the connection. It must be called before the session's goroutines start.
-func (f *framer) limit(ctx context.Context, b qos.Budget) error {
-	if b.Read == nil && b.Write == nil && b.Wire == nil {
-		return nil
-	}
-	m := &meter{b: b, ctx: ctx, conn: f.c, idle: f.idle, wd: f.wd}
-	f.m = m
-	f.cc.s.m.Store(m)
-	return m.wait(b.Wire, f.in.n.Load()+f.out.n.Load())
-}
-
-// readPiece is the most the sender reads at once, and so puts in one DATA
-// frame: a piece of the read or wire budget (whole blocks) while either is
-// limited, so that data leaves at a steady pace rather than in reads of a
-// second or more of the rate, and a frame reaches the peer within a tenth
-// of a second of the rate, well within its read deadline.
-func (s *sender) readPiece() int64 {
-	b := s.f.m.budget()
-	p := int64(maxDataPayload)
-	for _, l := range []*qos.Limiter{b.Read, b.Wire} {
-		if lp := l.Piece(); lp > 0 {
-			p = min(p, max(lp/s.p.bs*s.p.bs, s.p.bs))
-		}
-	}
-	return p
-}

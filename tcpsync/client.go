@@ -79,7 +79,7 @@ func (o *Options) withDefaults() (Options, error) {
 		c.BlockSize = 4096
 	}
 	if !validBlockSize(uint32(c.BlockSize)) || c.BlockSize > maxBlock {
-		return c, fmt.Errorf("tcpsync: block size %d is not a power of two in [%d, %d]", c.BlockSize, minBlock, maxBlock)
+		return c, fmt.Errorf("block size %d is not a power of two in [%d, %d]", c.BlockSize, minBlock, maxBlock)
 	}
 	if c.Retries == 0 {
 		c.Retries = 5
@@ -133,7 +133,7 @@ func PinnedTLS(pin []byte) *tls.Config {
 func CATLS(caPEM []byte, serverName string) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("tcpsync: no CA certificate in the PEM data")
+		return nil, errors.New("no CA certificate in the PEM data")
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: serverName}, nil
 }
@@ -289,7 +289,7 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (_ Stats, heard bool, _ error) {
 	conn, err := c.Dial(ctx, "tcp", addr)
 	if err != nil {
-		return Stats{}, false, fmt.Errorf("tcpsync: %w", &dialError{err})
+		return Stats{}, false, &dialError{err}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -304,7 +304,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		}
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return Stats{}, false, fmt.Errorf("tcpsync: %w", &tlsError{err})
+			return Stats{}, false, &tlsError{err}
 		}
 		conn = tc
 	}

@@ -44,7 +44,7 @@ func ParseCompression(s string) (Compression, error) {
 			return c, nil
 		}
 	}
-	return 0, fmt.Errorf("tcpsync: unknown compression %q (want auto, none, lz4 or zstd)", s)
+	return 0, fmt.Errorf("unknown compression %q (want auto, none, lz4 or zstd)", s)
 }
 
 // A frame is sent compressed only if it shrinks below this fraction (97%).
@@ -110,7 +110,7 @@ func (d *decoder) decompress(flags uint8, payload []byte, rawLen int, dst []byte
 			d.zs, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
 				zstd.WithDecoderMaxMemory(2*maxDataPayload), zstd.WithDecoderMaxWindow(maxDataPayload))
 			if err != nil {
-				return nil, fmt.Errorf("tcpsync: zstd decoder: %w", err)
+				return nil, fmt.Errorf("zstd decoder: %w", err)
 			}
 		}
 		out, err := d.zs.DecodeAll(payload, dst[:0])

@@ -17,7 +17,7 @@ import (
 func ServeLoopback(ctx context.Context, srv *Server) (addr string, wait func() error, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, fmt.Errorf("tcpsync: listen on loopback: %w", err)
+		return "", nil, fmt.Errorf("listen on loopback: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()

@@ -66,20 +66,6 @@ func (m *macer) bodyTag(hdr []byte, parts ...[]byte) []byte {
 	return m.sum[:bodyTagLen]
 }
 
-// authenticate switches f to authenticated frames with the keys derived
-// from token and the transcript t; client tells the direction.
-// It also gives the framer its session buffers: a connection gets them
-// when its peer is authenticated, not when it is accepted.
-func (f *framer) authenticate(token, t []byte, client bool) {
-	f.grow()
-	c2s, s2c := proof(token, "mac c2s", t), proof(token, "mac s2c", t)
-	if client {
-		f.smac, f.rmac = newMacer(c2s), newMacer(s2c)
-	} else {
-		f.smac, f.rmac = newMacer(s2c), newMacer(c2s)
-	}
-}
-
 func integrityErr(what string, seq uint64) error {
 	return fmt.Errorf("%w (%s of frame %d)", ErrIntegrity, what, seq)
 }

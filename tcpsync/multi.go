@@ -3,20 +3,17 @@ package tcpsync
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -104,12 +101,12 @@ func PullMulti(ctx context.Context, sources []MultiSource, dst string, o *Option
 	start := time.Now()
 	ms := MultiStats{Sources: make([]SourceStats, len(sources))}
 	if len(sources) == 0 {
-		return ms, fmt.Errorf("tcpsync: multi-source pull of %s: no source", dst)
+		return ms, fmt.Errorf("multi-source pull of %s: no source", dst)
 	}
 	for i, s := range sources {
 		ms.Sources[i].Source = s.String()
 		if err := ValidateName(s.Remote); err != nil {
-			return ms, fmt.Errorf("tcpsync: source %s: %w", s, err)
+			return ms, fmt.Errorf("source %s: %w", s, err)
 		}
 	}
 	c, err := o.withDefaults()
@@ -317,7 +314,7 @@ func (m *multi) shape(ctx context.Context) error {
 	if !t.atomic() {
 		sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: size, BlockSize: m.agreed.bs}
 		if err := t.stamp(&sc); err != nil {
-			return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+			return fmt.Errorf("%s: %w", t.display, err)
 		}
 		if err := t.saveSidecar(&sc); err != nil {
 			return err
@@ -325,7 +322,7 @@ func (m *multi) shape(ctx context.Context) error {
 	}
 	if m.dstMap.Size() != size {
 		if err := t.w.SetSize(size); err != nil {
-			return fmt.Errorf("tcpsync: truncating %s: %w", t.display, err)
+			return fmt.Errorf("truncating %s: %w", t.display, err)
 		}
 	}
 	p, err := newPlan(m.agreed.m, m.dstMap, m.agreed.bs)
@@ -334,7 +331,7 @@ func (m *multi) shape(ctx context.Context) error {
 	}
 	for _, e := range p.punch.Union(hidden.Resize(size).Intersect(m.agreed.m.Holes())).Extents() {
 		if _, err := t.w.Zero(e.Off, e.Len); err != nil {
-			return fmt.Errorf("tcpsync: punching %s: %w", t.display, err)
+			return fmt.Errorf("punching %s: %w", t.display, err)
 		}
 		m.punchedN.Add(e.Len)
 	}
@@ -366,7 +363,7 @@ func (m *multi) finish(ctx context.Context) error {
 	}
 	sc := sidecar{State: stateComplete, Identity: m.identity(), Size: m.agreed.size, BlockSize: m.agreed.bs, Done: m.agreed.size}
 	if err := t.stamp(&sc); err != nil {
-		return fmt.Errorf("tcpsync: %s: %w", t.display, err)
+		return fmt.Errorf("%s: %w", t.display, err)
 	}
 	if err := t.saveSidecar(&sc); err != nil {
 		return err
@@ -383,7 +380,7 @@ func (m *multi) readBack(ctx context.Context) error {
 	for k := range m.ps.n {
 		ext, n := m.ps.piece(k)
 		if err := readPiece(ctx, f, ext, buf[:n], nil); err != nil {
-			return fmt.Errorf("tcpsync: reading %s back: %w", m.t.display, err)
+			return fmt.Errorf("reading %s back: %w", m.t.display, err)
 		}
 		if sumPiece(buf[:n]) != m.agreed.manifest[k] {
 			return fmt.Errorf("%w: %s read back differs at piece %d (offset %d)", ErrVerify, m.t.display, k, ext[0].Off)
@@ -432,508 +429,4 @@ func (m *multi) failures() string {
 func (m *multi) fail(err error) {
 	m.failErr.CompareAndSwap(nil, &err)
 	m.queue.abort(err)
-}
-
-// runSource is one source's session: its statement, then pieces until
-// none is left or it fails.
-func (m *multi) runSource(ctx context.Context, i int) {
-	src := m.sources[i]
-	c := m.c
-	c.Progress = nil
-	if src.Token != nil {
-		c.Token = src.Token
-	}
-	if src.Dial != nil {
-		c.Dial = src.Dial
-	}
-	stated, took := false, false
-	st, _, err := attemptOnce(ctx, src.Addr, &c, func(ctx context.Context, c *Options, f *framer, _ uint64) (Stats, error) {
-		h, err := m.readHead(ctx, f, src.Remote)
-		stated = true
-		m.heads <- headMsg{i: i, head: h, err: err}
-		if err != nil {
-			return Stats{}, err
-		}
-		f.wd.hold(1)
-		select {
-		case <-m.start:
-		case <-ctx.Done():
-		}
-		f.wd.hold(-1)
-		if ctx.Err() != nil {
-			return Stats{}, context.Cause(ctx)
-		}
-		if !m.ready || !m.chosen[i] {
-			// Dropped, or the pull failed: end the session politely.
-			_ = f.send(fDone, 0)
-			return Stats{}, nil
-		}
-		took = true
-		return Stats{}, m.work(ctx, i, f)
-	})
-	if !stated {
-		m.heads <- headMsg{i: i, err: err}
-	}
-	m.mu.Lock()
-	m.st.Sources[i].WireBytes = st.WireBytesSent + st.WireBytesReceived
-	m.st.WireBytesSent += st.WireBytesSent
-	m.st.WireBytesReceived += st.WireBytesReceived
-	m.st.Throttled += st.Throttled
-	m.mu.Unlock()
-	if m.c.Progress != nil {
-		m.c.Progress.Wire.Add(st.WireBytesSent + st.WireBytesReceived)
-	}
-	if !took {
-		return
-	}
-	if err != nil && m.failErr.Load() == nil {
-		why := "failed: " + sanitize(err.Error())
-		if errors.Is(err, ErrPieceMismatch) {
-			why = "sent wrong data: " + sanitize(err.Error())
-		} else if errors.Is(err, ErrStalled) || errors.Is(err, errIdle) {
-			why = "stalled: " + sanitize(err.Error())
-		}
-		m.drop(i, why, err)
-	}
-	m.queue.leave()
-}
-
-// errIdle stands for a read deadline that passed (net's timeout error).
-var errIdle = errors.New("tcpsync: no data for the idle timeout")
-
-// readHead opens the fetch and reads the source's statement.
-func (m *multi) readHead(ctx context.Context, f *framer, remote string) (*fetchHead, error) {
-	if err := f.send(fOpen, 0, openBody(opFetch, 0, uint32(m.c.BlockSize), remote)); err != nil {
-		return nil, err
-	}
-	if _, _, err := f.expect(fOpened); err != nil {
-		return nil, err
-	}
-	_, body, err := f.expect(fSrcInfo)
-	if err != nil {
-		return nil, err
-	}
-	d := dec{b: body, t: fSrcInfo}
-	size, bs, _ := d.u64(), d.u32(), d.u32()
-	_ = d.bytes(maxIdentity)
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	if size > maxSize {
-		return nil, fmt.Errorf("%w: source size %d over the limit %d", ErrProtocol, size, int64(maxSize))
-	}
-	if int(bs) != m.c.BlockSize {
-		return nil, fmt.Errorf("%w: block size %d, asked for %d", ErrProtocol, bs, m.c.BlockSize)
-	}
-	sm, err := readMap(f, int64(size))
-	if err != nil {
-		return nil, err
-	}
-	h := &fetchHead{size: int64(size), bs: int64(bs), m: sm}
-	ps := newFetchPieces(sm, h.bs)
-	for {
-		flags, body, err := f.expect(fManifest)
-		if err != nil {
-			return nil, err
-		}
-		if len(body)%pieceSumLen != 0 || len(h.manifest)+len(body)/pieceSumLen > ps.n {
-			return nil, fmt.Errorf("%w: MANIFEST of %d bytes for %d pieces", ErrProtocol, len(body), ps.n)
-		}
-		// The manifest is held whole: charged to the session's memory
-		// budget as it arrives, so a source cannot make it grow past that.
-		if err := f.mem.reserve(int64(len(body)), "the manifest"); err != nil {
-			return nil, err
-		}
-		for b := body; len(b) > 0; b = b[pieceSumLen:] {
-			_, n := ps.piece(len(h.manifest))
-			f.progress(n)
-			h.manifest = append(h.manifest, pieceSum(b[:pieceSumLen]))
-		}
-		if flags&flagLast != 0 {
-			break
-		}
-	}
-	if len(h.manifest) != ps.n {
-		return nil, fmt.Errorf("%w: MANIFEST of %d pieces, the map has %d", ErrProtocol, len(h.manifest), ps.n)
-	}
-	id := sha256.New()
-	id.Write(binary.LittleEndian.AppendUint64(nil, uint64(h.size)))
-	id.Write(binary.LittleEndian.AppendUint64(nil, uint64(h.bs)))
-	enc, err := sm.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	id.Write(enc)
-	for _, s := range h.manifest {
-		id.Write(s[:])
-	}
-	copy(h.id[:], id.Sum(nil))
-	return h, nil
-}
-
-// want is a piece asked of a source and not yet answered.
-type want struct {
-	k      int
-	ext    []sparse.Extent
-	n      int64
-	buf    []byte
-	held   []bool // blocks the target holds data in (their bytes are in buf)
-	sent   []bool // blocks the source sent (DATA or ZERO)
-	zero   []bool // blocks the source sent as ZERO
-	copied int64
-	zeroed int64
-}
-
-// work asks source i for pieces, fetchDepth at a time, until none is left.
-func (m *multi) work(ctx context.Context, i int, f *framer) (err error) {
-	var pending []*want
-	defer func() {
-		for _, w := range pending {
-			m.queue.requeue(w.k)
-		}
-		if err != nil {
-			m.mu.Lock()
-			m.st.Sources[i].Failures += len(pending)
-			m.mu.Unlock()
-		}
-	}()
-	bufs := make([][]byte, 0, fetchDepth+1)
-	h := blockhash.New(m.seed)
-	for {
-		for len(pending) < fetchDepth {
-			f.wd.hold(1)
-			k, ok := m.queue.take(len(pending) > 0)
-			f.wd.hold(-1)
-			if !ok {
-				break
-			}
-			var buf []byte
-			if n := len(bufs); n > 0 {
-				buf, bufs = bufs[n-1], bufs[:n-1]
-			} else {
-				buf = make([]byte, m.ps.per*m.ps.bs)
-			}
-			w, err := m.ask(ctx, f, h, k, buf)
-			if w == nil {
-				// Not the source's fault: the target could not be read.
-				m.queue.requeue(k)
-				m.fail(err)
-				return err
-			}
-			pending = append(pending, w)
-			if err != nil {
-				return err
-			}
-		}
-		if len(pending) == 0 {
-			if err := m.queue.failed(); err != nil {
-				return err
-			}
-			if err := f.send(fDone, 0); err != nil {
-				return err
-			}
-			_, _, err := f.expect(fDoneAck)
-			return err
-		}
-		w := pending[0]
-		if err := m.receive(ctx, f, w); err != nil {
-			return err
-		}
-		pending = pending[1:]
-		if err := m.apply(f, i, w); err != nil {
-			// Not the source's fault: a local write failed. The pull ends.
-			m.queue.requeue(w.k)
-			m.fail(err)
-			return err
-		}
-		bufs = append(bufs, w.buf)
-	}
-}
-
-// ask reads the target's blocks of piece k into buf and sends FETCH with
-// their hashes.
-func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, buf []byte) (*want, error) {
-	ext, n := m.ps.piece(k)
-	nb := int(min(m.ps.per, m.ps.nblocks-int64(k)*m.ps.per))
-	w := &want{k: k, ext: ext, n: n, buf: buf[:n], held: make([]bool, nb), sent: make([]bool, nb), zero: make([]bool, nb)}
-	clear(w.buf)
-	bitmap := make([]byte, (nb+7)/8)
-	var hashes []byte
-	dext := m.dstMap.Extents()
-	err := m.ps.blocks(ext, func(b int, off, at, bn int64) error {
-		j := sort.Search(len(dext), func(j int) bool { return dext[j].End() > off })
-		if j == len(dext) || dext[j].Off >= off+bn {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		if err := f.m.read(bn); err != nil {
-			return err
-		}
-		if _, err := m.t.w.OS().ReadAt(w.buf[at:at+bn], off); err != nil {
-			return fmt.Errorf("tcpsync: reading %s at %d: %w", m.t.display, off, err)
-		}
-		w.held[b] = true
-		bitmap[b/8] |= 1 << (b % 8)
-		hashes = binary.LittleEndian.AppendUint64(hashes, h.Sum(w.buf[at:at+bn]))
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	b := binary.LittleEndian.AppendUint32(nil, uint32(k))
-	b = binary.LittleEndian.AppendUint64(b, m.seed)
-	b = binary.LittleEndian.AppendUint32(b, uint32(nb))
-	if err := f.send(fFetch, 0, b, bitmap, hashes); err != nil {
-		return w, err
-	}
-	return w, nil
-}
-
-// receive reads the answer to w up to its PIECEEND and checks its sum.
-func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
-	for {
-		t, _, body, err := f.readFrame()
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return fmt.Errorf("%w: %w", errIdle, err)
-			}
-			return err
-		}
-		switch t {
-		case fData, fZero:
-			if err := m.onRange(f, w, t, body); err != nil {
-				return err
-			}
-		case fPieceEnd:
-			d := dec{b: body, t: t}
-			k := d.u32()
-			if err := d.end(); err != nil {
-				return err
-			}
-			if int(k) != w.k {
-				return fmt.Errorf("%w: PIECEEND of piece %d, awaiting %d", ErrProtocol, k, w.k)
-			}
-			if sumPiece(w.buf) != m.agreed.manifest[w.k] {
-				return fmt.Errorf("%w: piece %d (offset %d, %d bytes)", ErrPieceMismatch, w.k, w.ext[0].Off, w.n)
-			}
-			return nil
-		case fError:
-			return decodeError(body)
-		default:
-			return fmt.Errorf("%w: %s while awaiting piece %d", ErrProtocol, t, w.k)
-		}
-	}
-}
-
-// onRange applies a DATA or ZERO range of the source to w's buffer: whole
-// blocks of the piece, each sent at most once.
-func (m *multi) onRange(f *framer, w *want, t frameType, body []byte) error {
-	d := dec{b: body, t: t}
-	var off, n uint64
-	var raw []byte
-	if t == fData {
-		off, n = d.u64(), uint64(d.u32())
-		raw, d.b = d.b, nil
-		if d.err == nil && uint64(len(raw)) != n {
-			return fmt.Errorf("%w: DATA of %d bytes says %d", ErrProtocol, len(raw), n)
-		}
-	} else {
-		off, n = d.u64(), d.u64()
-	}
-	if err := d.end(); err != nil {
-		return err
-	}
-	o, l, err := offLen(t, off, n, m.agreed.size)
-	if err != nil {
-		return err
-	}
-	// Find the range's blocks in the piece: it must cover whole blocks.
-	done := int64(0)
-	err = m.ps.blocks(w.ext, func(b int, boff, at, bn int64) error {
-		if boff+bn <= o || boff >= o+l {
-			return nil
-		}
-		if boff < o || boff+bn > o+l || w.sent[b] {
-			return fmt.Errorf("%w: %s at %d of %d bytes splits or repeats a block of piece %d", ErrProtocol, t, o, l, w.k)
-		}
-		w.sent[b] = true
-		if t == fData {
-			copy(w.buf[at:at+bn], raw[boff-o:boff-o+bn])
-		} else {
-			clear(w.buf[at : at+bn])
-			w.zero[b] = true
-		}
-		done += bn
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if done != l {
-		return fmt.Errorf("%w: %s at %d of %d bytes outside piece %d", ErrProtocol, t, o, l, w.k)
-	}
-	if t == fData {
-		w.copied += l
-	} else {
-		w.zeroed += l
-	}
-	f.progress(l)
-	return nil
-}
-
-// apply writes a verified piece: the blocks the source sent, data only
-// where the agreed map has data, and holes for zero blocks over the
-// target's data.
-func (m *multi) apply(f *framer, i int, w *want) error {
-	src := m.agreed.m.Extents()
-	var unchanged int64
-	err := m.ps.blocks(w.ext, func(b int, off, at, bn int64) error {
-		if !w.sent[b] {
-			if w.held[b] {
-				unchanged += bn
-			}
-			return nil
-		}
-		if w.zero[b] {
-			if w.held[b] {
-				if _, err := m.t.w.Zero(off, bn); err != nil {
-					return fmt.Errorf("tcpsync: %s: %w", m.t.display, err)
-				}
-				m.punchedN.Add(bn)
-			}
-			return nil
-		}
-		end := off + bn
-		j := sort.Search(len(src), func(j int) bool { return src[j].End() > off })
-		for ; j < len(src) && src[j].Off < end; j++ {
-			a, e := max(src[j].Off, off), min(src[j].End(), end)
-			if err := f.m.write(e - a); err != nil {
-				return err
-			}
-			if _, err := m.t.w.WriteAt(w.buf[at+a-off:at+e-off], a); err != nil {
-				return fmt.Errorf("tcpsync: writing %s at %d: %w", m.t.display, a, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	m.queue.done(w.k)
-	if p := m.c.Progress; p != nil {
-		p.Done.Add(w.n)
-	}
-	m.mu.Lock()
-	s := &m.st.Sources[i]
-	s.Pieces++
-	s.CopiedBytes += w.copied
-	s.ZeroBytes += w.zeroed
-	s.UnchangedBytes += unchanged
-	m.mu.Unlock()
-	return nil
-}
-
-// pieceQueue hands pieces to sources on demand.
-type pieceQueue struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	todo    []int // pieces to hand out, next first
-	out     int   // pieces handed out, not done
-	left    int   // pieces not done
-	workers int   // sources still taking part
-	err     error
-}
-
-func (q *pieceQueue) reset(n, workers int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.todo = make([]int, n)
-	for k := range q.todo {
-		q.todo[k] = n - 1 - k
-	}
-	q.left, q.workers = n, workers
-}
-
-func (q *pieceQueue) wake() {
-	q.mu.Lock()
-	if q.err == nil {
-		q.err = context.Canceled
-	}
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-// take returns the next piece; when none is queued it waits while pieces
-// are out (one may come back), unless nowait. false: nothing to do.
-func (q *pieceQueue) take(nowait bool) (int, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for q.err == nil && len(q.todo) == 0 && q.left > 0 && !nowait {
-		q.cond.Wait()
-	}
-	if q.err != nil || len(q.todo) == 0 {
-		return 0, false
-	}
-	k := q.todo[len(q.todo)-1]
-	q.todo = q.todo[:len(q.todo)-1]
-	q.out++
-	return k, true
-}
-
-func (q *pieceQueue) requeue(k int) {
-	q.mu.Lock()
-	q.todo = append(q.todo, k)
-	q.out--
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-func (q *pieceQueue) done(int) {
-	q.mu.Lock()
-	q.out--
-	q.left--
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-// leave says a source stopped taking pieces.
-func (q *pieceQueue) leave() {
-	q.mu.Lock()
-	q.workers--
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-func (q *pieceQueue) abort(err error) {
-	q.mu.Lock()
-	if q.err == nil {
-		q.err = err
-	}
-	q.mu.Unlock()
-	q.cond.Broadcast()
-}
-
-func (q *pieceQueue) failed() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.err
-}
-
-// wait returns once every piece is done (nil), or every source left with
-// pieces not done (ErrNoSource), or the pull was aborted.
-func (q *pieceQueue) wait() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for q.err == nil && q.left > 0 && q.workers > 0 {
-		q.cond.Wait()
-	}
-	switch {
-	case q.err != nil:
-		return q.err
-	case q.left > 0:
-		return ErrNoSource
-	}
-	return nil
 }

@@ -19,7 +19,7 @@ func TestRetryableAllowList(t *testing.T) {
 	opErr := func(op string, err error) error {
 		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, err)}
 	}
-	wrapped := func(err error) error { return fmt.Errorf("tcpsync: reading frame header: %w", err) }
+	wrapped := func(err error) error { return fmt.Errorf("reading frame header: %w", err) }
 	for _, tc := range []struct {
 		name    string
 		err     error

@@ -33,7 +33,7 @@ import (
 func singleLink(f *os.File, display string) error {
 	st, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("tcpsync: %s: %w", display, err)
+		return fmt.Errorf("%s: %w", display, err)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
 		return fmt.Errorf("%w: %s has %d hard links", ErrPathOutsideRoot, display, sys.Nlink)
@@ -69,7 +69,7 @@ func (t *target) createExcl(name func(string) string, perm fs.FileMode) (*os.Fil
 			if i < 16 {
 				continue
 			}
-			return nil, "", fmt.Errorf("tcpsync: %s: temporary file %s vanished", t.display, tmp)
+			return nil, "", fmt.Errorf("%s: temporary file %s vanished", t.display, tmp)
 		}
 		return f, tmp, nil
 	}

@@ -1,0 +1,336 @@
+package tcpsync
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/sparsesync/sparsesync/qos"
+)
+
+// counter counts bytes read or written on a connection; a completed write
+// is progress for the session's watchdog.
+type counter struct {
+	n  atomic.Int64
+	wd atomic.Pointer[watchdog]
+}
+
+// framer reads and writes frames on one connection. Reads happen on one
+// goroutine and writes on one (possibly other) goroutine.
+type framer struct {
+	c    net.Conn
+	cc   countingConn
+	r    *bufio.Reader
+	w    *bufio.Writer
+	rbuf []byte
+	hdr  [headerLen]byte
+	// heardFrame is set once a valid frame header arrived: the peer
+	// speaks our protocol (firstBytes is only of use before).
+	heardFrame bool
+	whdr       [headerLen]byte
+	in, out    *counter
+	// budget, when positive, is how many more bytes may be read (pre-auth).
+	budget int
+	// idle, when positive, is armed as the read deadline before each frame.
+	idle time.Duration
+	// wd, when set, ends the session when it makes no progress.
+	wd *watchdog
+	// m, when set, charges the session's I/O to its budget (limit).
+	m *meter
+	// mem, when set, is the session's memory budget.
+	mem *sessionMem
+	// keepalive says the peer understands PROGRESS frames (featKeepalive
+	// in its HELLO).
+	keepalive bool
+	// worked says the peer understands PROGRESS frames with flagWorked
+	// (featWorked in its HELLO).
+	worked bool
+	// wideMaps says the peer takes extent maps of more than maxExtents
+	// entries (featWideMaps in both HELLOs); narrowMaps makes this side
+	// play an older peer that does not (tests).
+	wideMaps, narrowMaps bool
+	// smac and rmac, once the handshake is done, tag and check every frame.
+	smac, rmac *macer
+	htag       [headerTagLen]byte
+}
+
+type countingConn struct {
+	net.Conn
+	in, out *counter
+	s       *sessionConn
+}
+
+// sessionConn is what a session adds to its connection once it starts.
+type sessionConn struct {
+	m    atomic.Pointer[meter] // the session's budget, once it has one
+	idle atomic.Int64          // the framer's idle read deadline (ns), once armed
+}
+
+// Read charges what arrived to the wire budget, after it arrived; while
+// the budget is limited it reads at most a piece of it at once.
+func (c countingConn) Read(b []byte) (int, error) {
+	m := c.s.m.Load()
+	if m != nil {
+		b = b[:m.wirePiece(len(b))]
+	}
+	n, err := c.Conn.Read(b)
+	c.in.n.Add(int64(n))
+	if m != nil && n > 0 {
+		if werr := m.wireRead(n); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return n, err
+}
+
+// Write sends b in pieces of the wire budget, each charged before it goes,
+// so that the rate holds over short windows. A completed write pushes the
+// read deadline back: the peer took our bytes, so it is alive, however
+// long its answer takes (a peer holding to a slow budget answers a chunk
+// only when it has written or compared it). A peer that neither reads nor
+// answers still meets the deadline, once the window of chunks in flight
+// is full and the writes stop.
+func (c countingConn) Write(b []byte) (int, error) {
+	m := c.s.m.Load()
+	done := 0
+	for done < len(b) {
+		p := len(b) - done
+		if m != nil {
+			p = m.wirePiece(p)
+			if err := m.wait(m.b.Wire, int64(p)); err != nil {
+				return done, err
+			}
+		}
+		n, err := c.Conn.Write(b[done : done+p])
+		c.out.n.Add(int64(n))
+		if n > 0 {
+			c.out.wd.Load().progress(int64(n))
+			if idle := time.Duration(c.s.idle.Load()); idle > 0 {
+				_ = c.Conn.SetReadDeadline(time.Now().Add(idle))
+			}
+		}
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// Buffer sizes: small until the peer is authenticated (a connection that
+// never authenticates costs a few KiB, however many there are), then
+// grown by grow.
+const (
+	preAuthBuf = 4 << 10
+	sessionBuf = 256 << 10
+)
+
+func newFramer(c net.Conn) *framer {
+	in, out := new(counter), new(counter)
+	cc := countingConn{c, in, out, new(sessionConn)}
+	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: bufio.NewWriterSize(cc, preAuthBuf), in: in, out: out,
+		rbuf: make([]byte, 0, maxPreAuth)}
+}
+
+// grow gives the framer its session buffers, once the peer is
+// authenticated; bytes already buffered are read first. The writer must
+// be flushed (the handshake flushes every frame).
+func (f *framer) grow() {
+	if f.r.Size() >= sessionBuf {
+		return
+	}
+	var src io.Reader = f.cc
+	if n := f.r.Buffered(); n > 0 {
+		b, _ := f.r.Peek(n)
+		src = io.MultiReader(bytes.NewReader(bytes.Clone(b)), f.cc)
+	}
+	f.r = bufio.NewReaderSize(src, sessionBuf)
+	f.w = bufio.NewWriterSize(f.cc, sessionBuf)
+}
+
+// setIdle arms d as the read deadline before each frame, pushed back by
+// every completed write.
+func (f *framer) setIdle(d time.Duration) {
+	f.idle = d
+	f.cc.s.idle.Store(int64(d))
+}
+
+// watch makes w the session's watchdog (completed writes feed it).
+func (f *framer) watch(w *watchdog) {
+	f.wd = w
+	f.out.wd.Store(w)
+}
+
+// progress tells the watchdog that the session moved n bytes.
+func (f *framer) progress(n int64) { f.wd.progress(n) }
+
+// firstBytes returns the header just read and what is buffered after it:
+// what a peer that is no sparsesync server said first.
+func (f *framer) firstBytes() []byte {
+	more, _ := f.r.Peek(min(f.r.Buffered(), 64))
+	return append(bytes.Clone(f.hdr[:]), more...)
+}
+
+// readFrame reads one frame. The body is valid until the next readFrame.
+// Sizes are checked against the type's limit (and the pre-auth budget)
+// before any buffer grows.
+func (f *framer) readFrame() (frameType, uint8, []byte, error) {
+	if f.idle > 0 {
+		_ = f.c.SetReadDeadline(time.Now().Add(f.idle))
+	}
+	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		return 0, 0, nil, fmt.Errorf("reading frame header: %w", unexpected(err))
+	}
+	tagLen := 0
+	if f.rmac != nil {
+		if _, err := io.ReadFull(f.r, f.htag[:]); err != nil {
+			return 0, 0, nil, fmt.Errorf("reading frame header: %w", unexpected(err))
+		}
+		if !hmac.Equal(f.htag[:], f.rmac.headerTag(f.hdr[:])) {
+			return 0, 0, nil, integrityErr("header", f.rmac.seq)
+		}
+		tagLen = bodyTagLen
+	}
+	t, flags, n, err := parseHeader(f.hdr[:])
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	f.heardFrame = true
+	if f.budget > 0 {
+		if headerLen+n > f.budget {
+			return 0, 0, nil, fmt.Errorf("%w: %s frame of %d bytes before authentication (budget %d)", ErrFrameTooLarge, t, n, f.budget)
+		}
+		f.budget -= headerLen + n
+	}
+	if cap(f.rbuf) < n+tagLen {
+		f.rbuf = make([]byte, 0, max(n+tagLen, min(2*cap(f.rbuf), maxDataFrame+bodyTagLen)))
+	}
+	body := f.rbuf[:n+tagLen]
+	if _, err := io.ReadFull(f.r, body); err != nil {
+		return 0, 0, nil, fmt.Errorf("reading %s body: %w", t, unexpected(err))
+	}
+	if f.rmac != nil {
+		seq := f.rmac.seq
+		if !hmac.Equal(body[n:], f.rmac.bodyTag(f.hdr[:], body[:n])) {
+			return 0, 0, nil, integrityErr(t.String(), seq)
+		}
+	}
+	return t, flags, body[:n], nil
+}
+
+// writeFrame buffers one frame; parts are concatenated into its body.
+func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n > frameLimit(t) || n > math.MaxUint32 {
+		return fmt.Errorf("internal: %s frame of %d bytes over the limit", t, n)
+	}
+	f.whdr = [headerLen]byte{byte(t), flags}
+	binary.LittleEndian.PutUint32(f.whdr[4:], uint32(n))
+	if _, err := f.w.Write(f.whdr[:]); err != nil {
+		return fmt.Errorf("writing %s: %w", t, err)
+	}
+	if f.smac != nil {
+		if _, err := f.w.Write(f.smac.headerTag(f.whdr[:])); err != nil {
+			return fmt.Errorf("writing %s: %w", t, err)
+		}
+	}
+	for _, p := range parts {
+		if _, err := f.w.Write(p); err != nil {
+			return fmt.Errorf("writing %s: %w", t, err)
+		}
+	}
+	if f.smac != nil {
+		if _, err := f.w.Write(f.smac.bodyTag(f.whdr[:], parts...)); err != nil {
+			return fmt.Errorf("writing %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+func (f *framer) flush() error {
+	if err := f.w.Flush(); err != nil {
+		return fmt.Errorf("sending: %w", err)
+	}
+	return nil
+}
+
+// send writes one frame and flushes it.
+func (f *framer) send(t frameType, flags uint8, parts ...[]byte) error {
+	if err := f.writeFrame(t, flags, parts...); err != nil {
+		return err
+	}
+	return f.flush()
+}
+
+// sendError reports err to the peer as a code and a short message (best effort).
+func (f *framer) sendError(err error) {
+	msg := sanitize(err.Error())
+	b := binary.LittleEndian.AppendUint16(nil, errorCode(err))
+	b = append(b, msg...)
+	_ = f.c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	if f.send(fError, 0, b) == nil {
+		return
+	}
+	// The session's own writes were cut when it failed (its deadline set
+	// to now), and a bufio.Writer keeps its first error for good: the
+	// ERROR would never leave. Drop what is buffered (it never reached the
+	// socket) and send the ERROR alone. If a frame was cut halfway, the
+	// peer cannot parse what follows and fails with an integrity or
+	// protocol error, which is what happened here anyway.
+	f.w.Reset(f.cc)
+	_ = f.send(fError, 0, b)
+}
+
+// expect reads the next frame and requires type t; an ERROR frame becomes a
+// *RemoteError.
+func (f *framer) expect(t frameType) (uint8, []byte, error) {
+	got, flags, body, err := f.readFrame()
+	if err != nil {
+		return 0, nil, err
+	}
+	if got == fError {
+		return 0, nil, decodeError(body)
+	}
+	if got != t {
+		return 0, nil, fmt.Errorf("%w: got %s, want %s", ErrProtocol, got, t)
+	}
+	return flags, body, nil
+}
+
+// limit starts charging f's session to b. The bytes the handshake moved
+// are charged to the wire at once, so the wire budget counts every byte on
+// the connection. It must be called before the session's goroutines start.
+func (f *framer) limit(ctx context.Context, b qos.Budget) error {
+	if b.Read == nil && b.Write == nil && b.Wire == nil {
+		return nil
+	}
+	m := &meter{b: b, ctx: ctx, conn: f.c, idle: f.idle, wd: f.wd}
+	f.m = m
+	f.cc.s.m.Store(m)
+	return m.wait(b.Wire, f.in.n.Load()+f.out.n.Load())
+}
+
+// authenticate switches f to authenticated frames with the keys derived
+// from token and the transcript t; client tells the direction.
+// It also gives the framer its session buffers: a connection gets them
+// when its peer is authenticated, not when it is accepted.
+func (f *framer) authenticate(token, t []byte, client bool) {
+	f.grow()
+	c2s, s2c := proof(token, "mac c2s", t), proof(token, "mac s2c", t)
+	if client {
+		f.smac, f.rmac = newMacer(c2s), newMacer(s2c)
+	} else {
+		f.smac, f.rmac = newMacer(s2c), newMacer(c2s)
+	}
+}

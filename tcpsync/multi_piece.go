@@ -1,0 +1,277 @@
+package tcpsync
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// want is a piece asked of a source and not yet answered.
+type want struct {
+	k      int
+	ext    []sparse.Extent
+	n      int64
+	buf    []byte
+	held   []bool // blocks the target holds data in (their bytes are in buf)
+	sent   []bool // blocks the source sent (DATA or ZERO)
+	zero   []bool // blocks the source sent as ZERO
+	copied int64
+	zeroed int64
+}
+
+// work asks source i for pieces, fetchDepth at a time, until none is left.
+func (m *multi) work(ctx context.Context, i int, f *framer) (err error) {
+	var pending []*want
+	defer func() {
+		for _, w := range pending {
+			m.queue.requeue(w.k)
+		}
+		if err != nil {
+			m.mu.Lock()
+			m.st.Sources[i].Failures += len(pending)
+			m.mu.Unlock()
+		}
+	}()
+	bufs := make([][]byte, 0, fetchDepth+1)
+	h := blockhash.New(m.seed)
+	for {
+		for len(pending) < fetchDepth {
+			f.wd.hold(1)
+			k, ok := m.queue.take(len(pending) > 0)
+			f.wd.hold(-1)
+			if !ok {
+				break
+			}
+			var buf []byte
+			if n := len(bufs); n > 0 {
+				buf, bufs = bufs[n-1], bufs[:n-1]
+			} else {
+				buf = make([]byte, m.ps.per*m.ps.bs)
+			}
+			w, err := m.ask(ctx, f, h, k, buf)
+			if w == nil {
+				// Not the source's fault: the target could not be read.
+				m.queue.requeue(k)
+				m.fail(err)
+				return err
+			}
+			pending = append(pending, w)
+			if err != nil {
+				return err
+			}
+		}
+		if len(pending) == 0 {
+			if err := m.queue.failed(); err != nil {
+				return err
+			}
+			if err := f.send(fDone, 0); err != nil {
+				return err
+			}
+			_, _, err := f.expect(fDoneAck)
+			return err
+		}
+		w := pending[0]
+		if err := m.receive(ctx, f, w); err != nil {
+			return err
+		}
+		pending = pending[1:]
+		if err := m.apply(f, i, w); err != nil {
+			// Not the source's fault: a local write failed. The pull ends.
+			m.queue.requeue(w.k)
+			m.fail(err)
+			return err
+		}
+		bufs = append(bufs, w.buf)
+	}
+}
+
+// ask reads the target's blocks of piece k into buf and sends FETCH with
+// their hashes.
+func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, buf []byte) (*want, error) {
+	ext, n := m.ps.piece(k)
+	nb := int(min(m.ps.per, m.ps.nblocks-int64(k)*m.ps.per))
+	w := &want{k: k, ext: ext, n: n, buf: buf[:n], held: make([]bool, nb), sent: make([]bool, nb), zero: make([]bool, nb)}
+	clear(w.buf)
+	bitmap := make([]byte, (nb+7)/8)
+	var hashes []byte
+	dext := m.dstMap.Extents()
+	err := m.ps.blocks(ext, func(b int, off, at, bn int64) error {
+		j := sort.Search(len(dext), func(j int) bool { return dext[j].End() > off })
+		if j == len(dext) || dext[j].Off >= off+bn {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		if err := f.m.read(bn); err != nil {
+			return err
+		}
+		if _, err := m.t.w.OS().ReadAt(w.buf[at:at+bn], off); err != nil {
+			return fmt.Errorf("reading %s at %d: %w", m.t.display, off, err)
+		}
+		w.held[b] = true
+		bitmap[b/8] |= 1 << (b % 8)
+		hashes = binary.LittleEndian.AppendUint64(hashes, h.Sum(w.buf[at:at+bn]))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := binary.LittleEndian.AppendUint32(nil, uint32(k))
+	b = binary.LittleEndian.AppendUint64(b, m.seed)
+	b = binary.LittleEndian.AppendUint32(b, uint32(nb))
+	if err := f.send(fFetch, 0, b, bitmap, hashes); err != nil {
+		return w, err
+	}
+	return w, nil
+}
+
+// receive reads the answer to w up to its PIECEEND and checks its sum.
+func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
+	for {
+		t, _, body, err := f.readFrame()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("%w: %w", errIdle, err)
+			}
+			return err
+		}
+		switch t {
+		case fData, fZero:
+			if err := m.onRange(f, w, t, body); err != nil {
+				return err
+			}
+		case fPieceEnd:
+			d := dec{b: body, t: t}
+			k := d.u32()
+			if err := d.end(); err != nil {
+				return err
+			}
+			if int(k) != w.k {
+				return fmt.Errorf("%w: PIECEEND of piece %d, awaiting %d", ErrProtocol, k, w.k)
+			}
+			if sumPiece(w.buf) != m.agreed.manifest[w.k] {
+				return fmt.Errorf("%w: piece %d (offset %d, %d bytes)", ErrPieceMismatch, w.k, w.ext[0].Off, w.n)
+			}
+			return nil
+		case fError:
+			return decodeError(body)
+		default:
+			return fmt.Errorf("%w: %s while awaiting piece %d", ErrProtocol, t, w.k)
+		}
+	}
+}
+
+// onRange applies a DATA or ZERO range of the source to w's buffer: whole
+// blocks of the piece, each sent at most once.
+func (m *multi) onRange(f *framer, w *want, t frameType, body []byte) error {
+	d := dec{b: body, t: t}
+	var off, n uint64
+	var raw []byte
+	if t == fData {
+		off, n = d.u64(), uint64(d.u32())
+		raw, d.b = d.b, nil
+		if d.err == nil && uint64(len(raw)) != n {
+			return fmt.Errorf("%w: DATA of %d bytes says %d", ErrProtocol, len(raw), n)
+		}
+	} else {
+		off, n = d.u64(), d.u64()
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	o, l, err := offLen(t, off, n, m.agreed.size)
+	if err != nil {
+		return err
+	}
+	// Find the range's blocks in the piece: it must cover whole blocks.
+	done := int64(0)
+	err = m.ps.blocks(w.ext, func(b int, boff, at, bn int64) error {
+		if boff+bn <= o || boff >= o+l {
+			return nil
+		}
+		if boff < o || boff+bn > o+l || w.sent[b] {
+			return fmt.Errorf("%w: %s at %d of %d bytes splits or repeats a block of piece %d", ErrProtocol, t, o, l, w.k)
+		}
+		w.sent[b] = true
+		if t == fData {
+			copy(w.buf[at:at+bn], raw[boff-o:boff-o+bn])
+		} else {
+			clear(w.buf[at : at+bn])
+			w.zero[b] = true
+		}
+		done += bn
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if done != l {
+		return fmt.Errorf("%w: %s at %d of %d bytes outside piece %d", ErrProtocol, t, o, l, w.k)
+	}
+	if t == fData {
+		w.copied += l
+	} else {
+		w.zeroed += l
+	}
+	f.progress(l)
+	return nil
+}
+
+// apply writes a verified piece: the blocks the source sent, data only
+// where the agreed map has data, and holes for zero blocks over the
+// target's data.
+func (m *multi) apply(f *framer, i int, w *want) error {
+	src := m.agreed.m.Extents()
+	var unchanged int64
+	err := m.ps.blocks(w.ext, func(b int, off, at, bn int64) error {
+		if !w.sent[b] {
+			if w.held[b] {
+				unchanged += bn
+			}
+			return nil
+		}
+		if w.zero[b] {
+			if w.held[b] {
+				if _, err := m.t.w.Zero(off, bn); err != nil {
+					return fmt.Errorf("%s: %w", m.t.display, err)
+				}
+				m.punchedN.Add(bn)
+			}
+			return nil
+		}
+		end := off + bn
+		j := sort.Search(len(src), func(j int) bool { return src[j].End() > off })
+		for ; j < len(src) && src[j].Off < end; j++ {
+			a, e := max(src[j].Off, off), min(src[j].End(), end)
+			if err := f.m.write(e - a); err != nil {
+				return err
+			}
+			if _, err := m.t.w.WriteAt(w.buf[at+a-off:at+e-off], a); err != nil {
+				return fmt.Errorf("writing %s at %d: %w", m.t.display, a, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.queue.done(w.k)
+	if p := m.c.Progress; p != nil {
+		p.Done.Add(w.n)
+	}
+	m.mu.Lock()
+	s := &m.st.Sources[i]
+	s.Pieces++
+	s.CopiedBytes += w.copied
+	s.ZeroBytes += w.zeroed
+	s.UnchangedBytes += unchanged
+	m.mu.Unlock()
+	return nil
+}

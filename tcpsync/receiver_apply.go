@@ -1,0 +1,385 @@
+package tcpsync
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		t, flags, body, err := r.f.readFrame()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case fData:
+			err = r.onData(flags, body)
+		case fZero:
+			err = r.onZero(body)
+		case fSegEnd:
+			err = r.onSegEnd(ctx, q, own, body)
+		case fFixEnd:
+			err = r.onFixEnd(body)
+		case fDone:
+			return r.onDone(ctx, q, body)
+		case fError:
+			return decodeError(body)
+		default:
+			err = fmt.Errorf("%w: unexpected %s from the sender", ErrProtocol, t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// span validates a DATA or ZERO range: block-aligned, inside one unsettled
+// chunk, and either clear of its compare blocks (first pass) or inside them
+// (fix-up after our HASHES).
+func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chunk, error) {
+	o, l, err := offLen(t, off, n, r.plan.size)
+	if err != nil {
+		return 0, 0, nil, nil, err
+	}
+	bs := r.p.bs
+	if o%bs != 0 || ((o+l)%bs != 0 && o+l != r.plan.size) {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) not block-aligned", ErrProtocol, t, o, o+l)
+	}
+	k := r.plan.chunkAt(o)
+	var st *rstate
+	switch {
+	case k < r.first || k < 0:
+	case k == r.next && k < r.plan.nchunks:
+		st = r.current()
+	default:
+		st = r.pend[k]
+	}
+	if st == nil || o+l > st.c.end {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) outside the chunks being sent", ErrProtocol, t, o, o+l)
+	}
+	c := &st.c
+	i := sort.Search(len(c.cmp), func(i int) bool { return c.cmp[i].End() > o })
+	inCmp := i < len(c.cmp) && c.cmp[i].Off < o+l
+	if st.pending == nil && inCmp {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s at %d for a block not yet compared", ErrProtocol, t, o)
+	}
+	if st.pending == nil {
+		if o < r.sent {
+			return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) before the previous one", ErrProtocol, t, o, o+l)
+		}
+		r.sent = o + l
+	}
+	if st.pending != nil {
+		if !inCmp || c.cmp[i].Off > o || c.cmp[i].End() < o+l {
+			return 0, 0, nil, nil, fmt.Errorf("%w: fix-up %s at %d outside the differing blocks", ErrProtocol, t, o)
+		}
+		// Mark the replaced compare blocks.
+		idx := 0
+		for _, e := range c.cmp[:i] {
+			idx += int(blocksIn(e.Len, bs))
+		}
+		idx += int((o - c.cmp[i].Off) / bs)
+		for p := o; p < o+l; p += bs {
+			if st.replaced[idx] {
+				return 0, 0, nil, nil, fmt.Errorf("%w: block at %d sent twice", ErrProtocol, p)
+			}
+			st.replaced[idx] = true
+			idx++
+		}
+	}
+	return o, l, st, c, nil
+}
+
+func (r *receiver) onData(flags uint8, body []byte) error {
+	d := dec{b: body, t: fData}
+	off, rawLen := d.u64(), d.u32()
+	if d.err != nil {
+		return d.err
+	}
+	if rawLen == 0 || rawLen > maxDataPayload {
+		return fmt.Errorf("%w: DATA of %d bytes (limit %d)", ErrProtocol, rawLen, maxDataPayload)
+	}
+	o, l, st, _, err := r.span(fData, off, uint64(rawLen))
+	if err != nil {
+		return err
+	}
+	if r.scratch == nil && flags&flagCodecMask != 0 {
+		r.scratch = make([]byte, max(maxDataPayload, lz4.CompressBlockBound(maxDataPayload)))
+	}
+	raw, err := r.dec.decompress(flags, d.b, int(l), r.scratch)
+	if err != nil {
+		return err
+	}
+	if err := r.writeData(raw, o); err != nil {
+		return err
+	}
+	for p := int64(0); p < l; p += r.p.bs {
+		b := raw[p:min(p+r.p.bs, l)]
+		if !sparse.IsZero(b) {
+			st.recv.addBlock(r.dk, o+p, b)
+		}
+	}
+	r.st.CopiedBytes += l
+	r.f.progress(l)
+	if r.p.progress != nil {
+		r.p.progress.Done.Add(l)
+	}
+	return nil
+}
+
+// writeData writes the parts of raw (the source's bytes at off) that lie in
+// the source's data; the parts in its holes are zeros the target already
+// reads as a hole, so a block larger than the source's holes keeps them.
+func (r *receiver) writeData(raw []byte, off int64) error {
+	end := off + int64(len(raw))
+	ext := r.plan.src.Extents()
+	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > off })
+	for ; i < len(ext) && ext[i].Off < end; i++ {
+		// In pieces of the write budget, if it is limited: a steady
+		// pace, and work to report while it lasts.
+		for a, b := max(ext[i].Off, off), min(ext[i].End(), end); a < b; {
+			n := min(b-a, r.f.m.writePiece(b-a))
+			if err := r.f.m.write(n); err != nil {
+				return err
+			}
+			if _, err := r.t.w.WriteAt(raw[a-off:a-off+n], a); err != nil {
+				return fmt.Errorf("writing %s at %d: %w", r.t.display, a, err)
+			}
+			r.worked.Add(n)
+			a += n
+		}
+	}
+	return nil
+}
+
+func (r *receiver) onZero(body []byte) error {
+	d := dec{b: body, t: fZero}
+	off, n := d.u64(), d.u64()
+	if err := d.end(); err != nil {
+		return err
+	}
+	o, l, _, _, err := r.span(fZero, off, n)
+	if err != nil {
+		return err
+	}
+	// Only destination data needs punching; holes already read as zeros.
+	ext := r.dstMap.Extents()
+	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > o })
+	if i < len(ext) && ext[i].Off < o+l && o < r.dstMap.Size() {
+		if _, err := r.t.w.Zero(o, l); err != nil {
+			return err
+		}
+		r.st.PunchedBytes += l
+	}
+	r.st.ZeroBytes += l
+	r.worked.Add(l)
+	r.f.progress(l)
+	if r.p.progress != nil {
+		r.p.progress.Done.Add(l)
+	}
+	return nil
+}
+
+func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes, body []byte) error {
+	d := dec{b: body, t: fSegEnd}
+	k, hasCmp, cmpSum := d.u32(), d.u8(), d.u64()
+	sd := digest{d.u64(), d.u64()}
+	if err := d.end(); err != nil {
+		return err
+	}
+	if int(k) != r.next || int(k) >= r.plan.nchunks {
+		return fmt.Errorf("%w: SEGEND for chunk %d, expected %d", ErrProtocol, k, r.next)
+	}
+	st := r.current()
+	r.cur = nil
+	r.next++
+	c := &st.c
+	st.sender = sd
+	if (c.ncmp > 0) != (hasCmp != 0) {
+		return fmt.Errorf("%w: SEGEND %d disagrees on compare blocks", ErrProtocol, k)
+	}
+	if c.ncmp == 0 {
+		return r.settle(st)
+	}
+	var o *ownHashes
+	select {
+	case o = <-own:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if o == nil || o.k != int(k) || len(o.seeded) != c.ncmp {
+		return fmt.Errorf("internal: own hashes out of step at chunk %d", k)
+	}
+	hb := appendHashes(make([]byte, 0, 8*len(o.seeded)), o.seeded)
+	if r.blk.Sum(hb) == cmpSum {
+		for i, m := range o.mix {
+			st.recv.add(m)
+			_ = i
+		}
+		r.st.UnchangedBytes += cmpBytes(c)
+		if r.p.progress != nil {
+			r.p.progress.Done.Add(cmpBytes(c))
+		}
+		a := q.frame(fResult)
+		a.u32(k)
+		if err := q.put(ctx, a); err != nil {
+			return err
+		}
+		return r.settle(st)
+	}
+	if len(r.pend) >= window {
+		return fmt.Errorf("%w: more than %d chunks awaiting a fix-up", ErrProtocol, window)
+	}
+	r.pend[int(k)] = st
+	st.pending = o
+	st.replaced = make([]bool, c.ncmp)
+	a := q.frame(fHashes)
+	a.u32(k)
+	a.u32(uint32(len(o.seeded)))
+	a.payload = hb
+	return q.put(ctx, a)
+}
+
+func cmpBytes(c *chunk) int64 {
+	var n int64
+	for _, e := range c.cmp {
+		n += e.Len
+	}
+	return n
+}
+
+func (r *receiver) onFixEnd(body []byte) error {
+	d := dec{b: body, t: fFixEnd}
+	k := d.u32()
+	if err := d.end(); err != nil {
+		return err
+	}
+	st := r.pend[int(k)]
+	if st == nil || st.pending == nil {
+		return fmt.Errorf("%w: FIXEND for chunk %d, which awaits no fix-up", ErrProtocol, k)
+	}
+	delete(r.pend, int(k))
+	c := &st.c
+	idx := 0
+	for _, e := range c.cmp {
+		for p := e.Off; p < e.End(); p += r.p.bs {
+			if !st.replaced[idx] {
+				st.recv.add(st.pending.mix[idx])
+				r.st.UnchangedBytes += min(r.p.bs, e.End()-p)
+				if r.p.progress != nil {
+					r.p.progress.Done.Add(min(r.p.bs, e.End()-p))
+				}
+			}
+			idx++
+		}
+	}
+	st.pending, st.replaced = nil, nil
+	return r.settle(st)
+}
+
+// current returns the state of chunk next, the one being received.
+func (r *receiver) current() *rstate {
+	if r.cur == nil || r.cur.k != r.next {
+		r.cur = &rstate{k: r.next, c: r.plan.chunk(r.next)}
+	}
+	return r.cur
+}
+
+// settle verifies a chunk's digest and advances the durable watermark.
+func (r *receiver) settle(st *rstate) error {
+	if st.recv != st.sender {
+		return fmt.Errorf("%w: %s: bytes [%d,%d) differ from the source's", ErrVerify, r.t.display, st.c.start, st.c.end)
+	}
+	st.settled = true
+	r.total.add(st.recv)
+	r.f.progress(cmpBytes(&st.c))
+	r.water = r.next
+	for k := range r.pend {
+		r.water = min(r.water, k)
+	}
+	r.checkpoint(false)
+	return nil
+}
+
+// checkpoint makes settled chunks durable and records them in the sidecar,
+// with the target's identity after the sync, every checkpointBytes or
+// checkpointInterval (or now, when forced: the session ends, and the
+// identity must be re-stamped after its last writes so a retry can trust
+// it). Only settled chunks (whose digest check passed) are ever covered.
+func (r *receiver) checkpoint(force bool) {
+	if r.t.atomic() {
+		return
+	}
+	off := r.sc.Done
+	if r.water > r.first {
+		off = r.plan.chunk(r.water - 1).end
+	}
+	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
+	if r.p.cpBytes > 0 {
+		cpBytes = r.p.cpBytes
+	}
+	if r.p.cpEvery > 0 {
+		cpEvery = r.p.cpEvery
+	}
+	if off <= 0 || (!force && (off <= r.lastCP.off || off-r.lastCP.off < cpBytes && time.Since(r.lastCP.at) < cpEvery)) {
+		return
+	}
+	if r.t.sync() != nil {
+		return
+	}
+	if r.p.hooks != nil && r.p.hooks.beforeCheckpoint != nil {
+		r.p.hooks.beforeCheckpoint(r.t.w.OS(), off)
+	}
+	r.sc.Done = off
+	if r.t.stamp(&r.sc) != nil {
+		return
+	}
+	if r.t.saveSidecar(&r.sc) == nil {
+		r.lastCP.off, r.lastCP.at = off, time.Now()
+	}
+}
+
+func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
+	d := dec{b: body, t: fDone}
+	size := d.u64()
+	sd := digest{d.u64(), d.u64()}
+	if err := d.end(); err != nil {
+		return err
+	}
+	if int64(size) != r.plan.size || r.water != r.plan.nchunks || r.next != r.plan.nchunks {
+		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, r.plan.nchunks)
+	}
+	if r.p.readBack {
+		// sd covers the whole file; the stored bytes are checked against it.
+		if err := r.readBack(ctx, q, sd); err != nil {
+			return err
+		}
+	} else {
+		r.p.hooks.finalCheck(r.t.w.OS())
+		if r.total != sd {
+			return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
+		}
+	}
+	if err := r.t.commit(); err != nil {
+		return err
+	}
+	r.sc.State, r.sc.Done = stateComplete, r.plan.size
+	if err := r.t.stamp(&r.sc); err == nil {
+		_ = r.t.saveSidecar(&r.sc)
+	}
+	r.st.Verified = true
+	r.t.unlock()
+	a := q.frame(fDoneAck)
+	a.u64(uint64(r.st.PunchedBytes))
+	a.u64(uint64(r.st.CopiedBytes))
+	a.u64(uint64(r.st.UnchangedBytes))
+	return q.put(ctx, a)
+}

@@ -1,0 +1,296 @@
+package tcpsync
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/qos"
+	"github.com/sparsesync/sparsesync/sparse"
+)
+
+// produce reads every chunk from first on, sends data the receiver lacks
+// and zero markers, and queues SEGEND with the compare and digest sums.
+func (s *sender) produce(ctx context.Context, first int) (digest, error) {
+	var total digest
+	hasher := blockhash.New(s.p.seed)
+	sumHasher := blockhash.New(s.p.seed)
+	dk := newDigestKey(s.p.seed)
+	bs := s.p.bs
+	var hb []byte
+	compress := s.p.compress
+	var autoOn bool
+	autoMark, autoBlocked := time.Now(), s.q.blocked.Load()
+	var sinceCheck int64
+	for k := first; k < s.plan.nchunks; k++ {
+		cv := s.plan.chunk(k)
+		c := &cv
+		var cdig digest
+		var mine []uint64
+		if c.ncmp > 0 {
+			mine = make([]uint64, 0, c.ncmp)
+		}
+		ci := 0
+		for _, pc := range pieces(c.ext, s.readPiece()) {
+			if err := ctx.Err(); err != nil {
+				return total, context.Cause(ctx)
+			}
+			off, n := pc.start, pc.end-pc.start
+			waitStart := time.Now()
+			pb, err := s.pool.get(ctx)
+			if err != nil {
+				return total, err
+			}
+			// Waiting for a buffer means the writer (the network) is behind.
+			s.q.blocked.Add(int64(time.Since(waitStart)))
+			buf := pb.b[:n]
+			if err := s.f.m.read(n); err != nil {
+				pb.unref()
+				return total, err
+			}
+			if err := readFull(s.src, buf, off); err != nil {
+				pb.unref()
+				return total, err
+			}
+			codec := compress
+			if compress == CompressAuto {
+				codec = CompressNone
+				if autoOn {
+					codec = CompressZstd
+				}
+			}
+			// Classify blocks into runs: data to send, zeros, compare.
+			runStart, runKind := int64(0), 0 // 0 none, 1 data, 2 zero
+			flushRun := func(end int64) error {
+				if runKind == 0 || end == runStart {
+					return nil
+				}
+				var err error
+				if runKind == 1 {
+					err = s.sendData(ctx, &s.encoder, pb, buf[runStart:end], off+runStart, codec)
+				} else {
+					err = s.sendZero(ctx, off+runStart, end-runStart)
+				}
+				runKind = 0
+				return err
+			}
+			for _, se := range pc.ext {
+				lo, hi := se.Off-off, se.End()-off
+				for p := lo; p < hi; p += bs {
+					blk := buf[p:min(p+bs, hi)]
+					at := off + p
+					zero := sparse.IsZero(blk)
+					if !zero {
+						cdig.addBlock(dk, at, blk)
+					}
+					for ci < len(c.cmp) && c.cmp[ci].End() <= at {
+						ci++
+					}
+					kind := 1
+					if zero {
+						kind = 2
+					}
+					if ci < len(c.cmp) && c.cmp[ci].Off <= at {
+						mine = append(mine, hasher.Sum(blk))
+						kind = 0
+					}
+					if kind != runKind {
+						if err := flushRun(p); err != nil {
+							pb.unref()
+							return total, err
+						}
+						runStart, runKind = p, kind
+					}
+				}
+				if err := flushRun(hi); err != nil {
+					pb.unref()
+					return total, err
+				}
+			}
+			if compress == CompressAuto {
+				if sinceCheck += n; sinceCheck >= autoWindow {
+					now, bl := time.Now(), s.q.blocked.Load()
+					autoOn = autoDecide(autoOn, sinceCheck, now.Sub(autoMark), time.Duration(bl-autoBlocked)) && s.compressible(buf)
+					autoMark, autoBlocked, sinceCheck = now, bl, 0
+				}
+			}
+			pb.unref()
+		}
+		if len(mine) != c.ncmp {
+			return total, fmt.Errorf("internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
+		}
+		// Take a window slot for a chunk that awaits an answer.
+		if c.ncmp > 0 {
+			select {
+			case s.slots <- struct{}{}:
+			case <-ctx.Done():
+				return total, context.Cause(ctx)
+			}
+			s.mu.Lock()
+			s.hashes[uint32(k)] = inflight{c: cv, hashes: mine}
+			s.mu.Unlock()
+		}
+		o := s.q.frame(fSegEnd)
+		o.u32(uint32(k))
+		var cmpSum uint64
+		if c.ncmp > 0 {
+			hb = appendHashes(hb[:0], mine)
+			cmpSum = sumHasher.Sum(hb)
+			o.u8(1)
+		} else {
+			o.u8(0)
+		}
+		o.u64(cmpSum)
+		o.u64(cdig.a)
+		o.u64(cdig.b)
+		if err := s.q.put(ctx, o); err != nil {
+			return total, err
+		}
+		total.add(cdig)
+	}
+	if fs, ok := s.src.(*FileSource); ok {
+		if err := fs.changed(); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// piece is one read: a span of at most maxDataPayload bytes covering
+// source-data extents separated by small holes.
+type piece struct {
+	start, end int64
+	ext        []sparse.Extent
+}
+
+// maxReadGap is the largest hole read through to join two extents in one
+// read (holes read as zeros without I/O; they are never sent).
+const maxReadGap = 64 << 10
+
+// autoDecide is CompressAuto's choice for the next window, from the last
+// one: sent bytes in elapsed time, of which blocked was spent waiting for
+// the network. Compress while we mostly wait for the network (over half
+// the time to switch on, over a tenth to stay on) and the send rate is
+// below what zstd-1 compresses; whether the data shrinks is the caller's.
+func autoDecide(on bool, sent int64, elapsed, blocked time.Duration) bool {
+	if elapsed <= 0 {
+		return false // an infinite rate
+	}
+	frac := float64(blocked) / float64(elapsed)
+	rate := float64(sent) / elapsed.Seconds()
+	return rate < autoMaxRate && ((on && frac > 0.1) || frac > 0.5)
+}
+
+// pieces cuts a chunk's data extents into reads: large extents into
+// pieces of most bytes (at most maxDataPayload), small neighbours merged
+// into one read.
+func pieces(ext []sparse.Extent, most int64) []piece {
+	var out []piece
+	for _, e := range ext {
+		for off := e.Off; off < e.End(); {
+			n := min(e.End()-off, most)
+			sub := sparse.Extent{Off: off, Len: n}
+			if k := len(out) - 1; k >= 0 && off-out[k].end <= maxReadGap && off+n-out[k].start <= most {
+				out[k].ext = append(out[k].ext, sub)
+				out[k].end = off + n
+			} else {
+				out = append(out, piece{start: off, end: off + n, ext: []sparse.Extent{sub}})
+			}
+			off += n
+		}
+	}
+	return out
+}
+
+// compressible samples b: does zstd-1 shrink it below 90%?
+func (s *sender) compressible(b []byte) bool {
+	b = b[:min(len(b), 128<<10)]
+	if s.sample == nil {
+		s.sample = make([]byte, 0, len(b)+len(b)/2+1024)
+	}
+	out, fl := s.encoder.compress(CompressZstd, b, s.sample[:0:cap(s.sample)])
+	return fl != 0 && len(out) < len(b)*9/10
+}
+
+func appendHashes(b []byte, h []uint64) []byte {
+	for _, v := range h {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func readFull(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: short read of %d bytes at %d (got %d): the source shrank", ErrSourceChanged, len(b), off, n)
+	}
+	return fmt.Errorf("reading the source at %d: %w", off, err)
+}
+
+// sendData queues a DATA frame pointing into pb (compressed into a copy if
+// that pays).
+func (s *sender) sendData(ctx context.Context, enc *encoder, pb *pbuf, raw []byte, off int64, codec Compression) error {
+	o := s.q.frame(fData)
+	o.u64(uint64(off))
+	o.u32(uint32(len(raw)))
+	s.copied.Add(int64(len(raw)))
+	if s.p.progress != nil {
+		s.p.progress.Done.Add(int64(len(raw)))
+	}
+	if codec == CompressLZ4 || codec == CompressZstd {
+		cb, err := s.pool.get(ctx)
+		if err != nil {
+			return err
+		}
+		if need := lz4.CompressBlockBound(len(raw)); cap(cb.b) < need {
+			cb.b = make([]byte, need)
+		}
+		out, fl := enc.compress(codec, raw, cb.b[:0:cap(cb.b)])
+		if fl != 0 {
+			o.flags = fl
+			o.payload = out
+			o.buf = cb
+			return s.q.put(ctx, o)
+		}
+		cb.unref()
+	}
+	pb.ref()
+	o.payload = raw
+	o.buf = pb
+	return s.q.put(ctx, o)
+}
+
+func (s *sender) sendZero(ctx context.Context, off, n int64) error {
+	s.zeroed.Add(n)
+	if s.p.progress != nil {
+		s.p.progress.Done.Add(n)
+	}
+	o := s.q.frame(fZero)
+	o.u64(uint64(off))
+	o.u64(uint64(n))
+	return s.q.put(ctx, o)
+}
+
+// readPiece is the most the sender reads at once, and so puts in one DATA
+// frame: a piece of the read or wire budget (whole blocks) while either is
+// limited, so that data leaves at a steady pace rather than in reads of a
+// second or more of the rate, and a frame reaches the peer within a tenth
+// of a second of the rate, well within its read deadline.
+func (s *sender) readPiece() int64 {
+	b := s.f.m.budget()
+	p := int64(maxDataPayload)
+	for _, l := range []*qos.Limiter{b.Read, b.Wire} {
+		if lp := l.Piece(); lp > 0 {
+			p = min(p, max(lp/s.p.bs*s.p.bs, s.p.bs))
+		}
+	}
+	return p
+}
