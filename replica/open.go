@@ -24,11 +24,11 @@ func Create(dir string, size int64, opts Options) (*Replica, error) {
 
 func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err error) {
 	if size <= 0 || size%BlockSize != 0 {
-		return nil, fmt.Errorf("replica: create %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
+		return nil, fmt.Errorf("create replica %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
 	}
 	mode := opts.Counter
 	if mode > CounterPerWrite {
-		return nil, fmt.Errorf("replica: create %s: unknown counter mode %d", dir, mode)
+		return nil, fmt.Errorf("create replica %s: unknown counter mode %d", dir, mode)
 	}
 	boot, err := opts.bootID()
 	if err != nil {

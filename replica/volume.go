@@ -65,7 +65,7 @@ type Volume struct {
 // CreateVolume creates one replica per directory, all of one new volume.
 func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error) {
 	if len(dirs) == 0 {
-		return nil, errors.New("replica: create volume: no replica directories")
+		return nil, errors.New("create volume: no replica directories")
 	}
 	ro := opts.Replica
 	ro.Counter = opts.Counter
@@ -112,7 +112,7 @@ func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
 		r, err := Open(res.Dir, opts.Replica)
 		if err != nil {
 			v.Close()
-			return nil, fmt.Errorf("replica: open volume: %w", err)
+			return nil, fmt.Errorf("open volume: %w", err)
 		}
 		v.all = append(v.all, r)
 		v.epoch = max(v.epoch, r.Epoch())

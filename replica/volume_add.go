@@ -58,12 +58,12 @@ type Added struct {
 func (v *Volume) AddReplica(ctx context.Context, target string, opts AddOptions) (Added, error) {
 	var add Added
 	if opts.Copy == nil {
-		return add, fmt.Errorf("replica: add replica %s: no copy function", target)
+		return add, fmt.Errorf("add replica %s: no copy function", target)
 	}
 	stage := NewStage(target, opts.Fault)
 	src, wo, tlock, err := v.joinWO(stage)
 	if err != nil {
-		return add, fmt.Errorf("replica: add replica %s: %w", target, err)
+		return add, fmt.Errorf("add replica %s: %w", target, err)
 	}
 	defer func() {
 		if tlock != nil {
@@ -79,11 +79,11 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts AddOptions)
 		err = syncDir(stage.Dir())
 	}
 	if err != nil {
-		return add, fmt.Errorf("replica: add replica %s: %w", target, v.abortWO(wo, err))
+		return add, fmt.Errorf("add replica %s: %w", target, v.abortWO(wo, err))
 	}
 	add.Revision, err = v.switchRW(src, wo, stage, names, &tlock)
 	if err != nil {
-		return add, fmt.Errorf("replica: add replica %s: %w", target, err)
+		return add, fmt.Errorf("add replica %s: %w", target, err)
 	}
 	return add, nil
 }
