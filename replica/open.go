@@ -93,13 +93,14 @@ func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err 
 		return nil, err
 	}
 	created = append(created, filepath.Join(dir, LiveCounterFile))
-	return Open(dir, opts)
+	return Open(dir, &opts)
 }
 
 // Open opens the replica in dir for writing: ours, or one Longhorn wrote
 // (whose counter mode is taken from the presence of revision.counter, since
 // Longhorn does not record it; opening records it in replica.hdr).
-func Open(dir string, opts Options) (_ *Replica, err error) {
+func Open(dir string, o *Options) (_ *Replica, err error) {
+	opts := orZero(o)
 	boot, err := opts.bootID()
 	if err != nil {
 		return nil, err

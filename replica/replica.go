@@ -37,6 +37,16 @@ type Options struct {
 	rebuilding bool
 }
 
+// orZero is *o, or T's zero value (the defaults) for a nil o: a function
+// taking *Options works on its own copy and never changes the caller's.
+func orZero[T any](o *T) T {
+	var v T
+	if o != nil {
+		v = *o
+	}
+	return v
+}
+
 func (o *Options) bootID() (ID, error) {
 	if o.BootID != nil {
 		return *o.BootID, nil

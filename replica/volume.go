@@ -63,7 +63,8 @@ type Volume struct {
 }
 
 // CreateVolume creates one replica per directory, all of one new volume.
-func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error) {
+func CreateVolume(dirs []string, size int64, o *VolumeOptions) (*Volume, error) {
+	opts := orZero(o)
 	if len(dirs) == 0 {
 		return nil, errors.New("create volume: no replica directories")
 	}
@@ -95,9 +96,10 @@ func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error
 // replicas. If some replica is ERR the survivors record a new epoch first,
 // so a later start cannot take the ERR replica back. It fails with
 // ErrNoHealthyReplica when the check leaves no replica RW.
-func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
+func OpenVolume(dirs []string, o *VolumeOptions) (*Volume, error) {
+	opts := orZero(o)
 	enabled := opts.Counter.Enabled()
-	rep, err := Check(dirs, CheckOptions{Counter: &enabled, Salvage: opts.Salvage, InspectOptions: InspectOptions{BootID: opts.Replica.BootID}})
+	rep, err := Check(dirs, &CheckOptions{Counter: &enabled, Salvage: opts.Salvage, InspectOptions: InspectOptions{BootID: opts.Replica.BootID}})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
 			anyERR = true
 			continue
 		}
-		r, err := Open(res.Dir, opts.Replica)
+		r, err := Open(res.Dir, &opts.Replica)
 		if err != nil {
 			v.Close()
 			return nil, fmt.Errorf("open volume: %w", err)

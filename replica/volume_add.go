@@ -55,7 +55,8 @@ type Added struct {
 // is killed. On failure the target is dropped, closed and its incomplete
 // copy removed (as a failed Rebuild's); the volume goes on with its other
 // members. Package replica/rebuild's AddReplica calls it with its copy.
-func (v *Volume) AddReplica(ctx context.Context, target string, opts AddOptions) (Added, error) {
+func (v *Volume) AddReplica(ctx context.Context, target string, o *AddOptions) (Added, error) {
+	opts := orZero(o)
 	var add Added
 	if opts.Copy == nil {
 		return add, fmt.Errorf("add replica %s: no copy function", target)
@@ -183,7 +184,7 @@ func (v *Volume) switchRW(src, wo *Replica, stage *Stage, names []string, lock *
 	*lock = nil
 	var r *Replica
 	if err == nil {
-		r, err = Open(target, v.opts.Replica)
+		r, err = Open(target, &v.opts.Replica)
 	}
 	if err != nil {
 		if !committed(target) {
@@ -336,7 +337,7 @@ func prepareTarget(src *Replica, st *Stage, opts Options) (wo *Replica, lock *os
 		return nil, nil, err
 	}
 	opts.rebuilding = true
-	wo, err = Open(stage, opts)
+	wo, err = Open(stage, &opts)
 	return wo, lock, err
 }
 
