@@ -26,10 +26,10 @@ func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err 
 	if size <= 0 || size%BlockSize != 0 {
 		return nil, fmt.Errorf("create replica %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
 	}
-	mode := opts.Counter
-	if mode > CounterPerWrite {
-		return nil, fmt.Errorf("create replica %s: unknown counter mode %d", dir, mode)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("create replica %s: %w", dir, err)
 	}
+	mode := opts.Counter
 	boot, err := opts.bootID()
 	if err != nil {
 		return nil, err
@@ -101,6 +101,9 @@ func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err 
 // Longhorn does not record it; opening records it in replica.hdr).
 func Open(dir string, o *Options) (_ *Replica, err error) {
 	opts := orZero(o)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("open replica %s: %w", dir, err)
+	}
 	boot, err := opts.bootID()
 	if err != nil {
 		return nil, err

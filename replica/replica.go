@@ -47,6 +47,14 @@ func orZero[T any](o *T) T {
 	return v
 }
 
+// Validate reports options that cannot be used, with ErrInvalidOptions.
+func (o *Options) Validate() error {
+	if o.Counter > CounterPerWrite {
+		return fmt.Errorf("%w: unknown counter mode %d", ErrInvalidOptions, o.Counter)
+	}
+	return nil
+}
+
 func (o *Options) bootID() (ID, error) {
 	if o.BootID != nil {
 		return *o.BootID, nil

@@ -20,6 +20,14 @@ type VolumeOptions struct {
 	Replica Options
 }
 
+// Validate reports options that cannot be used, with ErrInvalidOptions.
+func (o *VolumeOptions) Validate() error {
+	if o.Counter > CounterPerWrite {
+		return fmt.Errorf("%w: unknown counter mode %d", ErrInvalidOptions, o.Counter)
+	}
+	return o.Replica.Validate()
+}
+
 // Member is one replica of a volume as the engine sees it.
 type Member struct {
 	Dir    string
@@ -68,6 +76,9 @@ func CreateVolume(dirs []string, size int64, o *VolumeOptions) (*Volume, error) 
 	if len(dirs) == 0 {
 		return nil, errors.New("create volume: no replica directories")
 	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("create volume: %w", err)
+	}
 	ro := opts.Replica
 	ro.Counter = opts.Counter
 	vol := newID()
@@ -98,6 +109,9 @@ func CreateVolume(dirs []string, size int64, o *VolumeOptions) (*Volume, error) 
 // ErrNoHealthyReplica when the check leaves no replica RW.
 func OpenVolume(dirs []string, o *VolumeOptions) (*Volume, error) {
 	opts := orZero(o)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("open volume: %w", err)
+	}
 	enabled := opts.Counter.Enabled()
 	rep, err := Check(dirs, &CheckOptions{Counter: &enabled, Salvage: opts.Salvage, InspectOptions: InspectOptions{BootID: opts.Replica.BootID}})
 	if err != nil {
