@@ -82,9 +82,9 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 			line += "; " + n.note()
 		}
 	} else {
-		var headSentinel bool
-		line, headSentinel = renderError(err)
-		if headSentinel && commandName(cmd) != "" {
+		var unnamed bool
+		line, unnamed = renderError(err)
+		if unnamed && commandName(cmd) != "" {
 			// A library sentinel returned as is ("directory is open by
 			// another writer: ..."): the line names the command first.
 			line = "sparsesync: " + commandName(cmd) + strings.TrimPrefix(line, "sparsesync: ")
@@ -154,9 +154,10 @@ func errorLine(err error) string {
 	return line
 }
 
-// renderError is errorLine, and whether err's text starts with a
-// sentinel of a library (which then names no command).
-func renderError(err error) (line string, headSentinel bool) {
+// renderError is errorLine, and whether the line names no command: err's
+// text started with a library's sentinel (or, until tcpsync's prefixes
+// go, with "tcpsync: ").
+func renderError(err error) (line string, unnamed bool) {
 	msg := strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n", " "), "sparsesync: ")
 	for _, s := range sentinels(err, nil) {
 		text := strings.ReplaceAll(s.Error(), "\n", " ")
@@ -165,10 +166,11 @@ func renderError(err error) (line string, headSentinel bool) {
 			continue
 		}
 		if i := strings.LastIndex(msg, text); i >= 0 {
-			headSentinel = headSentinel || i == 0
+			unnamed = unnamed || i == 0
 			msg = msg[:i] + bare + msg[i+len(text):]
 		}
 	}
+	// tcpsync's non-sentinel errors: remove with libraryPrefixes.
 	if head, rest, ok := strings.Cut(msg, ": "); ok {
 		for _, p := range libraryPrefixes {
 			rest = strings.ReplaceAll(rest, p, "")
@@ -176,9 +178,9 @@ func renderError(err error) (line string, headSentinel bool) {
 		msg = head + ": " + rest
 	}
 	if rest, ok := strings.CutPrefix(msg, "tcpsync: "); ok {
-		msg, headSentinel = rest, true
+		msg, unnamed = rest, true
 	}
-	return "sparsesync: " + msg, headSentinel
+	return "sparsesync: " + msg, unnamed
 }
 
 // sentinels appends the errors in err's tree that wrap nothing (the
