@@ -108,7 +108,8 @@ func (o InspectOptions) bootID() (ID, error) {
 // start check uses: the live counter of a replica opened since the last
 // boot, else the count persisted at its last flush (or Longhorn's
 // revision.counter).
-func Inspect(dir string, opts InspectOptions) (Info, error) {
+func Inspect(dir string, o *InspectOptions) (Info, error) {
+	opts := orZero(o)
 	boot, err := opts.bootID()
 	if err != nil {
 		return Info{}, err
@@ -167,7 +168,8 @@ type CheckReport struct {
 //
 // When no replica is RW the report is returned with an error matching
 // ErrNoHealthyReplica (Longhorn would start anyway).
-func Check(dirs []string, opts CheckOptions) (CheckReport, error) {
+func Check(dirs []string, o *CheckOptions) (CheckReport, error) {
+	opts := orZero(o)
 	boot, err := opts.bootID()
 	if err != nil {
 		return CheckReport{}, err

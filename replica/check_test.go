@@ -284,7 +284,7 @@ func TestCheckTable(t *testing.T) {
 				}
 				opts := CheckOptions{Counter: tc.counter, Salvage: tc.salvage}
 				before := dirStates(t, dirs)
-				rep, err := Check(dirs, opts)
+				rep, err := Check(dirs, &opts)
 				require.Equal(t, before, dirStates(t, dirs), "the check only reads")
 				if tc.want.err != nil {
 					require.ErrorIs(t, err, tc.want.err)
@@ -309,7 +309,7 @@ func TestCheckTable(t *testing.T) {
 				// Same input in any order: same answer.
 				rev := slices.Clone(dirs)
 				slices.Reverse(rev)
-				rep2, err := Check(rev, opts)
+				rep2, err := Check(rev, &opts)
 				require.NoError(t, err)
 				require.ElementsMatch(t, rep.RW, rep2.RW)
 			})
@@ -353,7 +353,7 @@ func TestLiveCounterAndReboot(t *testing.T) {
 	other := newID()
 	var info Info
 	require.Eventually(t, func() bool {
-		info, err = Inspect(dir, InspectOptions{BootID: &other})
+		info, err = Inspect(dir, &InspectOptions{BootID: &other})
 		return err == nil && *info.Revision == 5
 	}, 5*time.Second, time.Millisecond)
 	r.hwWG.Wait()
@@ -363,14 +363,14 @@ func TestLiveCounterAndReboot(t *testing.T) {
 	}
 	// As after a kill -9: the live page (page cache) has 8, the last
 	// flush persisted 5.
-	info, err = Inspect(dir, InspectOptions{})
+	info, err = Inspect(dir, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(8), *info.Revision)
-	info, err = Inspect(dir, InspectOptions{BootID: &other})
+	info, err = Inspect(dir, &InspectOptions{BootID: &other})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), *info.Revision, "after a reboot only the flushed count counts")
 	require.NoError(t, r.Close())
-	info, err = Inspect(dir, InspectOptions{BootID: &other})
+	info, err = Inspect(dir, &InspectOptions{BootID: &other})
 	require.NoError(t, err)
 	require.Equal(t, int64(8), *info.Revision)
 }
@@ -388,7 +388,7 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 				}
 				return nil
 			}}}
-			v, err := CreateVolume(dirs, 1<<20, opts)
+			v, err := CreateVolume(dirs, 1<<20, &opts)
 			require.NoError(t, err)
 			b := alignedBuf(BlockSize)
 			_, err = v.WriteAt(b, 0)
@@ -414,7 +414,7 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 			_, err = v.WriteAt(b, 0)
 			require.ErrorIs(t, err, ErrClosed)
 			for _, d := range []string{dirs[0], dirs[2]} {
-				info, err := Inspect(d, InspectOptions{})
+				info, err := Inspect(d, nil)
 				require.NoError(t, err)
 				require.Equal(t, []string{"volume-head-001.img", "volume-snap-s1.img"}, info.Chain)
 				require.Equal(t, uint64(1), info.Epoch)
@@ -425,7 +425,7 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 
 			// Counter off, no salvage: Longhorn would take r1 back as
 			// RW; its lower epoch gives it away.
-			v, err = OpenVolume(dirs, VolumeOptions{Counter: mode})
+			v, err = OpenVolume(dirs, &VolumeOptions{Counter: mode})
 			require.NoError(t, err)
 			m = v.Members()
 			require.Equal(t, []string{ModeRW, ModeERR, ModeRW}, []string{m[0].Mode, m[1].Mode, m[2].Mode})
@@ -442,7 +442,7 @@ func TestCheckLonghornDirectories(t *testing.T) {
 	lhdir.WriteDir(t, a, 42, map[int64]byte{0: 'h'}, nil)
 	lhdir.WriteDir(t, b, 41, map[int64]byte{0: 'h'}, nil)
 	lhdir.WriteDir(t, c, 42, map[int64]byte{0: 'h', 4096: 'i'}, nil)
-	rep, err := Check([]string{a, b, c}, CheckOptions{})
+	rep, err := Check([]string{a, b, c}, nil)
 	require.NoError(t, err)
 	require.True(t, rep.CounterEnabled, "revision.counter present: counter on")
 	require.Equal(t, []string{a, c}, rep.RW)
@@ -459,11 +459,11 @@ func TestCheckLonghornDirectories(t *testing.T) {
 		mt := base.Add(-x.age)
 		require.NoError(t, os.Chtimes(filepath.Join(x.dir, "volume-head-002.img"), mt, mt))
 	}
-	rep, err = Check([]string{d, e}, CheckOptions{Salvage: true})
+	rep, err = Check([]string{d, e}, &CheckOptions{Salvage: true})
 	require.NoError(t, err)
 	require.False(t, rep.CounterEnabled)
 	require.Equal(t, []string{e}, rep.RW, "4 s older but more allocated blocks")
-	rep, err = Check([]string{d, e}, CheckOptions{})
+	rep, err = Check([]string{d, e}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{d, e}, rep.RW, "no salvage: no check")
 }

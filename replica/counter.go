@@ -54,7 +54,7 @@ func ParseCounterMode(s string) (CounterMode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("replica: unknown revision counter mode %q (want off, on or per-write)", s)
+	return 0, fmt.Errorf("unknown revision counter mode %q (want off, on or per-write)", s)
 }
 
 // counterFileSize is the size of revision.counter: one 4 KiB block.
@@ -138,10 +138,10 @@ func ParseBootID(s string) (ID, error) {
 	var id ID
 	h := strings.ReplaceAll(strings.TrimSpace(s), "-", "")
 	if len(h) != 32 {
-		return id, fmt.Errorf("replica: boot id %q is not a UUID", s)
+		return id, fmt.Errorf("boot id %q is not a UUID", s)
 	}
 	if _, err := hex.Decode(id[:], []byte(h)); err != nil {
-		return id, fmt.Errorf("replica: boot id %q: %w", s, err)
+		return id, fmt.Errorf("boot id %q: %w", s, err)
 	}
 	return id, nil
 }

@@ -79,7 +79,7 @@ func TestCrashChild(t *testing.T) {
 		return errors.New("injected write failure")
 	}
 	// A plain start, as after a clean shutdown: every replica RW.
-	v, err := OpenVolume(spec.Dirs, VolumeOptions{Counter: spec.Mode, Replica: Options{fault: fault}})
+	v, err := OpenVolume(spec.Dirs, &VolumeOptions{Counter: spec.Mode, Replica: Options{fault: fault}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func readCrashLog(t *testing.T, path string) (crashLog, bool) {
 // the kill), and nothing torn.
 func verifyCrash(t *testing.T, dir string, l crashLog) {
 	t.Helper()
-	r, err := Open(dir, Options{})
+	r, err := Open(dir, nil)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
 	got := make([]byte, crashBlocks*BlockSize)
@@ -216,7 +216,7 @@ func runCrash(t *testing.T, mode CounterMode) {
 	for rep := range crashReps {
 		root := t.TempDir()
 		dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1"), filepath.Join(root, "r2")}
-		v, err := CreateVolume(dirs, 4<<20, VolumeOptions{Counter: mode})
+		v, err := CreateVolume(dirs, 4<<20, &VolumeOptions{Counter: mode})
 		require.NoError(t, err)
 		require.NoError(t, v.Close())
 		cs := crashSpec{Dirs: dirs, Mode: mode, Log: filepath.Join(root, "log")}
@@ -260,7 +260,7 @@ func runCrash(t *testing.T, mode CounterMode) {
 		acked += len(l.acked)
 
 		enabled := mode.Enabled()
-		rpt, err := Check(dirs, CheckOptions{Counter: &enabled, Salvage: !enabled})
+		rpt, err := Check(dirs, &CheckOptions{Counter: &enabled, Salvage: !enabled})
 		require.NoError(t, err)
 		if enabled {
 			require.NotEmpty(t, rpt.RW)
@@ -276,7 +276,7 @@ func runCrash(t *testing.T, mode CounterMode) {
 			verifyCrash(t, d, l)
 		}
 		// The volume opens on what the check kept.
-		v, err = OpenVolume(dirs, VolumeOptions{Counter: mode, Salvage: !enabled})
+		v, err = OpenVolume(dirs, &VolumeOptions{Counter: mode, Salvage: !enabled})
 		require.NoError(t, err)
 		require.NoError(t, v.Close())
 		if t.Failed() {

@@ -9,6 +9,9 @@ import (
 var (
 	// ErrNotReplica: the directory has no readable volume.meta or head.
 	ErrNotReplica = errors.New("replica: not a replica directory")
+	// ErrInvalidOptions: options that cannot be used (Options.Validate,
+	// VolumeOptions.Validate).
+	ErrInvalidOptions = errors.New("replica: invalid options")
 	// ErrCorrupt: a metadata file (volume.meta, a .meta, revision.counter,
 	// replica.hdr) cannot be parsed. Match with errors.Is; the error names the file.
 	ErrCorrupt = errors.New("replica: corrupt metadata")

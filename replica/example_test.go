@@ -19,7 +19,7 @@ func ExampleCheck() {
 	defer os.RemoveAll(root)
 	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1"), filepath.Join(root, "r2")}
 
-	v, err := replica.CreateVolume(dirs, 1<<20, replica.VolumeOptions{Counter: replica.CounterOn})
+	v, err := replica.CreateVolume(dirs, 1<<20, &replica.VolumeOptions{Counter: replica.CounterOn})
 	if err != nil {
 		panic(err)
 	}
@@ -30,7 +30,7 @@ func ExampleCheck() {
 		panic(err)
 	}
 	for _, d := range dirs[:2] {
-		r, err := replica.Open(d, replica.Options{})
+		r, err := replica.Open(d, nil)
 		if err != nil {
 			panic(err)
 		}
@@ -42,7 +42,7 @@ func ExampleCheck() {
 		}
 	}
 
-	rep, err := replica.Check(dirs, replica.CheckOptions{})
+	rep, err := replica.Check(dirs, nil)
 	if err != nil {
 		panic(err)
 	}

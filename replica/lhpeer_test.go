@@ -243,7 +243,7 @@ func TestMixedCounterOffOverLeftover(t *testing.T) {
 			require.NotContains(t, fileNames(t, r), RevisionCounterFile)
 			want := lhSHA(t, sib, false)
 
-			i, err := Inspect(r, InspectOptions{})
+			i, err := Inspect(r, nil)
 			require.NoError(t, err)
 			require.False(t, i.CounterEnabled)
 			require.Nil(t, i.Revision)
@@ -251,18 +251,18 @@ func TestMixedCounterOffOverLeftover(t *testing.T) {
 			require.NotEmpty(t, i.IgnoredHeader)
 
 			dirs := []string{r, sib}
-			rep, err := Check(dirs, CheckOptions{})
+			rep, err := Check(dirs, nil)
 			require.NoError(t, err, "%+v", rep)
 			require.False(t, rep.CounterEnabled)
 			require.Equal(t, lhStart(t, false, dirs...), rep.RW)
 
-			o, err := Open(r, Options{})
+			o, err := Open(r, nil)
 			require.NoError(t, err)
 			require.Equal(t, CounterOff, o.CounterMode())
 			require.NoError(t, o.Close())
 			require.NotContains(t, fileNames(t, r), RevisionCounterFile, "Longhorn would read it as counter on")
 			require.Equal(t, want, hexSHA(exportSHA(t, r)))
-			i, err = Inspect(r, InspectOptions{})
+			i, err = Inspect(r, nil)
 			require.NoError(t, err)
 			require.True(t, i.HasHeader, "our writer's own header now")
 			require.Empty(t, i.IgnoredHeader)
@@ -281,7 +281,7 @@ func TestMixedCounterOnOverOffLeftover(t *testing.T) {
 		t.Run(map[bool]string{false: "header-v2", true: "header-v1"}[legacy], func(t *testing.T) {
 			r, sib := leftoverThenLonghorn(t, CounterOff, legacy, true, "write:30:2")
 
-			i, err := Inspect(r, InspectOptions{})
+			i, err := Inspect(r, nil)
 			require.NoError(t, err)
 			require.True(t, i.CounterEnabled)
 			require.NotNil(t, i.Revision)
@@ -289,13 +289,13 @@ func TestMixedCounterOnOverOffLeftover(t *testing.T) {
 			require.NotEmpty(t, i.IgnoredHeader)
 
 			dirs := []string{r, sib}
-			rep, err := Check(dirs, CheckOptions{})
+			rep, err := Check(dirs, nil)
 			require.NoError(t, err, "%+v", rep)
 			require.True(t, rep.CounterEnabled)
 			require.Equal(t, lhStart(t, true, dirs...), rep.RW)
 			require.Equal(t, dirs, rep.RW)
 
-			o, err := Open(r, Options{})
+			o, err := Open(r, nil)
 			require.NoError(t, err)
 			require.Equal(t, CounterOn, o.CounterMode())
 			require.Equal(t, int64(30), o.Revision())
@@ -303,7 +303,7 @@ func TestMixedCounterOnOverOffLeftover(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, o.Close())
 			require.Equal(t, int64(31), lhRevision(t, r), "Longhorn must see our write")
-			rep, err = Check(dirs, CheckOptions{})
+			rep, err = Check(dirs, nil)
 			require.NoError(t, err)
 			require.Equal(t, lhStart(t, true, dirs...), rep.RW)
 			require.Equal(t, []string{r}, rep.RW)
@@ -345,7 +345,7 @@ func TestMixedWriterChild(t *testing.T) {
 			panic(err)
 		}
 	}
-	r, err := Open(spec.Dir, Options{})
+	r, err := Open(spec.Dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 	root := t.TempDir()
 	r, sib := filepath.Join(root, "r"), filepath.Join(root, "sib")
 	killedWriter(t, r, 0, 150, 50)
-	i, err := Inspect(r, InspectOptions{})
+	i, err := Inspect(r, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(200), *i.Revision, "the killed writer's live count")
 
@@ -465,14 +465,14 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 	lh(t, r, true, "write:30:3", "close")
 	lh(t, sib, true, "write:30:3", "close")
 
-	i, err = Inspect(r, InspectOptions{})
+	i, err = Inspect(r, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(30), *i.Revision)
 	require.False(t, i.HasHeader)
 	require.Contains(t, i.IgnoredHeader, "not in the chain")
 
 	dirs := []string{r, sib}
-	rep, err := Check(dirs, CheckOptions{})
+	rep, err := Check(dirs, nil)
 	require.NoError(t, err, "%+v", rep)
 	require.Equal(t, lhStart(t, true, dirs...), rep.RW)
 	require.Equal(t, dirs, rep.RW)
@@ -488,7 +488,7 @@ func TestMixedKilledWriterLeftover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(30), res.Revision)
 	require.NotContains(t, fileNames(t, filepath.Join(root, "tcp")), HeaderFile)
-	o, err := Open(r, Options{})
+	o, err := Open(r, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(30), o.Revision())
 	require.NoError(t, o.Close())
@@ -520,13 +520,13 @@ func TestMixedLonghornAdoptsKilledWriter(t *testing.T) {
 	require.Equal(t, []string{v2}, lhStart(t, true, dirs...), "Longhorn drops v1")
 	require.NotEqual(t, lhSHA(t, v1, true), lhSHA(t, v2, true))
 
-	i, err := Inspect(v1, InspectOptions{})
+	i, err := Inspect(v1, nil)
 	require.NoError(t, err)
 	require.True(t, i.HasHeader, "the header is v1's own")
 	require.Equal(t, int64(350), *i.Revision)
 	require.Equal(t, int64(10), i.ForeignWrites)
 
-	rep, err := Check(dirs, CheckOptions{})
+	rep, err := Check(dirs, nil)
 	require.ErrorIs(t, err, ErrOrderUndecided)
 	require.ErrorContains(t, err, v1)
 	require.Empty(t, rep.RW, "%+v", rep)
@@ -535,17 +535,17 @@ func TestMixedLonghornAdoptsKilledWriter(t *testing.T) {
 		require.Contains(t, r.Reason, v1, r.Dir)
 	}
 	// A volume does not start on them either.
-	_, err = OpenVolume(dirs, VolumeOptions{Counter: CounterOn})
+	_, err = OpenVolume(dirs, &VolumeOptions{Counter: CounterOn})
 	require.ErrorIs(t, err, ErrOrderUndecided)
 
 	// Opening v1 for writing takes it as the one holding every write: it
 	// counts on from 350+10, and then Longhorn's rule and ours agree.
-	o, err := Open(v1, Options{})
+	o, err := Open(v1, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(360), o.Revision())
 	require.NoError(t, o.Close())
 	require.Equal(t, int64(360), lhRevision(t, v1))
-	rep, err = Check(dirs, CheckOptions{})
+	rep, err = Check(dirs, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{v1}, rep.RW)
 	require.Equal(t, lhStart(t, true, dirs...), rep.RW)
@@ -598,12 +598,12 @@ func TestOwnHeaderRevisionCounterMissing(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(r, RevisionCounterFile)))
 	hdr, err := os.ReadFile(filepath.Join(r, HeaderFile))
 	require.NoError(t, err)
-	_, err = Open(r, Options{})
+	_, err = Open(r, nil)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, filepath.Join(r, RevisionCounterFile)+": ")
-	_, err = Inspect(r, InspectOptions{})
+	_, err = Inspect(r, nil)
 	require.ErrorIs(t, err, ErrCorrupt)
-	rep, err := Check([]string{r, sib}, CheckOptions{})
+	rep, err := Check([]string{r, sib}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{sib}, rep.RW)
 	after, err := os.ReadFile(filepath.Join(r, HeaderFile))

@@ -24,12 +24,12 @@ func Create(dir string, size int64, opts Options) (*Replica, error) {
 
 func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err error) {
 	if size <= 0 || size%BlockSize != 0 {
-		return nil, fmt.Errorf("replica: create %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
+		return nil, fmt.Errorf("create replica %s: size %d is not a positive multiple of %d", dir, size, BlockSize)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("create replica %s: %w", dir, err)
 	}
 	mode := opts.Counter
-	if mode > CounterPerWrite {
-		return nil, fmt.Errorf("replica: create %s: unknown counter mode %d", dir, mode)
-	}
 	boot, err := opts.bootID()
 	if err != nil {
 		return nil, err
@@ -93,13 +93,17 @@ func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err 
 		return nil, err
 	}
 	created = append(created, filepath.Join(dir, LiveCounterFile))
-	return Open(dir, opts)
+	return Open(dir, &opts)
 }
 
 // Open opens the replica in dir for writing: ours, or one Longhorn wrote
 // (whose counter mode is taken from the presence of revision.counter, since
 // Longhorn does not record it; opening records it in replica.hdr).
-func Open(dir string, opts Options) (_ *Replica, err error) {
+func Open(dir string, o *Options) (_ *Replica, err error) {
+	opts := orZero(o)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("open replica %s: %w", dir, err)
+	}
 	boot, err := opts.bootID()
 	if err != nil {
 		return nil, err

@@ -37,6 +37,24 @@ type Options struct {
 	rebuilding bool
 }
 
+// orZero is *o, or T's zero value (the defaults) for a nil o: a function
+// taking *Options works on its own copy and never changes the caller's.
+func orZero[T any](o *T) T {
+	var v T
+	if o != nil {
+		v = *o
+	}
+	return v
+}
+
+// Validate reports options that cannot be used, with ErrInvalidOptions.
+func (o *Options) Validate() error {
+	if o.Counter > CounterPerWrite {
+		return fmt.Errorf("%w: unknown counter mode %d", ErrInvalidOptions, o.Counter)
+	}
+	return nil
+}
+
 func (o *Options) bootID() (ID, error) {
 	if o.BootID != nil {
 		return *o.BootID, nil

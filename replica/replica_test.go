@@ -158,7 +158,7 @@ func TestReplicaReadWrite(t *testing.T) {
 		require.Equal(t, []string{"volume-head-001.img", "volume-snap-s1.img"}, info.Chain)
 		require.Equal(t, int64(BlockSize), info.HeadAllocatedBytes)
 		require.NoError(t, r.Close())
-		r, err = Open(dir, Options{})
+		r, err = Open(dir, nil)
 		require.NoError(t, err)
 		check(r)
 		require.NoError(t, r.Close())
@@ -233,7 +233,7 @@ func TestCounterExact(t *testing.T) {
 			n, err := readRevisionCounter(filepath.Join(dir, RevisionCounterFile))
 			require.NoError(t, err)
 			require.Equal(t, int64(64000), n)
-			r, err = Open(dir, Options{})
+			r, err = Open(dir, nil)
 			require.NoError(t, err)
 			require.Equal(t, int64(64000), r.Revision())
 			require.Equal(t, mode, r.CounterMode())
@@ -278,7 +278,7 @@ func TestCounterFaultLatches(t *testing.T) {
 	require.Equal(t, int64(1), r.Revision(), "the failed write must not be counted")
 	require.ErrorIs(t, r.Close(), ErrLatched)
 	// Nothing after the failure was persisted as clean.
-	info, err := Inspect(dir, InspectOptions{})
+	info, err := Inspect(dir, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), *info.Revision)
 }
@@ -323,7 +323,7 @@ func TestHeaderWriteFaultLatches(t *testing.T) {
 func TestLonghornDirectory(t *testing.T) {
 	dir := t.TempDir()
 	lhdir.WriteDir(t, dir, 42, map[int64]byte{0: 'h', 8192: 'H'}, map[int64]byte{0: 's', 4096: 'S'})
-	info, err := Inspect(dir, InspectOptions{})
+	info, err := Inspect(dir, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1<<20), info.Size)
 	require.Equal(t, "volume-head-002.img", info.Head)
@@ -333,7 +333,7 @@ func TestLonghornDirectory(t *testing.T) {
 	require.Equal(t, []string{"volume-head-002.img", "volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img"}, info.Chain)
 	require.Equal(t, int64(2*BlockSize), info.HeadAllocatedBytes)
 
-	r, err := Open(dir, Options{})
+	r, err := Open(dir, nil)
 	require.NoError(t, err)
 	got := make([]byte, 4*BlockSize)
 	_, err = r.ReadAt(got, 0)
@@ -366,7 +366,7 @@ func TestLonghornDirectory(t *testing.T) {
 	chain, _, err := Chain(dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{"volume-head-003.img", "volume-snap-after.img", "volume-snap-c8e2b5ce-3a5a-4c5f-a3f0-5c2f1b9d7e61.img"}, chain)
-	r, err = Open(dir, Options{})
+	r, err = Open(dir, nil)
 	require.NoError(t, err)
 	_, err = r.ReadAt(got, 0)
 	require.NoError(t, err)
@@ -551,13 +551,13 @@ func TestOneWriterPerDirectory(t *testing.T) {
 	dir := t.TempDir()
 	r, err := Create(dir, 1<<20, Options{})
 	require.NoError(t, err)
-	_, err = Open(dir, Options{})
+	_, err = Open(dir, nil)
 	require.ErrorIs(t, err, ErrBusy)
 	// Read-only inspection and the check still work.
-	_, err = Inspect(dir, InspectOptions{})
+	_, err = Inspect(dir, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
-	r, err = Open(dir, Options{})
+	r, err = Open(dir, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
@@ -567,7 +567,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 	// The third directory cannot be created (a file is in the way).
 	require.NoError(t, os.WriteFile(filepath.Join(root, "r2"), nil, 0o600))
 	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1"), filepath.Join(root, "r2", "x")}
-	_, err := CreateVolume(dirs, 1<<20, VolumeOptions{})
+	_, err := CreateVolume(dirs, 1<<20, nil)
 	require.Error(t, err)
 	for _, d := range dirs[:2] {
 		_, err := os.Stat(d)
@@ -579,7 +579,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 	require.NoError(t, r.Close())
 	_, err = Create(dirs[0], 1<<20, Options{})
 	require.ErrorIs(t, err, ErrExists)
-	_, err = Inspect(dirs[0], InspectOptions{})
+	_, err = Inspect(dirs[0], nil)
 	require.NoError(t, err)
 	_, err = Create(filepath.Join(root, "bad"), 1<<20, Options{Counter: 9})
 	require.Error(t, err)

@@ -20,6 +20,14 @@ type VolumeOptions struct {
 	Replica Options
 }
 
+// Validate reports options that cannot be used, with ErrInvalidOptions.
+func (o *VolumeOptions) Validate() error {
+	if o.Counter > CounterPerWrite {
+		return fmt.Errorf("%w: unknown counter mode %d", ErrInvalidOptions, o.Counter)
+	}
+	return o.Replica.Validate()
+}
+
 // Member is one replica of a volume as the engine sees it.
 type Member struct {
 	Dir    string
@@ -63,9 +71,13 @@ type Volume struct {
 }
 
 // CreateVolume creates one replica per directory, all of one new volume.
-func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error) {
+func CreateVolume(dirs []string, size int64, o *VolumeOptions) (*Volume, error) {
+	opts := orZero(o)
 	if len(dirs) == 0 {
-		return nil, errors.New("replica: create volume: no replica directories")
+		return nil, errors.New("create volume: no replica directories")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("create volume: %w", err)
 	}
 	ro := opts.Replica
 	ro.Counter = opts.Counter
@@ -95,9 +107,13 @@ func CreateVolume(dirs []string, size int64, opts VolumeOptions) (*Volume, error
 // replicas. If some replica is ERR the survivors record a new epoch first,
 // so a later start cannot take the ERR replica back. It fails with
 // ErrNoHealthyReplica when the check leaves no replica RW.
-func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
+func OpenVolume(dirs []string, o *VolumeOptions) (*Volume, error) {
+	opts := orZero(o)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("open volume: %w", err)
+	}
 	enabled := opts.Counter.Enabled()
-	rep, err := Check(dirs, CheckOptions{Counter: &enabled, Salvage: opts.Salvage, InspectOptions: InspectOptions{BootID: opts.Replica.BootID}})
+	rep, err := Check(dirs, &CheckOptions{Counter: &enabled, Salvage: opts.Salvage, InspectOptions: InspectOptions{BootID: opts.Replica.BootID}})
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +125,10 @@ func OpenVolume(dirs []string, opts VolumeOptions) (*Volume, error) {
 			anyERR = true
 			continue
 		}
-		r, err := Open(res.Dir, opts.Replica)
+		r, err := Open(res.Dir, &opts.Replica)
 		if err != nil {
 			v.Close()
-			return nil, fmt.Errorf("replica: open volume: %w", err)
+			return nil, fmt.Errorf("open volume: %w", err)
 		}
 		v.all = append(v.all, r)
 		v.epoch = max(v.epoch, r.Epoch())

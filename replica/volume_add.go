@@ -55,15 +55,16 @@ type Added struct {
 // is killed. On failure the target is dropped, closed and its incomplete
 // copy removed (as a failed Rebuild's); the volume goes on with its other
 // members. Package replica/rebuild's AddReplica calls it with its copy.
-func (v *Volume) AddReplica(ctx context.Context, target string, opts AddOptions) (Added, error) {
+func (v *Volume) AddReplica(ctx context.Context, target string, o *AddOptions) (Added, error) {
+	opts := orZero(o)
 	var add Added
 	if opts.Copy == nil {
-		return add, fmt.Errorf("replica: add replica %s: no copy function", target)
+		return add, fmt.Errorf("add replica %s: no copy function", target)
 	}
 	stage := NewStage(target, opts.Fault)
 	src, wo, tlock, err := v.joinWO(stage)
 	if err != nil {
-		return add, fmt.Errorf("replica: add replica %s: %w", target, err)
+		return add, fmt.Errorf("add replica %s: %w", target, err)
 	}
 	defer func() {
 		if tlock != nil {
@@ -79,11 +80,11 @@ func (v *Volume) AddReplica(ctx context.Context, target string, opts AddOptions)
 		err = syncDir(stage.Dir())
 	}
 	if err != nil {
-		return add, fmt.Errorf("replica: add replica %s: %w", target, v.abortWO(wo, err))
+		return add, fmt.Errorf("add replica %s: %w", target, v.abortWO(wo, err))
 	}
 	add.Revision, err = v.switchRW(src, wo, stage, names, &tlock)
 	if err != nil {
-		return add, fmt.Errorf("replica: add replica %s: %w", target, err)
+		return add, fmt.Errorf("add replica %s: %w", target, err)
 	}
 	return add, nil
 }
@@ -183,7 +184,7 @@ func (v *Volume) switchRW(src, wo *Replica, stage *Stage, names []string, lock *
 	*lock = nil
 	var r *Replica
 	if err == nil {
-		r, err = Open(target, v.opts.Replica)
+		r, err = Open(target, &v.opts.Replica)
 	}
 	if err != nil {
 		if !committed(target) {
@@ -336,7 +337,7 @@ func prepareTarget(src *Replica, st *Stage, opts Options) (wo *Replica, lock *os
 		return nil, nil, err
 	}
 	opts.rebuilding = true
-	wo, err = Open(stage, opts)
+	wo, err = Open(stage, &opts)
 	return wo, lock, err
 }
 

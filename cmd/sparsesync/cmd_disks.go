@@ -305,7 +305,7 @@ func reloadDisksOnHUP(ctx context.Context, g *globalOpts, hup <-chan os.Signal, 
 
 // disksErr prefixes err with the command's name. A sentinel of the
 // library inside it keeps its own "disks: " (only sentinels carry the
-// package name): errorLine prints it once.
+// package name): errorLine leaves the sentinel's out.
 func disksErr(err error) error {
 	return fmt.Errorf("disks: %w", err)
 }

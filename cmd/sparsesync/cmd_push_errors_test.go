@@ -255,8 +255,8 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		require.Contains(t, stderr, tc.want)
 		require.NotRegexp(t, modeString, stderr)
 		require.NotContains(t, stderr, ".sparsesync-", "no temporary name the user never gave")
-		for _, p := range libraryPrefixes {
-			require.NotContains(t, stderr, p, "no package prefix in %q", stderr)
+		for _, p := range sentinelPackages {
+			require.NotContains(t, stderr, p+": ", "no package prefix in %q", stderr)
 		}
 	}
 }

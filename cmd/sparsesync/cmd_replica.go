@@ -112,7 +112,7 @@ func runReplicaCreate(ctx context.Context, g *globalOpts, opts replicaCreateOpti
 	if err != nil {
 		return usageError{fmt.Errorf("replica create: --revision-counter: %w", err)}
 	}
-	v, err := replica.CreateVolume(dirs, size, replica.VolumeOptions{Counter: mode})
+	v, err := replica.CreateVolume(dirs, size, &replica.VolumeOptions{Counter: mode})
 	if err != nil {
 		return fmt.Errorf("replica create: %w", err)
 	}
@@ -155,7 +155,7 @@ func runReplicaInfo(ctx context.Context, g *globalOpts, opts replicaInfoOptions,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	info, err := replica.Inspect(dir, replica.InspectOptions{})
+	info, err := replica.Inspect(dir, nil)
 	if err != nil {
 		return fmt.Errorf("replica info: %w", err)
 	}
@@ -252,7 +252,7 @@ func runReplicaCheck(ctx context.Context, g *globalOpts, opts replicaCheckOption
 	default:
 		return usageError{fmt.Errorf("replica check: --revision-counter: %q is not auto, on, per-write or off", opts.counter)}
 	}
-	rep, checkErr := replica.Check(dirs, co)
+	rep, checkErr := replica.Check(dirs, &co)
 	if rep.Replicas == nil && checkErr != nil {
 		return fmt.Errorf("replica check: %w", checkErr)
 	}

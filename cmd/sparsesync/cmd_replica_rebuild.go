@@ -173,7 +173,7 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 			// that holds anything is kept (os.Remove refuses it).
 			_ = os.Remove(target)
 		}
-		return err
+		return fmt.Errorf("replica rebuild: %w", err)
 	}
 	var throttled time.Duration
 	for _, f := range st.Files {

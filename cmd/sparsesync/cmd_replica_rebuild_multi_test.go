@@ -37,7 +37,7 @@ func TestReplicaRebuildTwoRemotes(t *testing.T) {
 		"--remote", addrA+"/r1", "--remote", addrB+"/r2", src, dst)
 	require.NoError(t, err, stderr)
 	require.Zero(t, code)
-	rep, err := replica.Check([]string{src, dst}, replica.CheckOptions{})
+	rep, err := replica.Check([]string{src, dst}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{src, dst}, rep.RW)
 	a, b := filepath.Join(root, "a.img"), filepath.Join(root, "b.img")

@@ -40,7 +40,7 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	for _, k := range []string{"copied_bytes", "cloned_bytes", "unchanged_bytes"} {
 		require.Contains(t, f0, k)
 	}
-	info, err := replica.Inspect(src, replica.InspectOptions{})
+	info, err := replica.Inspect(src, nil)
 	require.NoError(t, err)
 	require.NotNil(t, info.Revision)
 	require.Positive(t, *info.Revision)
@@ -132,7 +132,7 @@ func TestReplicaRebuildCounterOff(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
 	require.Contains(t, res, "revision")
 	require.Nil(t, res["revision"])
-	info, err := replica.Inspect(filepath.Join(root, "t2"), replica.InspectOptions{})
+	info, err := replica.Inspect(filepath.Join(root, "t2"), nil)
 	require.NoError(t, err)
 	require.False(t, info.CounterEnabled)
 }

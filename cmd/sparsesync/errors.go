@@ -82,15 +82,12 @@ func report(ctx context.Context, g *globalOpts, cmd *cobra.Command, wroteStdout 
 			line += "; " + n.note()
 		}
 	} else {
-		line = errorLine(err)
-		// A library error returned as is starts with its package's
-		// prefix ("replica: rebuild ..."): the command's name replaces it.
-		msg := strings.TrimPrefix(line, "sparsesync: ")
-		for _, p := range libraryPrefixes {
-			if rest, ok := strings.CutPrefix(msg, p); ok && commandName(cmd) != "" {
-				line = "sparsesync: " + commandName(cmd) + rest
-				break
-			}
+		var unnamed bool
+		line, unnamed = renderError(err)
+		if unnamed && commandName(cmd) != "" {
+			// A library sentinel returned as is ("directory is open by
+			// another writer: ..."): the line names the command first.
+			line = "sparsesync: " + commandName(cmd) + strings.TrimPrefix(line, "sparsesync: ")
 		}
 	}
 	g.stderrLine(line)
@@ -139,23 +136,71 @@ func exitCode(ctx context.Context, err error) int {
 	}
 }
 
-// libraryPrefixes are the "pkg: " prefixes the library packages put on
-// their errors; the CLI line names the command instead.
-var libraryPrefixes = []string{"tcpsync: ", "localsync: ", "replica: ", "sparse: ", "target: ", "disks: ", "qos: "}
+// sentinelPackages are the packages whose sentinels carry their name
+// ("disks: another agent holds the disk"), which the CLI's line, naming
+// the command, leaves out. Only a sentinel's own text loses it: a path
+// such as /mnt/d1/disks in the message is never touched.
+var sentinelPackages = []string{"tcpsync", "localsync", "replica", "sparse", "target", "disks", "qos"}
+
+// libraryPrefixes are the package prefixes still put on errors that are
+// not sentinels: only tcpsync's wire, client, server and role files do.
+// The list (and its string surgery in errorLine) goes when they stop.
+var libraryPrefixes = []string{"tcpsync: "}
 
 // errorLine renders err as exactly one line for stderr, with one
-// "sparsesync: " prefix and no package prefixes repeated after the first
-// element (the command's own).
+// "sparsesync: " prefix and no package names of sentinels in it.
 func errorLine(err error) string {
+	line, _ := renderError(err)
+	return line
+}
+
+// renderError is errorLine, and whether the line names no command: err's
+// text started with a library's sentinel (or, until tcpsync's prefixes
+// go, with "tcpsync: ").
+func renderError(err error) (line string, unnamed bool) {
 	msg := strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n", " "), "sparsesync: ")
-	head, rest, ok := strings.Cut(msg, ": ")
-	if ok {
+	for _, s := range sentinels(err, nil) {
+		text := strings.ReplaceAll(s.Error(), "\n", " ")
+		pkg, bare, ok := strings.Cut(text, ": ")
+		if !ok || !slices.Contains(sentinelPackages, pkg) {
+			continue
+		}
+		if i := strings.LastIndex(msg, text); i >= 0 {
+			unnamed = unnamed || i == 0
+			msg = msg[:i] + bare + msg[i+len(text):]
+		}
+	}
+	// tcpsync's non-sentinel errors: remove with libraryPrefixes.
+	if head, rest, ok := strings.Cut(msg, ": "); ok {
 		for _, p := range libraryPrefixes {
 			rest = strings.ReplaceAll(rest, p, "")
 		}
 		msg = head + ": " + rest
 	}
-	return "sparsesync: " + msg
+	if rest, ok := strings.CutPrefix(msg, "tcpsync: "); ok {
+		msg, unnamed = rest, true
+	}
+	return "sparsesync: " + msg, unnamed
+}
+
+// sentinels appends the errors in err's tree that wrap nothing (the
+// sentinels, whose text is all their own) to dst.
+func sentinels(err error, dst []error) []error {
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return sentinels(inner, dst)
+		}
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			dst = sentinels(e, dst)
+		}
+		return dst
+	}
+	if err == nil {
+		return dst
+	}
+	return append(dst, err)
 }
 
 // stderrLine prints one line on stderr, clearing a progress bar first.

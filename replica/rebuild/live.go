@@ -42,7 +42,7 @@ func AddReplica(ctx context.Context, v *replica.Volume, target string, opts *Opt
 		st.Files = files
 		return err
 	}
-	add, err := v.AddReplica(ctx, target, replica.AddOptions{Copy: copyFiles, Fault: o.fault})
+	add, err := v.AddReplica(ctx, target, &replica.AddOptions{Copy: copyFiles, Fault: o.fault})
 	st.Source, st.Revision = add.Source, add.Revision
 	st.Elapsed = time.Since(start)
 	return st, err

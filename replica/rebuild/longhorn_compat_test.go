@@ -43,7 +43,7 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 		names := fileNames(t, dst)
 		require.NotContains(t, names, replica.RevisionCounterFile)
 		require.NotContains(t, names, replica.HeaderFile)
-		i, err := replica.Inspect(dst, replica.InspectOptions{})
+		i, err := replica.Inspect(dst, nil)
 		require.NoError(t, err)
 		require.False(t, i.CounterEnabled)
 		require.Nil(t, i.Revision)
@@ -61,14 +61,14 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	// Longhorn's start with the counter off and no salvage checks nothing
 	// (control.go): every replica stays RW. Ours agrees.
 	dirs := []string{src, local, tcp}
-	rep, err := replica.Check(dirs, replica.CheckOptions{})
+	rep, err := replica.Check(dirs, nil)
 	require.NoError(t, err)
 	require.False(t, rep.CounterEnabled)
 	require.Equal(t, dirs, rep.RW)
 
 	// Our writer opens it counter off too: no revision.counter appears
 	// (Longhorn would then read the directory as counter on).
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	p := bytes.Repeat([]byte{0x5a}, 3*replica.BlockSize)
 	_, err = r.WriteAt(p, 5000)
@@ -76,7 +76,7 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	copy(l.Model[5000:], p)
 	require.NoError(t, r.Close())
 	require.NotContains(t, fileNames(t, src), replica.RevisionCounterFile)
-	i, err := replica.Inspect(src, replica.InspectOptions{})
+	i, err := replica.Inspect(src, nil)
 	require.NoError(t, err)
 	require.False(t, i.CounterEnabled)
 	require.Equal(t, l.SHA(), exportSHA(t, src))
@@ -122,12 +122,12 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	l.Close()
 	require.Equal(t, int64(25), l.Revision)
 
-	i, err := replica.Inspect(dirs[1], replica.InspectOptions{})
+	i, err := replica.Inspect(dirs[1], nil)
 	require.NoError(t, err)
 	require.True(t, i.HasHeader)
 	require.Equal(t, int64(25), *i.Revision, "revision.counter ahead of replica.hdr")
 
-	rep, err := replica.Check(dirs, replica.CheckOptions{})
+	rep, err := replica.Check(dirs, nil)
 	require.NoError(t, err)
 	require.Equal(t, lhdir.StartCheck(t, dirs), rep.RW)
 	require.Equal(t, []string{dirs[1]}, rep.RW, "%+v", rep)
@@ -147,19 +147,19 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 			_, err = Rebuild(t.Context(), dirs[1], dst, nil)
 		}
 		require.NoError(t, err)
-		ci, err := replica.Inspect(dst, replica.InspectOptions{})
+		ci, err := replica.Inspect(dst, nil)
 		require.NoError(t, err)
 		require.Equal(t, int64(25), *ci.Revision, dst)
 		require.Equal(t, l.SHA(), exportSHA(t, dst))
 		all = append(all, dst)
 	}
-	rep, err = replica.Check(all, replica.CheckOptions{})
+	rep, err = replica.Check(all, nil)
 	require.NoError(t, err)
 	require.Equal(t, lhdir.StartCheck(t, all), rep.RW)
 	require.Equal(t, all[1:], rep.RW, "%+v", rep)
 
 	// Our Open continues from 25, and Close records 26, never 20.
-	r, err := replica.Open(dirs[1], replica.Options{})
+	r, err := replica.Open(dirs[1], nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(25), r.Revision())
 	b, err := os.ReadFile(filepath.Join(dirs[1], replica.RevisionCounterFile))
@@ -172,7 +172,7 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	require.NoError(t, err)
 	copy(l.Model, p)
 	require.NoError(t, r.Close())
-	i, err = replica.Inspect(dirs[1], replica.InspectOptions{})
+	i, err = replica.Inspect(dirs[1], nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(26), *i.Revision)
 	require.Equal(t, l.SHA(), exportSHA(t, dirs[1]))
@@ -183,7 +183,7 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	require.NoError(t, os.WriteFile(filepath.Join(m, replica.RevisionCounterFile), []byte("5"), 0o600))
-	i, err = replica.Inspect(m, replica.InspectOptions{})
+	i, err = replica.Inspect(m, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), *i.Revision)
 }
@@ -205,7 +205,7 @@ func TestCheckCountByEitherFile(t *testing.T) {
 	}
 	// b: Longhorn advanced revision.counter to 12 (header still 10).
 	require.NoError(t, os.WriteFile(filepath.Join(b, replica.RevisionCounterFile), replica.FormatRevisionCounter(12), 0o600))
-	rep, err := replica.Check([]string{a, b}, replica.CheckOptions{})
+	rep, err := replica.Check([]string{a, b}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{b}, rep.RW, "%+v", rep)
 	require.Equal(t, lhdir.StartCheck(t, []string{a, b}), rep.RW)
@@ -258,7 +258,7 @@ func TestLonghornRawBackingFile(t *testing.T) {
 	require.Equal(t, l.SHA(), sha256.Sum256(got), "OpenChain")
 
 	// Our writer reads the backing file under an unaligned write.
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	p := []byte("over the backing file")
 	_, err = r.WriteAt(p, 1<<20+300)
@@ -311,7 +311,7 @@ func TestQcow2BackingFileRefused(t *testing.T) {
 	_, err := replica.OpenChain(src)
 	require.ErrorIs(t, err, replica.ErrBackingFormat)
 	require.Contains(t, err.Error(), "qcow2")
-	_, err = replica.Open(src, replica.Options{})
+	_, err = replica.Open(src, nil)
 	require.ErrorIs(t, err, replica.ErrBackingFormat)
 	_, err = replica.Export(t.Context(), src, filepath.Join(root, "out.img"), nil)
 	require.ErrorIs(t, err, replica.ErrBackingFormat)
@@ -389,7 +389,7 @@ func TestLonghornExpandedOpensForWrite(t *testing.T) {
 	l.Close()
 	require.Equal(t, l.SHA(), exportSHA(t, src))
 
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(2<<20), r.Size())
 	p := bytes.Repeat([]byte("tail"), 1000) // unaligned, across the old end
@@ -551,13 +551,13 @@ func TestLonghornRemovedAndUnmapMarkChain(t *testing.T) {
 	require.Equal(t, l.SHA(), exportSHA(t, src), "a Removed snapshot is still read")
 
 	// Without the setting, s2 is not Removed: nothing is discarded.
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Unmap(0, 64<<10))
 	require.NoError(t, r.Close())
 	require.Equal(t, l.SHA(), exportSHA(t, src))
 
-	r, err = replica.Open(src, replica.Options{UnmapMarkSnapChainRemoved: true})
+	r, err = replica.Open(src, &replica.Options{UnmapMarkSnapChainRemoved: true})
 	require.NoError(t, err)
 	require.NoError(t, r.Unmap(4096, 256<<10))
 	clear(l.Model[4096 : 4096+256<<10])
@@ -586,7 +586,7 @@ func TestLonghornEncryptedCarriedAsIs(t *testing.T) {
 	l.RandomWrites(30) // random bytes stand for ciphertext
 	l.Close()
 	require.Equal(t, l.SHA(), exportSHA(t, src))
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	dst := filepath.Join(root, "dst")
@@ -613,7 +613,7 @@ func TestAddReplicaKeepsRevertedBranch(t *testing.T) {
 	l.Revert("s1")
 	l.RandomWrites(10)
 	l.Close()
-	v, err := replica.OpenVolume([]string{src}, replica.VolumeOptions{Counter: replica.CounterOn})
+	v, err := replica.OpenVolume([]string{src}, &replica.VolumeOptions{Counter: replica.CounterOn})
 	require.NoError(t, err)
 	dst := filepath.Join(root, "dst")
 	_, err = AddReplica(t.Context(), v, dst, nil)
@@ -650,7 +650,7 @@ func TestBackingFilePathResolution(t *testing.T) {
 	require.ErrorContains(t, err, filepath.Join(src, replica.VolumeMetaFile))
 
 	require.NoError(t, os.RemoveAll(bdir))
-	_, err = replica.Open(src, replica.Options{})
+	_, err = replica.Open(src, nil)
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, filepath.Join(src, replica.VolumeMetaFile))
 }
@@ -675,7 +675,7 @@ func TestLonghornScale(t *testing.T) {
 	_, err := Rebuild(t.Context(), src, dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, l.SHA(), exportSHA(t, dst))
-	rep, err := replica.Check([]string{src, dst}, replica.CheckOptions{})
+	rep, err := replica.Check([]string{src, dst}, nil)
 	require.NoError(t, err)
 	require.Equal(t, lhdir.StartCheck(t, []string{src, dst}), rep.RW)
 	require.Len(t, rep.RW, 2)
@@ -702,7 +702,7 @@ func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
 			if counter {
 				mode = replica.CounterOn
 			}
-			v, err := replica.OpenVolume([]string{src}, replica.VolumeOptions{Counter: mode})
+			v, err := replica.OpenVolume([]string{src}, &replica.VolumeOptions{Counter: mode})
 			require.NoError(t, err)
 			dst := filepath.Join(root, "dst")
 			_, err = AddReplica(t.Context(), v, dst, &Options{fault: func(step, name string) error {
@@ -721,7 +721,7 @@ func TestAddReplicaFailureLeavesNothingAdoptable(t *testing.T) {
 			require.NoError(t, v.Close())
 			require.Empty(t, adoptable(t, dst), "after Close")
 			require.Equal(t, l.SHA(), exportSHA(t, src))
-			_, err = replica.Inspect(dst, replica.InspectOptions{})
+			_, err = replica.Inspect(dst, nil)
 			require.Error(t, err)
 		})
 	}
@@ -757,11 +757,11 @@ func TestLonghornDeleteThenRecreate(t *testing.T) {
 	l1.RandomWrites(5)
 	l1.Close()
 
-	i, err := replica.Inspect(old, replica.InspectOptions{})
+	i, err := replica.Inspect(old, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), *i.Revision, "the old header's count")
 	dirs := []string{old, l1.Dir}
-	rep, err := replica.Check(dirs, replica.CheckOptions{})
+	rep, err := replica.Check(dirs, nil)
 	require.NoError(t, err)
 	require.Equal(t, lhdir.StartCheck(t, dirs), rep.RW)
 	require.Equal(t, []string{l1.Dir}, rep.RW, "%+v", rep)
@@ -770,11 +770,11 @@ func TestLonghornDeleteThenRecreate(t *testing.T) {
 	dst := filepath.Join(root, "copy")
 	_, err = Rebuild(t.Context(), old, dst, nil)
 	require.NoError(t, err)
-	i, err = replica.Inspect(dst, replica.InspectOptions{})
+	i, err = replica.Inspect(dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), *i.Revision)
 	require.Equal(t, l0.SHA(), exportSHA(t, dst))
-	r, err = replica.Open(old, replica.Options{})
+	r, err = replica.Open(old, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), r.Revision())
 	p := bytes.Repeat([]byte{9}, replica.BlockSize)
@@ -782,7 +782,7 @@ func TestLonghornDeleteThenRecreate(t *testing.T) {
 	require.NoError(t, err)
 	copy(l0.Model[4096:], p)
 	require.NoError(t, r.Close())
-	i, err = replica.Inspect(old, replica.InspectOptions{})
+	i, err = replica.Inspect(old, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), *i.Revision)
 	require.Equal(t, l0.SHA(), exportSHA(t, old))

@@ -157,10 +157,10 @@ func Rebuild(ctx context.Context, source, target string, opts *Options) (Stats, 
 	}
 	st := Stats{Source: source, Target: target}
 	if source == "" && o.Remote == "" {
-		return st, errors.New("replica: rebuild: neither a local source nor a remote server")
+		return st, errors.New("rebuild: neither a local source nor a remote server")
 	}
 	if source != "" && replica.SameDir(source, target) {
-		return st, fmt.Errorf("replica: rebuild %s: source and target are the same directory", target)
+		return st, fmt.Errorf("rebuild %s: source and target are the same directory", target)
 	}
 	if err := os.MkdirAll(target, 0o700); err != nil {
 		return st, err
@@ -178,7 +178,7 @@ func Rebuild(ctx context.Context, source, target string, opts *Options) (Stats, 
 		// holds it.
 		if !o.SourceLocked {
 			if sl, err := replica.LockDir(source); errors.Is(err, replica.ErrBusy) {
-				return st, fmt.Errorf("replica: rebuild from %w", err)
+				return st, fmt.Errorf("rebuild from %w", err)
 			} else if err == nil {
 				defer sl.Close()
 			}
@@ -202,7 +202,7 @@ func Rebuild(ctx context.Context, source, target string, opts *Options) (Stats, 
 		if perr := replica.NewStage(target, nil).Purge(); perr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the incomplete copy: %w", perr))
 		}
-		return st, fmt.Errorf("replica: rebuild %s: %w", target, err)
+		return st, fmt.Errorf("rebuild %s: %w", target, err)
 	}
 	return st, nil
 }

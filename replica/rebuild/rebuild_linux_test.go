@@ -76,7 +76,7 @@ func TestRebuildCrossFilesystem(t *testing.T) {
 	require.Zero(t, sum(st.Files, func(f File) int64 { return f.ClonedBytes }))
 	require.GreaterOrEqual(t, sum(st.Files, copied), int64(24<<20))
 
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("c"), 3*replica.BlockSize), 10<<20)
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestRebuildKilled(t *testing.T) {
 		_ = cmd.Wait()
 		state, _ := os.ReadFile(ready)
 		finished := string(state) == "D"
-		r, err := replica.Open(dst, replica.Options{})
+		r, err := replica.Open(dst, nil)
 		if err == nil {
 			r.Close()
 		}
@@ -205,9 +205,9 @@ func TestRebuildKilled(t *testing.T) {
 		} else {
 			interrupted++
 			require.Error(t, err, "rep %d: killed after %v, the target opens", rep, delay)
-			_, cerr := replica.Check([]string{src, dst}, replica.CheckOptions{})
+			_, cerr := replica.Check([]string{src, dst}, nil)
 			require.NoError(t, cerr)
-			rep, _ := replica.Check([]string{src, dst}, replica.CheckOptions{})
+			rep, _ := replica.Check([]string{src, dst}, nil)
 			require.Equal(t, []string{src}, rep.RW, "the start check takes the interrupted target")
 		}
 		t.Logf("rep %d (tcp=%v): killed after %v; finished=%v, open error: %v", rep, rep%2 == 1, delay, finished, err)

@@ -31,7 +31,7 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	root := t.TempDir()
 	dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1")}
 	const size = 32 << 20
-	v, err := replica.CreateVolume(dirs, size, replica.VolumeOptions{Counter: replica.CounterOn})
+	v, err := replica.CreateVolume(dirs, size, &replica.VolumeOptions{Counter: replica.CounterOn})
 	require.NoError(t, err)
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < size; off += 4 << 20 {
@@ -127,12 +127,12 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 	for _, d := range all[1:] {
 		require.True(t, bytes.Equal(want, exportBytes(t, d)), "%s differs from r0", d)
 	}
-	rep, err := replica.Check(all, replica.CheckOptions{})
+	rep, err := replica.Check(all, nil)
 	require.NoError(t, err)
 	require.Equal(t, all, rep.RW, "%+v", rep)
-	i0, err := replica.Inspect(dirs[0], replica.InspectOptions{})
+	i0, err := replica.Inspect(dirs[0], nil)
 	require.NoError(t, err)
-	i2, err := replica.Inspect(target, replica.InspectOptions{})
+	i2, err := replica.Inspect(target, nil)
 	require.NoError(t, err)
 	require.Equal(t, *i0.Revision, *i2.Revision)
 	require.Equal(t, i0.Epoch, i2.Epoch)

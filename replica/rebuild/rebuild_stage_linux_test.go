@@ -172,7 +172,7 @@ func runStaged(t *testing.T, mode, source, target string, hook func(step, name s
 		_, err := Rebuild(t.Context(), "", target, o)
 		return err
 	case "add":
-		v, err := replica.OpenVolume([]string{source}, replica.VolumeOptions{})
+		v, err := replica.OpenVolume([]string{source}, nil)
 		if err != nil {
 			return err
 		}
@@ -208,7 +208,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 	oldSHA := exportSHA(t, old)
 	oldNames := fileNames(t, old)
 	// The source moves on: a new snapshot s3, new data, head 3.
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	buf := coldread.AlignedBuffer(64 << 10)
 	for i := range buf {
@@ -242,7 +242,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 		t.Helper()
 		adopted, why := longhornAdopts(target)
 		top := slices.DeleteFunc(fileNames(t, target), func(n string) bool { return n == replica.StagingDir })
-		r, oerr := replica.Open(target, replica.Options{})
+		r, oerr := replica.Open(target, nil)
 		if oerr == nil {
 			require.NoError(t, r.Close())
 			require.NoDirExists(t, filepath.Join(target, replica.StagingDir), "%s: Open keeps a committed rebuild's staging directory", what)
@@ -264,7 +264,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 			}
 		} else {
 			require.ErrorIs(t, oerr, replica.ErrRebuilding, "%s", what)
-			rep, err := replica.Check([]string{source, target}, replica.CheckOptions{})
+			rep, err := replica.Check([]string{source, target}, nil)
 			require.NoError(t, err)
 			require.Equal(t, []string{source}, rep.RW, "%s: the start check takes the target", what)
 		}

@@ -71,16 +71,16 @@ func exportBytes(t testing.TB, dir string) []byte {
 func requireSameReplica(t testing.TB, source, target string) {
 	t.Helper()
 	requireSameVolume(t, source, target)
-	si, err := replica.Inspect(source, replica.InspectOptions{})
+	si, err := replica.Inspect(source, nil)
 	require.NoError(t, err)
-	ti, err := replica.Inspect(target, replica.InspectOptions{})
+	ti, err := replica.Inspect(target, nil)
 	require.NoError(t, err)
 	require.Equal(t, si.Revision, ti.Revision)
 	require.Equal(t, si.Chain, ti.Chain)
-	rep, err := replica.Check([]string{source, target}, replica.CheckOptions{})
+	rep, err := replica.Check([]string{source, target}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{source, target}, rep.RW, "%+v", rep)
-	r, err := replica.Open(target, replica.Options{})
+	r, err := replica.Open(target, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
@@ -151,7 +151,7 @@ func TestRebuildLocalIncremental(t *testing.T) {
 
 	// One more write and a snapshot on the source: the old head of the
 	// target is gone, the new files are copied, the counter follows.
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("x"), 4096), 1<<20)
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestRebuildRefusesSameDirAndLiveSource(t *testing.T) {
 	require.Error(t, err)
 	requireSameReplicaSelf(t, src)
 
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	dst := filepath.Join(t.TempDir(), "dst")
 	_, err = Rebuild(t.Context(), src, dst, nil)
@@ -200,7 +200,7 @@ func TestRebuildSourceLocked(t *testing.T) {
 }
 
 func requireSameReplicaSelf(t *testing.T, dir string) {
-	r, err := replica.Open(dir, replica.Options{})
+	r, err := replica.Open(dir, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
@@ -269,7 +269,7 @@ func TestRebuildTCPOnlyIncremental(t *testing.T) {
 	require.Equal(t, PathTCP, st.Path)
 	requireSameReplica(t, src, dst)
 
-	r, err := replica.Open(src, replica.Options{})
+	r, err := replica.Open(src, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("z"), 8192), 3<<20)
 	require.NoError(t, err)
@@ -301,7 +301,7 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 	require.ErrorIs(t, err, replica.ErrCorrupt)
 	require.ErrorContains(t, err, "volume.meta")
 	// The failed rebuild removed its incomplete copy (purgeFailed).
-	_, err = replica.Open(dst, replica.Options{})
+	_, err = replica.Open(dst, nil)
 	require.ErrorIs(t, err, replica.ErrNotReplica)
 	require.Empty(t, adoptable(t, dst))
 	for _, bad := range []string{"..", ".", "volume.meta", "volume-snap-../x.img", "volume-snap-.img", "x.img"} {
@@ -328,7 +328,7 @@ func TestRebuildLonghornDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(42), n)
 	require.NotContains(t, fileNames(t, dst), replica.HeaderFile)
-	i, err := replica.Inspect(dst, replica.InspectOptions{})
+	i, err := replica.Inspect(dst, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(42), *i.Revision)
 	require.False(t, i.HasHeader)

@@ -272,7 +272,7 @@ func TestKillDuringMove(t *testing.T) {
 		// says (the record's phase), is one replica check accepts, with
 		// the content it had.
 		auth := authoritative(t, dirs, name)
-		rpt, err := replica.Check([]string{auth}, replica.CheckOptions{})
+		rpt, err := replica.Check([]string{auth}, nil)
 		require.NoError(t, err, "rep %d: killed after %q: %s", rep, last, auth)
 		require.Equal(t, []string{auth}, rpt.RW, "rep %d: killed after %q: %s", rep, last, auth)
 		require.Equal(t, sums[name], exportSum(t, auth), "rep %d: killed after %q: %s", rep, last, auth)

@@ -134,7 +134,7 @@ func checkClean(t *testing.T, cfg disks.Config, sums map[string]string) map[stri
 		require.True(t, ok, "replica %s is on no disk", name)
 		dir := filepath.Join(diskPath(cfg, d), name)
 		require.Equal(t, sums[name], exportSum(t, dir), "replica %s on %s: content changed", name, d)
-		rpt, err := replica.Check([]string{dir}, replica.CheckOptions{})
+		rpt, err := replica.Check([]string{dir}, nil)
 		require.NoError(t, err)
 		require.Equal(t, []string{dir}, rpt.RW, "replica %s on %s does not pass the start check", name, d)
 	}

@@ -90,7 +90,7 @@ func (a *Agent) scan(ctx context.Context) ([]DiskState, []Replica, error) {
 				continue
 			}
 			dir := filepath.Join(d.Path, e.Name())
-			info, err := replica.Inspect(dir, replica.InspectOptions{})
+			info, err := replica.Inspect(dir, nil)
 			if errors.Is(err, replica.ErrNotReplica) && !hasVolumeMeta(dir) {
 				a.emit(Event{Kind: EventIgnored, Replica: e.Name(), From: d.Name, Reason: notReplicaReason(dir)})
 				continue

@@ -166,11 +166,11 @@ func (a *Agent) copyAndCommit(ctx context.Context, in *intent, p movePaths, ev E
 // size, chain, counter mode, revision and epoch (Rebuild has compared every
 // file's bytes already).
 func sameReplica(src, dst string) error {
-	si, err := replica.Inspect(src, replica.InspectOptions{})
+	si, err := replica.Inspect(src, nil)
 	if err != nil {
 		return err
 	}
-	di, err := replica.Inspect(dst, replica.InspectOptions{})
+	di, err := replica.Inspect(dst, nil)
 	if err != nil {
 		return err
 	}

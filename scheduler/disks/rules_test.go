@@ -86,7 +86,7 @@ func TestRules(t *testing.T) {
 		empty(t, d[:]...)
 		sums := map[string]string{}
 		fill(t, d[0], 0, 1, sums)
-		w, err := replica.Open(filepath.Join(d[0], repName(0)), replica.Options{})
+		w, err := replica.Open(filepath.Join(d[0], repName(0)), nil)
 		require.NoError(t, err)
 		res, rec := pass(t, base())
 		require.Len(t, res.Planned, 1)
@@ -108,7 +108,7 @@ func TestRules(t *testing.T) {
 		var openErr error
 		disks.SetStepHook(&cfg, func(step string) {
 			if step == "copy" {
-				r, err := replica.Open(filepath.Join(d[0], repName(0)), replica.Options{})
+				r, err := replica.Open(filepath.Join(d[0], repName(0)), nil)
 				if err == nil {
 					r.Close()
 				}
