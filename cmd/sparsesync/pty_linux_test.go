@@ -2,9 +2,10 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,14 +32,44 @@ func openPTY(t *testing.T) (tty *os.File, output func() string) {
 	require.NoError(t, err)
 	termios.Oflag &^= unix.OPOST
 	require.NoError(t, unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, termios))
-	var buf bytes.Buffer
+	var (
+		mu  sync.Mutex
+		buf bytes.Buffer
+	)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(&buf, master) // ends with EIO once the terminal side is closed
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			mu.Lock()
+			buf.Write(b[:n])
+			mu.Unlock()
+			if err != nil {
+				return // EIO once the terminal side is closed
+			}
+		}
 	}()
 	t.Setenv("TERM", "xterm")
 	return tty, func() string {
+		// Read everything written before closing the terminal side: what
+		// the reader has not taken by then may be lost with the hangup
+		// (seen under load: a whole bar missing). A marker written last
+		// says the reader has caught up.
+		const marker = "\x00pty-end\x00"
+		_, err := tty.WriteString(marker)
+		require.NoError(t, err)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			got := strings.Contains(buf.String(), marker)
+			mu.Unlock()
+			if got {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("pty reader did not catch up")
+			}
+		}
 		tty.Close()
 		select {
 		case <-done:
@@ -46,7 +77,10 @@ func openPTY(t *testing.T) (tty *os.File, output func() string) {
 			t.Fatal("pty reader did not finish")
 		}
 		master.Close()
-		return buf.String()
+		mu.Lock()
+		defer mu.Unlock()
+		out, _, _ := strings.Cut(buf.String(), marker)
+		return out
 	}
 }
 
