@@ -293,6 +293,10 @@ func reportable(err error) bool {
 func unblock(ctx context.Context, c net.Conn) (stop func() bool) {
 	return context.AfterFunc(ctx, func() {
 		if reportable(context.Cause(ctx)) {
+			if cc, ok := c.(interface{ cutReads() }); ok {
+				cc.cutReads() // no later re-arm undoes it
+				return
+			}
 			_ = c.SetReadDeadline(time.Now())
 			return
 		}

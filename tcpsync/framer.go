@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,45 @@ type countingConn struct {
 type sessionConn struct {
 	m    atomic.Pointer[meter] // the session's budget, once it has one
 	idle atomic.Int64          // the framer's idle read deadline (ns), once armed
+
+	// mu orders the read deadline's re-arming against cutReads: once the
+	// reads are cut, no re-arm (a frame read, a write counted as progress,
+	// a wait on the budget) may push the deadline back, or a reader that
+	// the cut should have woken waits out the whole idle timeout (seen
+	// under load: a pull's server stuck for its idle timeout after its
+	// source changed, its writes finishing the frames in flight having
+	// re-armed the deadline the failure had just set).
+	mu  sync.Mutex
+	cut bool
+}
+
+// SetReadDeadline sets the read deadline, or keeps it in the past once
+// the reads are cut.
+func (c countingConn) SetReadDeadline(t time.Time) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.s.cut {
+		t = time.Now()
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline sets both deadlines, the read one as SetReadDeadline does.
+func (c countingConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
+}
+
+// cutReads makes every read fail at once from now on, whatever re-arms
+// the deadline later; writes go on (a failing session finishes the frames
+// in flight and sends its ERROR).
+func (c countingConn) cutReads() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.s.cut = true
+	_ = c.Conn.SetReadDeadline(time.Now())
 }
 
 // Read charges what arrived to the wire budget, after it arrived; while
@@ -114,7 +154,7 @@ func (c countingConn) Write(b []byte) (int, error) {
 		if n > 0 {
 			c.out.wd.Load().progress(int64(n))
 			if idle := time.Duration(c.s.idle.Load()); idle > 0 {
-				_ = c.Conn.SetReadDeadline(time.Now().Add(idle))
+				_ = c.SetReadDeadline(time.Now().Add(idle))
 			}
 		}
 		done += n
@@ -184,7 +224,7 @@ func (f *framer) firstBytes() []byte {
 // before any buffer grows.
 func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 	if f.idle > 0 {
-		_ = f.c.SetReadDeadline(time.Now().Add(f.idle))
+		_ = f.cc.SetReadDeadline(time.Now().Add(f.idle))
 	}
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 		return 0, 0, nil, fmt.Errorf("reading frame header: %w", unexpected(err))
@@ -315,7 +355,7 @@ func (f *framer) limit(ctx context.Context, b qos.Budget) error {
 	if b.Read == nil && b.Write == nil && b.Wire == nil {
 		return nil
 	}
-	m := &meter{b: b, ctx: ctx, conn: f.c, idle: f.idle, wd: f.wd}
+	m := &meter{b: b, ctx: ctx, conn: f.cc, idle: f.idle, wd: f.wd}
 	f.m = m
 	f.cc.s.m.Store(m)
 	return m.wait(b.Wire, f.in.n.Load()+f.out.n.Load())

@@ -233,7 +233,7 @@ func (r *receiver) stream(ctx context.Context) error {
 	g, gctx := newGroup(ctx)
 	// A failure anywhere unblocks the connection (unblock), so no
 	// goroutine of the group can stay stuck in the socket.
-	stop := unblock(gctx, r.f.c)
+	stop := unblock(gctx, r.f.cc)
 	defer stop()
 	q := newSendq(r.f, window+4)
 	own := make(chan *ownHashes, 2)

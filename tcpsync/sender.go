@@ -171,7 +171,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	g, gctx := newGroup(ctx)
 	// A failure anywhere unblocks the connection (unblock), so no
 	// goroutine of the group can stay stuck in the socket.
-	stop := unblock(gctx, s.f.c)
+	stop := unblock(gctx, s.f.cc)
 	defer stop()
 	s.q = newSendq(s.f, 256)
 	s.pool = newBufPool(nBuffers, maxDataPayload)
