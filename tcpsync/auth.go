@@ -30,14 +30,20 @@ const (
 	// maxExtents entries, bounded only by its session memory budget
 	// (both sides set it). Without it a map carries at most maxExtents.
 	featWideMaps = 1 << 4
+	// featGMAC says the peer tags frames with AES-GMAC (mac.go); when
+	// both sides set it they do, else with HMAC-SHA256.
+	featGMAC = 1 << 5
 )
 
 // ourFeatures is what our HELLO announces: everything, less wide maps
 // when f plays an older peer (tests).
 func ourFeatures(f *framer, noAuth bool) uint32 {
-	feat := uint32(featKeepalive | featWorked | featWideMaps)
+	feat := uint32(featKeepalive | featWorked | featWideMaps | featGMAC)
 	if f.narrowMaps {
 		feat &^= featWideMaps
+	}
+	if f.hmacOnly {
+		feat &^= featGMAC
 	}
 	if noAuth {
 		feat |= featNoAuth
@@ -127,12 +133,15 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	f.keepalive = srv.features&featKeepalive != 0
 	f.worked = srv.features&featWorked != 0
 	f.wideMaps = srv.features&featWideMaps != 0 && !f.narrowMaps
+	f.gmac = srv.features&featGMAC != 0 && !f.hmacOnly
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
 		if !noAuth {
 			return 0, fmt.Errorf("%w: the server does not authenticate itself (it runs with --no-auth) but we have a token", ErrUnauthorized)
 		}
-		f.authenticate(nil, t, true)
+		if err := f.authenticate(nil, t, true); err != nil {
+			return 0, err
+		}
 		return sessionSeed(nil, t), nil
 	}
 	if noAuth {
@@ -148,7 +157,9 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if !hmac.Equal(sp, proof(token, "server", t)) {
 		return 0, fmt.Errorf("%w: the server could not prove it holds the token", ErrUnauthorized)
 	}
-	f.authenticate(token, t, true)
+	if err := f.authenticate(token, t, true); err != nil {
+		return 0, err
+	}
 	return sessionSeed(token, t), nil
 }
 
@@ -167,13 +178,16 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	f.keepalive = cli.features&featKeepalive != 0
 	f.worked = cli.features&featWorked != 0
 	f.wideMaps = cli.features&featWideMaps != 0 && !f.narrowMaps
+	f.gmac = cli.features&featGMAC != 0 && !f.hmacOnly
 	sh := newHello(ourFeatures(f, noAuth)).marshal()
 	if err := f.send(fHello, 0, sh); err != nil {
 		return 0, err
 	}
 	t := transcript(f, ch, sh)
 	if noAuth {
-		f.authenticate(nil, t, false)
+		if err := f.authenticate(nil, t, false); err != nil {
+			return 0, err
+		}
 		return sessionSeed(nil, t), nil
 	}
 	// Not f.expect: a frame other than AUTH (or ERROR) is a failed login
@@ -199,6 +213,8 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	if err := f.send(fAuth, 0, proof(token, "server", t)); err != nil {
 		return 0, err
 	}
-	f.authenticate(token, t, false)
+	if err := f.authenticate(token, t, false); err != nil {
+		return 0, err
+	}
 	return sessionSeed(token, t), nil
 }

@@ -310,7 +310,11 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	}
 	f := newFramer(conn)
 	f.narrowMaps = c.hooks != nil && c.hooks.narrowMaps
+	f.hmacOnly = c.hooks != nil && c.hooks.hmacOnly
 	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)
+	if err == nil && c.hooks != nil && c.hooks.agreedMAC != nil {
+		c.hooks.agreedMAC(f.gmac)
+	}
 	switch {
 	case err == nil:
 	case f.in.n.Load() > 0 && !f.heardFrame && (errors.Is(err, ErrProtocol) || errors.Is(err, ErrFrameTooLarge)):

@@ -14,7 +14,7 @@ import (
 )
 
 // cpuTime is the process's user and system CPU time so far.
-func cpuTime(t *testing.T) time.Duration {
+func cpuTime(t testing.TB) time.Duration {
 	var ru syscall.Rusage
 	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

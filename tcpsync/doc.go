@@ -18,7 +18,8 @@
 //	server → client  HELLO
 //	client → server  AUTH  HMAC-SHA256(token, "client" ‖ SHA-256(hellos ‖ TLS exporter))
 //	server → client  AUTH  the same with "server": mutual authentication
-//	then every frame in both directions carries HMAC-SHA256 tags (mac.go):
+//	then every frame in both directions carries tags (mac.go): AES-GMAC,
+//	or HMAC-SHA256 with a peer without featGMAC:
 //	header ‖ 8-byte header tag ‖ body ‖ 16-byte tag, keyed per direction
 //	from the token and the transcript, over a sequence number
 //	client → server  OPEN  push|pull, flags, block size, relative path

@@ -58,6 +58,10 @@ type framer struct {
 	// entries (featWideMaps in both HELLOs); narrowMaps makes this side
 	// play an older peer that does not (tests).
 	wideMaps, narrowMaps bool
+	// gmac says frames are tagged with AES-GMAC (featGMAC in both
+	// HELLOs); hmacOnly makes this side play an older peer without it
+	// (tests).
+	gmac, hmacOnly bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte
@@ -250,16 +254,20 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 		}
 		f.budget -= headerLen + n
 	}
-	if cap(f.rbuf) < n+tagLen {
-		f.rbuf = make([]byte, 0, max(n+tagLen, min(2*cap(f.rbuf), maxDataFrame+bodyTagLen)))
+	// The buffer holds header ‖ body ‖ tag, so the body tag is computed
+	// over one slice (GMAC takes its message whole).
+	if cap(f.rbuf) < headerLen+n+tagLen {
+		f.rbuf = make([]byte, 0, max(headerLen+n+tagLen, min(2*cap(f.rbuf), headerLen+maxDataFrame+bodyTagLen)))
 	}
-	body := f.rbuf[:n+tagLen]
+	frame := f.rbuf[:headerLen+n+tagLen]
+	copy(frame, f.hdr[:])
+	body := frame[headerLen:]
 	if _, err := io.ReadFull(f.r, body); err != nil {
 		return 0, 0, nil, fmt.Errorf("reading %s body: %w", t, unexpected(err))
 	}
 	if f.rmac != nil {
 		seq := f.rmac.seq
-		if !hmac.Equal(body[n:], f.rmac.bodyTag(f.hdr[:], body[:n])) {
+		if !hmac.Equal(body[n:], f.rmac.frameTag(frame[:headerLen+n])) {
 			return 0, 0, nil, integrityErr(t.String(), seq)
 		}
 	}
@@ -365,12 +373,32 @@ func (f *framer) limit(ctx context.Context, b qos.Budget) error {
 // from token and the transcript t; client tells the direction.
 // It also gives the framer its session buffers: a connection gets them
 // when its peer is authenticated, not when it is accepted.
-func (f *framer) authenticate(token, t []byte, client bool) {
+func (f *framer) authenticate(token, t []byte, client bool) error {
 	f.grow()
-	c2s, s2c := proof(token, "mac c2s", t), proof(token, "mac s2c", t)
-	if client {
-		f.smac, f.rmac = newMacer(c2s), newMacer(s2c)
-	} else {
-		f.smac, f.rmac = newMacer(s2c), newMacer(c2s)
+	label := "mac"
+	if f.gmac {
+		label = "gmac"
 	}
+	c2s, err := f.newMacer(proof(token, label+" c2s", t))
+	if err != nil {
+		return err
+	}
+	s2c, err := f.newMacer(proof(token, label+" s2c", t))
+	if err != nil {
+		return err
+	}
+	if client {
+		f.smac, f.rmac = c2s, s2c
+	} else {
+		f.smac, f.rmac = s2c, c2s
+	}
+	return nil
+}
+
+// newMacer returns a macer of the kind the peers agreed on.
+func (f *framer) newMacer(key []byte) (*macer, error) {
+	if f.gmac {
+		return newGMACer(key)
+	}
+	return newMacer(key), nil
 }

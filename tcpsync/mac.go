@@ -1,6 +1,8 @@
 package tcpsync
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -14,56 +16,108 @@ import (
 // Nothing of it was used.
 var ErrIntegrity = errors.New("tcpsync: integrity check failed: a frame was changed on the way")
 
-// Frame authentication. After the handshake every frame carries two
-// HMAC-SHA256 tags under a key per direction, derived from the token and
-// the transcript (both nonces, and the TLS exporter when there is TLS):
+// Frame authentication. After the handshake every frame carries two tags
+// under a key per direction, derived from the token and the transcript
+// (both nonces, and the TLS exporter when there is TLS):
 //
 //	header (8) | header tag (8) | body | body tag (16)
-//	header tag = HMAC(key, "H" ‖ seq ‖ header)[:8]
-//	body tag   = HMAC(key, "B" ‖ seq ‖ header ‖ body)[:16]
+//	header tag = MAC(key, "H", seq, header)[:8]
+//	body tag   = MAC(key, "B", seq, header ‖ body)[:16]
 //
 // seq counts the frames of the direction from 0, so a dropped, replayed
 // or reordered frame fails like a changed one. The header tag is checked
 // before the length is trusted: a changed length is caught at once, never
 // read as a wait for bytes that do not come.
+//
+// MAC is AES-256-GMAC when both HELLOs announce featGMAC: GCM with no
+// plaintext and the message as its additional data, under a 96-bit nonce
+// of the kind byte, three zero bytes and seq, which is unique for the key
+// (a key serves one direction of one session, seq never wraps within a
+// session: it would take 2^64 frames). With AES-NI and carry-less
+// multiplication it tags about 4x faster than HMAC-SHA256 with SHA-NI
+// (BenchmarkFrameMAC). A peer without featGMAC gets HMAC-SHA256:
+// HMAC(key, kind ‖ seq ‖ message), as before the feature.
 const (
 	headerTagLen = 8
 	bodyTagLen   = 16
 )
 
-// macer computes one direction's tags.
+// macer computes one direction's tags. Not safe for concurrent use: a
+// direction is written by one goroutine and read by one.
 type macer struct {
-	h   hash.Hash
-	seq uint64
-	sum []byte
-	pre [9]byte
+	h     hash.Hash   // HMAC-SHA256; nil when g is set
+	g     cipher.AEAD // AES-256-GCM used as GMAC
+	seq   uint64
+	sum   []byte
+	pre   [9]byte
+	nonce [12]byte
+	// msg gathers header ‖ body for GMAC when the body comes in parts
+	// (at most a DATA frame and its header: within sessionFixed).
+	msg []byte
 }
 
+// newMacer returns an HMAC-SHA256 macer under key.
 func newMacer(key []byte) *macer { return &macer{h: hmac.New(sha256.New, key)} }
 
-func (m *macer) start(kind byte, hdr []byte) {
+// newGMACer returns an AES-256-GMAC macer under key (32 bytes).
+func newGMACer(key []byte) (*macer, error) {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("frame MAC key: %w", err)
+	}
+	g, err := cipher.NewGCM(b)
+	if err != nil {
+		return nil, fmt.Errorf("frame MAC key: %w", err)
+	}
+	return &macer{g: g}, nil
+}
+
+// tag computes the tag of kind at the current seq over msg, which is
+// whole when body is nil, else followed by the parts of body.
+func (m *macer) tag(kind byte, msg []byte, body [][]byte) []byte {
+	if m.g != nil {
+		m.nonce[0] = kind
+		binary.LittleEndian.PutUint64(m.nonce[4:], m.seq)
+		if len(body) > 0 {
+			m.msg = append(m.msg[:0], msg...)
+			for _, p := range body {
+				m.msg = append(m.msg, p...)
+			}
+			msg = m.msg
+		}
+		m.sum = m.g.Seal(m.sum[:0], m.nonce[:], nil, msg)
+		return m.sum
+	}
 	m.h.Reset()
 	m.pre[0] = kind
 	binary.LittleEndian.PutUint64(m.pre[1:], m.seq)
 	m.h.Write(m.pre[:])
-	m.h.Write(hdr)
-}
-
-func (m *macer) headerTag(hdr []byte) []byte {
-	m.start('H', hdr)
-	m.sum = m.h.Sum(m.sum[:0])
-	return m.sum[:headerTagLen]
-}
-
-// bodyTag returns the body tag and moves to the next frame.
-func (m *macer) bodyTag(hdr []byte, parts ...[]byte) []byte {
-	m.start('B', hdr)
-	for _, p := range parts {
+	m.h.Write(msg)
+	for _, p := range body {
 		m.h.Write(p)
 	}
 	m.sum = m.h.Sum(m.sum[:0])
+	return m.sum
+}
+
+func (m *macer) headerTag(hdr []byte) []byte {
+	return m.tag('H', hdr, nil)[:headerTagLen]
+}
+
+// bodyTag returns the body tag of the frame with header hdr and a body of
+// parts, and moves to the next frame.
+func (m *macer) bodyTag(hdr []byte, parts ...[]byte) []byte {
+	t := m.tag('B', hdr, parts)
 	m.seq++
-	return m.sum[:bodyTagLen]
+	return t[:bodyTagLen]
+}
+
+// frameTag returns the body tag of a frame held whole as header ‖ body
+// (a received frame: nothing to gather), and moves to the next frame.
+func (m *macer) frameTag(frame []byte) []byte {
+	t := m.tag('B', frame, nil)
+	m.seq++
+	return t[:bodyTagLen]
 }
 
 func integrityErr(what string, seq uint64) error {

@@ -89,6 +89,12 @@ type testHooks struct {
 	// narrowMaps makes the client play an older peer, without
 	// featWideMaps.
 	narrowMaps bool
+	// hmacOnly makes its side (a client, or a server) play an older
+	// peer that tags frames with HMAC-SHA256 only, without featGMAC.
+	hmacOnly bool
+	// agreedMAC, on a client, learns after each handshake whether the
+	// peers agreed on GMAC.
+	agreedMAC func(gmac bool)
 }
 
 func (h *testHooks) readBackRead() {

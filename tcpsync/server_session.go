@@ -34,6 +34,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	f := newFramer(c)
 	*fp = f
 	f.budget = maxPreAuth
+	f.hmacOnly = s.hooks != nil && s.hooks.hmacOnly
 	seed, err := serverHandshake(ctx, f, s.token(), s.NoAuth, s.FailDelay)
 	if err != nil {
 		return Stats{}, err
