@@ -1,10 +1,9 @@
 package prom
 
 import (
-	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
+	"runtime/metrics"
 	"time"
 )
 
@@ -38,15 +37,23 @@ func (goCollector) families(out []family) []family {
 	}
 	qs = append(qs, sample{suffix: "_sum", v: gc.PauseTotal.Seconds()}, sample{suffix: "_count", v: float64(gc.NumGC)})
 	pauses.series = []series{{samples: qs}}
+	rm := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}, {Name: "/sched/gomaxprocs:threads"}}
+	metrics.Read(rm)
+	u := func(i int) float64 {
+		if rm[i].Value.Kind() == metrics.KindUint64 {
+			return float64(rm[i].Value.Uint64())
+		}
+		return 0
+	}
 	info := family{name: "go_info", help: "Information about the Go environment.", typ: "gauge", labels: []string{"version"},
 		series: []series{{values: []string{runtime.Version()}, samples: []sample{{v: 1}}}}}
 	lastGC := float64(ms.LastGC) / 1e9
 	return append(out, pauses, info,
 		gauge("go_goroutines", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine())),
 		gauge("go_threads", "Number of OS threads created.", float64(threads)),
-		gauge("go_gc_gogc_percent", "Heap size target percentage configured by the user, otherwise 100.", gogc()),
-		gauge("go_gc_gomemlimit_bytes", "Go runtime memory limit configured by the user, otherwise math.MaxInt64.", float64(debug.SetMemoryLimit(-1))),
-		gauge("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting.", float64(runtime.GOMAXPROCS(0))),
+		gauge("go_gc_gogc_percent", "Heap size target percentage configured by the user, otherwise 100.", u(0)),
+		gauge("go_gc_gomemlimit_bytes", "Go runtime memory limit configured by the user, otherwise math.MaxInt64.", u(1)),
+		gauge("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting.", u(2)),
 		gauge("go_memstats_alloc_bytes", "Number of heap bytes allocated and currently in use.", float64(ms.Alloc)),
 		counter("go_memstats_alloc_bytes_total", "Total number of heap bytes allocated, even if freed.", float64(ms.TotalAlloc)),
 		gauge("go_memstats_sys_bytes", "Number of bytes obtained from system.", float64(ms.Sys)),
@@ -63,23 +70,4 @@ func (goCollector) families(out []family) []family {
 		gauge("go_memstats_next_gc_bytes", "Number of heap bytes when next garbage collection will take place.", float64(ms.NextGC)),
 		gauge("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.", lastGC),
 	)
-}
-
-// gogc is GOGC as the environment sets it (the command never changes it):
-// 100 by default, -1 for "off". (runtime/metrics would read it from the
-// runtime, but its package initialisation builds every metric's
-// description, in every process.)
-func gogc() float64 {
-	switch v := os.Getenv("GOGC"); v {
-	case "":
-		return 100
-	case "off":
-		return -1
-	default:
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 100
-		}
-		return float64(n)
-	}
 }
