@@ -46,10 +46,16 @@ const depsRules = `
 	  github.com/pierrec/lz4/v4;
 
 	NONE
-	< github.com/spf13/cobra,
+	< github.com/prometheus/client_golang/prometheus,
+	  github.com/prometheus/client_golang/prometheus/collectors,
+	  github.com/prometheus/client_golang/prometheus/promhttp,
+	  github.com/spf13/cobra,
 	  github.com/spf13/pflag,
 	  golang.org/x/term;
 
+	github.com/prometheus/client_golang/prometheus,
+	github.com/prometheus/client_golang/prometheus/collectors,
+	github.com/prometheus/client_golang/prometheus/promhttp,
 	github.com/spf13/cobra,
 	github.com/spf13/pflag,
 	golang.org/x/term
@@ -62,7 +68,6 @@ const depsRules = `
 	NONE
 	< bench/stats,
 	  internal/bytesize,
-	  internal/prom,
 	  scheduler/ganeti,
 	  scheduler/longhorn,
 	  fuzz;
@@ -98,7 +103,7 @@ const depsRules = `
 	< bench;
 
 	# The command: everything production, nothing of testing.
-	bench, internal/prom, scheduler/disks, scheduler/ganeti, CLI < cmd/sparsesync;
+	bench, scheduler/disks, scheduler/ganeti, CLI < cmd/sparsesync;
 
 	# Test helpers: they import testing, nothing production imports them.
 	TESTING, internal/patternfile < internal/testutil/layout;

@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/sparsesync/sparsesync/internal/bytesize"
-	"github.com/sparsesync/sparsesync/internal/prom"
 	"github.com/sparsesync/sparsesync/qos"
 	"github.com/sparsesync/sparsesync/scheduler/disks"
 )
@@ -448,25 +448,25 @@ func (p *disksPrinter) summary(res disks.PassResult) {
 // disksMetrics are the agent's Prometheus metrics, on a registry of the
 // command's own (no global state).
 type disksMetrics struct {
-	passes     *prom.Counter
-	moves      *prom.CounterVec
-	movedBytes *prom.Counter
-	moveSecs   *prom.SingleHistogram
-	disk       map[string]*prom.GaugeVec
-	throttled  *prom.Counter
+	passes     prometheus.Counter
+	moves      *prometheus.CounterVec
+	movedBytes prometheus.Counter
+	moveSecs   prometheus.Histogram
+	disk       map[string]*prometheus.GaugeVec
+	throttled  prometheus.Counter
 }
 
 // newDisksMetrics makes the agent's metrics; rate is its budget's limit.
-func newDisksMetrics(reg *prom.Registry, rate func() int64) *disksMetrics {
+func newDisksMetrics(reg *prometheus.Registry, rate func() int64) *disksMetrics {
 	m := &disksMetrics{
-		passes: prom.NewCounter(prom.Opts{Name: "sparsesync_disks_passes_total", Help: "Passes run."}),
-		moves: prom.NewCounterVec(prom.Opts{Name: "sparsesync_disks_moves_total",
+		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_passes_total", Help: "Passes run."}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sparsesync_disks_moves_total",
 			Help: "Moves by outcome: done (the replica lives on its target, even if its cleanup was left to the next start), failed (rolled back), skipped."}, []string{"result"}),
-		movedBytes: prom.NewCounter(prom.Opts{Name: "sparsesync_disks_moved_bytes_total",
+		movedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "sparsesync_disks_moved_bytes_total",
 			Help: "Allocated bytes of the replicas moved."}),
-		moveSecs: prom.NewHistogram(prom.HistogramOpts{Name: "sparsesync_disks_move_seconds",
-			Help: "Duration of completed moves.", Buckets: prom.ExponentialBuckets(0.01, 4, 10)}),
-		disk: map[string]*prom.GaugeVec{},
+		moveSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sparsesync_disks_move_seconds",
+			Help: "Duration of completed moves.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}),
+		disk: map[string]*prometheus.GaugeVec{},
 	}
 	for _, g := range []struct{ name, help string }{
 		{"max_bytes", "Size of the disk's filesystem (statfs)."},
@@ -476,7 +476,7 @@ func newDisksMetrics(reg *prom.Registry, rate func() int64) *disksMetrics {
 		{"replicas", "Replica directories on the disk."},
 		{"pressured", "1 when the disk is under pressure, else 0."},
 	} {
-		m.disk[g.name] = prom.NewGaugeVec(prom.Opts{Name: "sparsesync_disks_disk_" + g.name, Help: g.help}, []string{"disk"})
+		m.disk[g.name] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sparsesync_disks_disk_" + g.name, Help: g.help}, []string{"disk"})
 		reg.MustRegister(m.disk[g.name])
 	}
 	reg.MustRegister(m.passes, m.moves, m.movedBytes, m.moveSecs)

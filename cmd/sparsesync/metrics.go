@@ -6,7 +6,9 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/sparsesync/sparsesync/internal/prom"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sparsesync/sparsesync/tcpsync"
 )
@@ -14,9 +16,9 @@ import (
 // newRegistry is the CLI's one Prometheus setup (serve, disks): a
 // registry of its own (no global state) with the standard process and Go
 // runtime collectors.
-func newRegistry() *prom.Registry {
-	reg := prom.NewRegistry()
-	reg.MustRegister(prom.NewProcessCollector(), prom.NewGoCollector())
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	return reg
 }
 
@@ -24,13 +26,13 @@ func newRegistry() *prom.Registry {
 // profiles on /debug/pprof/ only when withPprof (they expose the command
 // line and let anyone who reaches the port profile the process), until
 // the caller closes the server.
-func listenMetrics(addr string, reg *prom.Registry, withPprof bool) (*http.Server, net.Addr, error) {
+func listenMetrics(addr string, reg *prometheus.Registry, withPprof bool) (*http.Server, net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", prom.Handler(reg))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -46,11 +48,11 @@ func listenMetrics(addr string, reg *prom.Registry, withPprof bool) (*http.Serve
 // serveMetrics are the Prometheus metrics of `sparsesync serve --metrics`.
 // The "Metrics" table of docs/network.md lists them.
 type serveMetrics struct {
-	syncs    *prom.CounterVec
-	bytes    *prom.CounterVec
-	duration *prom.HistogramVec
+	syncs    *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 	// throttled is sparsesync_throttled_seconds_total.
-	throttled *prom.Counter
+	throttled prometheus.Counter
 }
 
 // byteKinds are the label values of sparsesync_bytes_total.
@@ -60,12 +62,12 @@ var byteKinds = []string{"copied", "unchanged", "punched", "wire_sent", "wire_re
 // disks): sparsesync_bwlimit_bytes_per_second, the limit now (rate), and
 // sparsesync_throttled_seconds_total, which the caller adds to as syncs
 // end.
-func newQoSMetrics(reg *prom.Registry, rate func() int64) *prom.Counter {
-	throttled := prom.NewCounter(prom.Opts{
+func newQoSMetrics(reg *prometheus.Registry, rate func() int64) prometheus.Counter {
+	throttled := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sparsesync_throttled_seconds_total",
 		Help: "Time finished syncs spent waiting on the bandwidth limit (--bwlimit), summed over syncs.",
 	})
-	reg.MustRegister(throttled, prom.NewGaugeFunc(prom.Opts{
+	reg.MustRegister(throttled, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sparsesync_bwlimit_bytes_per_second",
 		Help: "The node-wide bandwidth limit (--bwlimit) now, per direction: reads, writes, network; 0 is unlimited.",
 	}, func() float64 { return float64(rate()) }))
@@ -74,20 +76,20 @@ func newQoSMetrics(reg *prom.Registry, rate func() int64) *prom.Counter {
 
 // newServeMetrics registers serve's metrics on reg; rate is the node
 // budget's limit.
-func newServeMetrics(reg *prom.Registry, rate func() int64) *serveMetrics {
+func newServeMetrics(reg *prometheus.Registry, rate func() int64) *serveMetrics {
 	m := &serveMetrics{
-		syncs: prom.NewCounterVec(prom.Opts{
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sparsesync_syncs_total",
 			Help: "Sessions finished, by operation (push, pull, none: ended before choosing) and result (ok, error).",
 		}, []string{"op", "result"}),
-		bytes: prom.NewCounterVec(prom.Opts{
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sparsesync_bytes_total",
 			Help: "Bytes of finished sessions by kind: copied, unchanged, punched (file bytes), wire_sent, wire_received (network bytes).",
 		}, []string{"kind"}),
-		duration: prom.NewHistogramVec(prom.HistogramOpts{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sparsesync_sync_duration_seconds",
 			Help:    "Wall time of finished sessions, by operation.",
-			Buckets: prom.ExponentialBuckets(0.01, 4, 10), // 10 ms to about 43 min
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10), // 10 ms to about 43 min
 		}, []string{"op"}),
 	}
 	reg.MustRegister(m.syncs, m.bytes, m.duration)
