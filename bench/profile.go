@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+
+	"github.com/google/pprof/profile"
 )
 
 // ProfileSummary is where a tool's CPU time went, from its CPU profiles
@@ -29,13 +31,13 @@ type FuncTime struct {
 // SummarizeProfiles merges the CPU profiles in files and returns the top n
 // functions by flat and by cumulative time.
 func SummarizeProfiles(files []string, n int) (*ProfileSummary, error) {
-	var ps []*cpuProfile
+	var ps []*profile.Profile
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
 			return nil, err
 		}
-		p, err := parseCPUProfile(f)
+		p, err := profile.Parse(f)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("profile %s: %w", name, err)
@@ -45,32 +47,34 @@ func SummarizeProfiles(files []string, n int) (*ProfileSummary, error) {
 	if len(ps) == 0 {
 		return nil, fmt.Errorf("bench: no profiles to summarise")
 	}
+	p, err := profile.Merge(ps)
+	if err != nil {
+		return nil, fmt.Errorf("merging profiles: %w", err)
+	}
+	vi := valueIndex(p)
+	if vi < 0 {
+		return nil, fmt.Errorf("bench: %s: not a CPU profile", files[0])
+	}
 	flat, cum := map[string]int64{}, map[string]int64{}
 	var total int64
-	for i, p := range ps {
-		vi := valueIndex(p)
-		if vi < 0 {
-			return nil, fmt.Errorf("bench: %s: not a CPU profile", files[i])
-		}
-		for _, s := range p.samples {
-			v := s.values[vi]
-			total += v
-			seen := map[string]bool{}
-			for li, loc := range s.locations {
-				for lj, fn := range p.funcs[loc] {
-					name, ok := p.names[fn]
-					if !ok {
-						name = "?"
-					}
-					// The leaf is the first line of the first location
-					// (inlined frames come first).
-					if li == 0 && lj == 0 {
-						flat[name] += v
-					}
-					if !seen[name] {
-						seen[name] = true
-						cum[name] += v
-					}
+	for _, s := range p.Sample {
+		v := s.Value[vi]
+		total += v
+		seen := map[string]bool{}
+		for li, loc := range s.Location {
+			for lj, line := range loc.Line {
+				name := "?"
+				if line.Function != nil {
+					name = line.Function.Name
+				}
+				// The leaf is the first line of the first location
+				// (inlined frames come first).
+				if li == 0 && lj == 0 {
+					flat[name] += v
+				}
+				if !seen[name] {
+					seen[name] = true
+					cum[name] += v
 				}
 			}
 		}
@@ -81,9 +85,9 @@ func SummarizeProfiles(files []string, n int) (*ProfileSummary, error) {
 }
 
 // valueIndex finds the sample value in nanoseconds of CPU time.
-func valueIndex(p *cpuProfile) int {
-	for i, st := range p.sampleTypes {
-		if st.typ == "cpu" && st.unit == "nanoseconds" {
+func valueIndex(p *profile.Profile) int {
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" && st.Unit == "nanoseconds" {
 			return i
 		}
 	}

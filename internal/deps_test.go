@@ -43,7 +43,8 @@ const depsRules = `
 	  golang.org/x/time/rate,
 	  github.com/cespare/xxhash/v2,
 	  github.com/klauspost/compress/zstd,
-	  github.com/pierrec/lz4/v4;
+	  github.com/pierrec/lz4/v4,
+	  github.com/google/pprof/profile;
 
 	NONE
 	< github.com/prometheus/client_golang/prometheus,
@@ -99,7 +100,8 @@ const depsRules = `
 	internal/coldread, internal/dirlock, internal/target, qos < replica;
 	replica, localsync, tcpsync < replica/rebuild;
 	internal/bytesize, replica/rebuild, scheduler/longhorn < scheduler/disks;
-	bench/stats, internal/bytesize, internal/coldread, internal/patternfile, replica
+	bench/stats, internal/bytesize, internal/coldread, internal/patternfile, replica,
+	github.com/google/pprof/profile
 	< bench;
 
 	# The command: everything production, nothing of testing.
