@@ -197,8 +197,6 @@ func rewriteOnePercent(path string, l patternfile.Layout) error {
 	return f.Sync()
 }
 
-var servingRE = regexp.MustCompile(`serving .* on (\S+)`)
-
 // startServe starts a server that binds its own port and says its address
 // on stderr: the address is read from there, never chosen before the bind.
 func startServe(ctx context.Context, argv []string) (*exec.Cmd, string, error) {
@@ -215,6 +213,9 @@ func startServe(ctx context.Context, argv []string) (*exec.Cmd, string, error) {
 	}
 	pw.Close()
 	found := make(chan string, 1)
+	// Compiled here, not at package initialisation: every sparsesync
+	// process would pay for it.
+	servingRE := regexp.MustCompile(`serving .* on (\S+)`)
 	go func() {
 		defer pr.Close()
 		sc := bufio.NewScanner(pr)

@@ -23,12 +23,10 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if !zeroScan && !info.BlockDevice {
 		// Ranges SEEK_DATA calls data only because zero pages are cached
 		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
-		buf := bufPool.Get().(*[]byte)
-		if z := sparse.UnstoredZeros(ctx, src, srcMap, *buf); z.Len() > 0 {
+		if z := sparse.UnstoredZeros(ctx, src, srcMap, nil); z.Len() > 0 {
 			opts.Logger.Debug("localsync: unwritten ranges read as holes", "src", src.Name(), "bytes", z.Bytes(), "ranges", z.Len())
 			srcMap = srcMap.Difference(z)
 		}
-		bufPool.Put(buf)
 	}
 	e := &engine{
 		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
@@ -44,11 +42,6 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	e.allowRW = e.zeroScan || (!e.cloneOnly && (opts.Method == MethodAuto || opts.Method == MethodReadWrite))
 	if e.cloneOnly && !e.allowClone {
 		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
-	}
-	if e.cloneOnly && !t.BlockDevice() {
-		if err := e.probeClone(); err != nil {
-			return e.stats(), err
-		}
 	}
 
 	var dstMap, hidden sparse.Map
@@ -72,11 +65,21 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 			return e.stats(), err
 		}
 		if dinfo.Size == 0 && e.size > 0 && e.allowClone {
+			// A new (empty) destination is one whole-file FICLONE; where
+			// cloning is impossible it writes nothing, so with cloneOnly
+			// it is its own probe.
 			done, err := e.cloneWhole()
 			if err != nil || done {
 				if err == nil {
 					err = e.checkSource(info)
 				}
+				return e.stats(), err
+			}
+		}
+		if e.cloneOnly {
+			// A destination with data: refuse before the first write
+			// (SetSize) when ranges cannot be cloned.
+			if err := e.probeClone(); err != nil {
 				return e.stats(), err
 			}
 		}

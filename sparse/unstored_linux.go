@@ -24,7 +24,9 @@ import (
 //
 // Any failure (no FIEMAP, no cachestat) returns an empty map: the ranges
 // are then copied as data, which is always exact. buf is scratch space for
-// reading cached pages (any size above zero).
+// reading cached pages (any size above zero); nil allocates one only if a
+// cached range has to be read (most calls read nothing: a whole-file clone
+// then allocates nothing).
 func UnstoredZeros(ctx context.Context, f *os.File, data Map, buf []byte) Map {
 	empty, _ := NewMap(data.Size())
 	if data.Len() == 0 {
@@ -73,6 +75,9 @@ func UnstoredZeros(ctx context.Context, f *os.File, data Map, buf []byte) Map {
 			}
 			return
 		}
+		if st.Cache != 0 && len(buf) == 0 {
+			buf = make([]byte, unstoredBuf)
+		}
 		if st.Cache != 0 && !readsZero(f, x, buf) {
 			return
 		}
@@ -89,6 +94,9 @@ func UnstoredZeros(ctx context.Context, f *os.File, data Map, buf []byte) Map {
 	}
 	return m
 }
+
+// unstoredBuf is the scratch buffer UnstoredZeros allocates when given none.
+const unstoredBuf = 256 << 10
 
 // pageSize is the granularity at which dirty pages are told apart.
 const pageSize = 4096

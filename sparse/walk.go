@@ -187,7 +187,7 @@ func (w *Walker) DataMap(ctx context.Context) (Map, error) {
 	if err != nil || !w.holesKnown || w.info.BlockDevice || m.Len() == 0 {
 		return m, err
 	}
-	if z := UnstoredZeros(ctx, w.f, m, make([]byte, 256<<10)); z.Len() > 0 {
+	if z := UnstoredZeros(ctx, w.f, m, nil); z.Len() > 0 {
 		m = m.Difference(z)
 	}
 	return m, ctx.Err()

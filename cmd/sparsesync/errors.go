@@ -23,7 +23,7 @@ func run(ctx context.Context, g *globalOpts, args []string) int {
 // whether that wrote to stdout.
 func execute(ctx context.Context, g *globalOpts, args []string) (*cobra.Command, bool, error) {
 	out := &countingWriter{w: g.stdout}
-	root := newRootCommand(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay})
+	root := newRootFor(&globalOpts{stdout: out, stderr: g.stderr, progressDelay: g.progressDelay}, args)
 	root.SetArgs(args)
 	interruptedBefore := ctx.Err() != nil
 	cmd, err := root.ExecuteContextC(ctx)

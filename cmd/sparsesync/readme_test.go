@@ -114,7 +114,7 @@ func readmeLines(block string) []string {
 	var lines []string
 	for _, l := range strings.Split(block, "\n") {
 		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "go install ") || strings.HasPrefix(l, "export PATH=") {
+		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(strings.TrimPrefix(l, "CGO_ENABLED=0 "), "go install ") || strings.HasPrefix(l, "export PATH=") {
 			continue
 		}
 		l = optional.ReplaceAllString(l, "")

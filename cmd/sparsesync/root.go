@@ -30,22 +30,32 @@ func (g *globalOpts) delay(def time.Duration) time.Duration {
 	return def
 }
 
-// subcommands lists the constructors of every subcommand, one per cmd_<name>.go file.
-var subcommands = []func(*globalOpts) *cobra.Command{
-	newExtentsCommand,
-	newBalanceCommand,
-	newSqueezeCommand,
-	newPlanCommand,
-	newServeCommand,
-	newPushCommand,
-	newPullCommand,
-	newReplicaCommand,
-	newLocalCommand,
-	newDemoCommand,
-	newDisksCommand,
-	newVersionCommand,
-	newBenchCommand,
-	newManCommand,
+// subcommand is one entry of the command tree: its name (the first word of
+// its Use) and its constructor, from its cmd_<name>.go file. tree marks a
+// command that reads the whole tree when it runs (man renders every page).
+type subcommand struct {
+	name string
+	new  func(*globalOpts) *cobra.Command
+	tree bool
+}
+
+// subcommands lists every subcommand. TestSubcommandNames checks each name
+// against what its constructor builds.
+var subcommands = []subcommand{
+	{"extents", newExtentsCommand, false},
+	{"balance", newBalanceCommand, false},
+	{"squeeze", newSqueezeCommand, false},
+	{"plan", newPlanCommand, false},
+	{"serve", newServeCommand, false},
+	{"push", newPushCommand, false},
+	{"pull", newPullCommand, false},
+	{"replica", newReplicaCommand, false},
+	{"local", newLocalCommand, false},
+	{"demo", newDemoCommand, false},
+	{"disks", newDisksCommand, false},
+	{"version", newVersionCommand, false},
+	{"bench", newBenchCommand, false},
+	{"man", newManCommand, true},
 }
 
 const exitCodesHelp = `
@@ -58,7 +68,31 @@ Exit status:
 With --json an error is also one object {"error", "exit_code"} on stdout.
 `
 
+// newRootCommand builds the whole command tree.
 func newRootCommand(g *globalOpts) *cobra.Command {
+	return newRoot(g, subcommands, true)
+}
+
+// newRootFor builds the tree that the command line args needs: when its
+// first word names a subcommand, the root with that one subcommand alone
+// (a command's flags, help and errors never involve its siblings), so a
+// run pays for building one command rather than every one; otherwise (a
+// flag, help, completion, an unknown word, nothing) the whole tree.
+func newRootFor(g *globalOpts, args []string) *cobra.Command {
+	if len(args) > 0 {
+		for _, s := range subcommands {
+			if s.name == args[0] && !s.tree {
+				return newRoot(g, []subcommand{s}, false)
+			}
+		}
+	}
+	return newRootCommand(g)
+}
+
+// newRoot builds the root command with subs beneath it; whole says that
+// subs is every subcommand, so the root can be run itself (--version, and
+// the usage errors that list the commands).
+func newRoot(g *globalOpts, subs []subcommand, whole bool) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "sparsesync",
 		Short:         "Copy and synchronise sparse files exactly and fast",
@@ -71,10 +105,14 @@ func newRootCommand(g *globalOpts) *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%s%w", commandName(cmd), err)}
 	})
-	root.Version = versionString()
-	root.SetVersionTemplate("{{.Version}}\n")
-	for _, newCmd := range subcommands {
-		root.AddCommand(newCmd(g))
+	if whole {
+		// Only the root has --version, and only a run of the root itself
+		// reads it (the build information costs a parse of the binary's).
+		root.Version = versionString()
+		root.SetVersionTemplate("{{.Version}}\n")
+	}
+	for _, s := range subs {
+		root.AddCommand(s.new(g))
 	}
 	// Cobra adds "completion" and "help" only when it executes, after
 	// enforceUsage would have run: add them now so they keep the contract
