@@ -69,6 +69,7 @@ const depsRules = `
 	NONE
 	< bench/stats,
 	  internal/bytesize,
+	  internal/errtext,
 	  scheduler/ganeti,
 	  scheduler/longhorn,
 	  fuzz;
@@ -91,7 +92,7 @@ const depsRules = `
 	internal/coldread, internal/kcopy, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/kcopy, internal/target, qos,
+	internal/blockhash, internal/coldread, internal/errtext, internal/kcopy, internal/target, qos,
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 

@@ -373,7 +373,7 @@ func plaintextHello(ctx context.Context, c net.Conn) (net.Conn, error) {
 	if h != [headerLen]byte{byte(fHello), 0, 0, 0, helloLen} {
 		return &prefixConn{Conn: c, pre: h[:]}, nil
 	}
-	msg := errNeedsTLS.Error()
+	msg := wireText(errNeedsTLS)
 	b := binary.LittleEndian.AppendUint16(h[:0:0], errorCode(errNeedsTLS))
 	b = append(b, msg...)
 	frame := append([]byte{byte(fError), 0, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(b)))...)
