@@ -49,6 +49,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// orZero is *o, or the zero Options (the defaults) for a nil o: Copy and
+// CopyFile work on their own copy and never change the caller's.
+func orZero(o *Options) Options {
+	if o == nil {
+		return Options{}
+	}
+	return *o
+}
+
 func (o *Options) setDefaults() {
 	if o.BlockSize == 0 {
 		o.BlockSize = DefaultBlockSize

@@ -43,8 +43,9 @@ type Options struct {
 	ReadBack ReadBack
 	// BlockSize is the compare granularity: a power of two in 4 KiB-1 MiB.
 	BlockSize int
-	// Retries is how many times a failed transfer is retried (5; -1: none).
-	Retries int
+	// MaxAttempts is how many attempts a transfer makes at most: 1 tries
+	// once, 0 means the default, 6 (a first attempt and 5 retries).
+	MaxAttempts int
 	// MinBackoff and MaxBackoff bound the pause between attempts (1 s, 30 s).
 	MinBackoff, MaxBackoff time.Duration
 	// IdleTimeout ends a connection on which nothing arrives (2 min).
@@ -81,11 +82,11 @@ func (o *Options) withDefaults() (Options, error) {
 	if !validBlockSize(uint32(c.BlockSize)) || c.BlockSize > maxBlock {
 		return c, fmt.Errorf("block size %d is not a power of two in [%d, %d]", c.BlockSize, minBlock, maxBlock)
 	}
-	if c.Retries == 0 {
-		c.Retries = 5
+	if c.MaxAttempts < 0 {
+		return c, fmt.Errorf("max attempts %d is negative (1: no retry, 0: the default)", c.MaxAttempts)
 	}
-	if c.Retries < 0 {
-		c.Retries = 0
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 6
 	}
 	if c.MinBackoff <= 0 {
 		c.MinBackoff = time.Second
@@ -251,7 +252,7 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		if ctx.Err() != nil {
 			return total, err
 		}
-		again := retryable(err, reached) && attempt < c.Retries
+		again := retryable(err, reached) && attempt+1 < c.MaxAttempts
 		reached = reached || heard
 		if errors.Is(err, ErrVerify) && !verifyRetried && !c.FullCompare {
 			verifyRetried, again = true, true
@@ -268,8 +269,8 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		d = d/2 + rand.N(d/2+1)
 		c.Logger.Warn("sync attempt failed, retrying", "attempt", attempt+1, "backoff", d, "err", err)
 		if c.OnRetry != nil {
-			maxAttempts := c.Retries + 1
-			if verifyRetried && attempt >= c.Retries {
+			maxAttempts := c.MaxAttempts
+			if verifyRetried && attempt+1 >= c.MaxAttempts {
 				maxAttempts = attempt + 2
 			}
 			c.OnRetry(attempt+2, maxAttempts, d, err)

@@ -96,7 +96,7 @@ func openLocalTarget(dst string, atomic bool) (*target, error) {
 func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error) {
 	t := &target{root: root, rel: rel, display: display}
 	if !atomic {
-		w, err := wtarget.Create(rel, wtarget.Options{Root: root, Mode: 0o644})
+		w, err := wtarget.Create(rel, &wtarget.Options{Root: root, Mode: 0o644})
 		if err != nil {
 			return nil, pathErr(display, err)
 		}

@@ -65,11 +65,15 @@ type File struct {
 // next to it), or a new regular file. It refuses directories and other
 // special files with ErrNotTarget, before writing anything. With
 // Options.Root, path is a name inside that directory and only regular files
-// qualify (see Root).
-func Create(path string, o Options) (*File, error) {
-	t, err := create(path, o)
+// qualify (see Root). nil options are the defaults.
+func Create(path string, o *Options) (*File, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	t, err := create(path, opts)
 	if err == nil {
-		t.faults = o.Faults
+		t.faults = opts.Faults
 	}
 	return t, err
 }
