@@ -51,7 +51,7 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 	if st, err := os.Stat(dst); err == nil && sameFile(w.Info(), st) {
 		return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: ErrSameFile}
 	}
-	t, err := target.Create(dst, &target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm()})
+	t, err := target.Create(dst, &target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm(), Faults: opts.faults})
 	if err != nil {
 		return Stats{}, err
 	}
@@ -103,6 +103,7 @@ func CopyFile(ctx context.Context, src, dst *os.File, o *Options) (Stats, error)
 	if err != nil {
 		return Stats{}, err
 	}
+	t.SetFaults(opts.faults)
 	st, err := run(ctx, w, src, t, &opts)
 	if err == nil && !opts.NoSync {
 		err = t.Sync()

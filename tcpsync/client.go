@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/qos"
 )
 
@@ -68,7 +69,8 @@ type Options struct {
 	// Budget is unlimited; the server applies its own (Server.Budget).
 	Budget qos.Budget
 
-	hooks *testHooks // tests only: acts on a pulled target
+	hooks  *testHooks      // tests only: acts on a pulled target
+	faults *wtarget.Faults // tests only: fails chosen writes of a pulled target
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -193,7 +195,7 @@ func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, err
 		}
 		// Only now that the server serves the file: a refused pull must not
 		// leave an empty destination behind.
-		t, err := openLocalTarget(dst, c.Atomic)
+		t, err := openLocalTarget(dst, c.Atomic, c.faults)
 		if err != nil {
 			return Stats{}, err
 		}

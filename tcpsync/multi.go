@@ -287,7 +287,7 @@ func (m *multi) run(ctx context.Context) error {
 // shape opens the target, marks it incomplete, sizes it and punches its
 // data over the agreed map's holes.
 func (m *multi) shape(ctx context.Context) error {
-	t, err := openLocalTarget(m.dst, m.c.Atomic)
+	t, err := openLocalTarget(m.dst, m.c.Atomic, m.c.faults)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/qos"
 	"golang.org/x/sys/unix"
 )
@@ -91,6 +92,9 @@ type Server struct {
 	manifests    manifestCache // fetch manifests by file version (fetch.go)
 	// hooks, tests only: act on a pushed target (a slowed read-back).
 	hooks *testHooks
+	// faults, tests only: fails chosen writes of a pushed target and its
+	// sidecar (internal/target's Faults).
+	faults *wtarget.Faults
 }
 
 // SessionEvent describes a finished session.

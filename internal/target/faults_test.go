@@ -58,6 +58,14 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// TestFaultsNewFileCommit: a new destination whose commit fails on
+// fdatasync is removed, as Abort would: its data may not be durable.
+func TestFaultsNewFileCommit(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "dst")
+	require.ErrorIs(t, copyWith(dst, Options{Faults: NewFaults(Fault{Op: OpFdatasync})}), syscall.EIO)
+	require.NoFileExists(t, dst)
+}
+
 // copyWith is a caller's copy: size, write in two pieces, punch, commit;
 // on any failure it aborts, as localsync and tcpsync do.
 func copyWith(dst string, o Options) error {

@@ -416,7 +416,8 @@ func (t *File) Sync() error {
 // Commit finishes a complete copy: with sync, fdatasync (fsync in atomic
 // mode); then, in atomic mode, rename over the destination and (with sync)
 // fsync the directory. It closes the file. On error the temporary file is
-// removed and the old destination is untouched.
+// removed and the old destination is untouched; in place, a file Create
+// made is removed (its data may not be durable: it must not look complete).
 func (t *File) Commit(sync bool) error {
 	if t.done.Swap(true) {
 		return ErrClosed
@@ -426,6 +427,9 @@ func (t *File) Commit(sync bool) error {
 		err = cerr
 	}
 	if t.tmp == "" {
+		if err != nil && t.created {
+			_ = removeName(t.root, t.path)
+		}
 		return err
 	}
 	if err == nil {
