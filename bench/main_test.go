@@ -54,7 +54,7 @@ func execServe(args []string) int {
 // execPush is "sparsesync push --no-auth --retries 0 SRC ADDR REMOTE":
 // "push SRC ADDR REMOTE".
 func execPush(args []string) int {
-	if _, err := tcpsync.PushFile(context.Background(), args[1], args[0], args[2], &tcpsync.Options{NoAuth: true, Retries: -1}); err != nil {
+	if _, err := tcpsync.PushFile(context.Background(), args[1], args[0], args[2], &tcpsync.Options{NoAuth: true, MaxAttempts: 1}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -78,7 +78,7 @@ func execCopy(args []string) int {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	if _, err := localsync.Copy(context.Background(), args[0], args[1], localsync.Options{}); err != nil {
+	if _, err := localsync.Copy(context.Background(), args[0], args[1], nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

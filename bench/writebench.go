@@ -53,7 +53,7 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 	}
 	ro := o.Replica
 	ro.Counter = o.Counter
-	r, err := replica.Create(dir, o.Size, ro)
+	r, err := replica.Create(dir, o.Size, &ro)
 	if err != nil {
 		return WriteBenchResult{}, err
 	}

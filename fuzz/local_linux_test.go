@@ -69,7 +69,7 @@ func localCase(t *testing.T, fs fsys, c fcase, run localRun) {
 	rules := rules{keepData: !run.opts.DetectZeros}
 	ctx := t.Context()
 
-	if _, err := localsync.Copy(ctx, src, dst, run.opts); err != nil {
+	if _, err := localsync.Copy(ctx, src, dst, &run.opts); err != nil {
 		t.Fatalf("%s: %v", what("copy"), err)
 	}
 	checkResult(t, what("copy"), src, dst, rules)
@@ -77,7 +77,7 @@ func localCase(t *testing.T, fs fsys, c fcase, run localRun) {
 	// An unchanged re-sync in place writes nothing.
 	if !run.opts.Atomic {
 		markUntouched(t, dst)
-		st, err := localsync.Copy(ctx, src, dst, run.opts)
+		st, err := localsync.Copy(ctx, src, dst, &run.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", what("unchanged re-sync"), err)
 		}
@@ -89,7 +89,7 @@ func localCase(t *testing.T, fs fsys, c fcase, run localRun) {
 
 	if len(c.Change) > 0 {
 		change(t, src, c.Change, third)
-		if _, err := localsync.Copy(ctx, src, dst, run.opts); err != nil {
+		if _, err := localsync.Copy(ctx, src, dst, &run.opts); err != nil {
 			t.Fatalf("%s: %v", what("re-sync after change"), err)
 		}
 		checkResult(t, what("re-sync after change"), src, dst, rules)

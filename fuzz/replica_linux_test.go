@@ -67,7 +67,7 @@ func replicaCase(t *testing.T, srv server, c fcase) {
 	}
 	size := max(4096, (c.Size+4095)&^4095)
 	what := fmt.Sprintf("%s replica (size %d)\n\tcase %v", srv.fs.kind, size, c)
-	r, err := replica.Create(filepath.Join(dir, "r"), size, replica.Options{})
+	r, err := replica.Create(filepath.Join(dir, "r"), size, nil)
 	if err != nil {
 		t.Fatalf("%s: create: %v", what, err)
 	}
@@ -130,7 +130,7 @@ func replicaCase(t *testing.T, srv server, c fcase) {
 	}
 	t.Cleanup(func() { os.RemoveAll(remoteDir) })
 	rel := filepath.Join(filepath.Base(remoteDir), "vol.img")
-	st, err := tcpsync.Push(t.Context(), srv.addr, chain, rel, &tcpsync.Options{NoAuth: true, Retries: -1})
+	st, err := tcpsync.Push(t.Context(), srv.addr, chain, rel, &tcpsync.Options{NoAuth: true, MaxAttempts: 1})
 	if err != nil || !st.Verified {
 		t.Fatalf("%s: push --replica: %v (%+v)", what, err, st)
 	}

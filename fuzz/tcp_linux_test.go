@@ -64,7 +64,7 @@ func tcpRuns(c fcase) []tcpRun {
 	var out []tcpRun
 	for _, pull := range []bool{false, true} {
 		for _, comp := range []tcpsync.Compression{tcpsync.CompressNone, tcpsync.CompressLZ4, tcpsync.CompressZstd} {
-			o := tcpsync.Options{NoAuth: true, Retries: -1, Compress: comp, Atomic: c.Knobs&2 != 0}
+			o := tcpsync.Options{NoAuth: true, MaxAttempts: 1, Compress: comp, Atomic: c.Knobs&2 != 0}
 			if c.Knobs&1 != 0 {
 				o.BlockSize = 64 << 10
 			}

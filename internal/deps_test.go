@@ -69,6 +69,7 @@ const depsRules = `
 	NONE
 	< bench/stats,
 	  internal/bytesize,
+	  internal/errtext,
 	  scheduler/ganeti,
 	  scheduler/longhorn,
 	  fuzz;
@@ -91,13 +92,15 @@ const depsRules = `
 	internal/coldread, internal/kcopy, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/kcopy, internal/target, qos,
+	internal/blockhash, internal/coldread, internal/errtext, internal/kcopy, internal/target, qos,
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 
 	# Replicas, and what works on them. The format (replica) moves no
 	# image over a wire or between files: only the rebuild does.
-	internal/coldread, internal/dirlock, internal/target, qos < replica;
+	# The start check is a pure rule, below the format that reads its input.
+	NONE < replica/check;
+	internal/coldread, internal/dirlock, internal/target, qos, replica/check < replica;
 	replica, localsync, tcpsync < replica/rebuild;
 	internal/bytesize, replica/rebuild, scheduler/longhorn < scheduler/disks;
 	bench/stats, internal/bytesize, internal/coldread, internal/patternfile, replica,
@@ -349,6 +352,7 @@ func TestDependencyRulesCatch(t *testing.T) {
 		{"upward", []listedPackage{pkg("sparse", module+"/localsync"), pkg("localsync")}, "sparse imports localsync"},
 		{"testing in bench", []listedPackage{pkg("bench", "testing"), std("testing")}, "bench imports testing"},
 		{"test helper in bench", []listedPackage{pkg("bench", module+"/internal/testutil/layout"), pkg("internal/testutil/layout")}, "bench imports internal/testutil/layout"},
+		{"the start check reads files", []listedPackage{pkg("replica/check", module+"/sparse"), pkg("sparse")}, "replica/check imports sparse"},
 		{"undefined package", []listedPackage{pkg("newpkg")}, "newpkg is not in depsRules"},
 		{"cli library in a library", []listedPackage{pkg("tcpsync", "github.com/spf13/cobra"), listedPackage{ImportPath: "github.com/spf13/cobra"}}, "tcpsync imports github.com/spf13/cobra"},
 	} {

@@ -143,7 +143,7 @@ func copyVsCp(b *testing.B, dir, src string, l layout.Layout, opts localsync.Opt
 		dropCaches(b)
 		b.StartTimer()
 		t0 := time.Now()
-		if _, err := localsync.Copy(b.Context(), src, ours, opts); err != nil {
+		if _, err := localsync.Copy(b.Context(), src, ours, &opts); err != nil {
 			b.Fatal(err)
 		}
 		tOurs = append(tOurs, time.Since(t0))
@@ -277,7 +277,7 @@ func BenchmarkResync1pct(b *testing.B) {
 				b.StopTimer()
 				for _, p := range []string{ours, theirs} {
 					os.Remove(p)
-					if _, err := localsync.Copy(b.Context(), src, p, localsync.Options{Reflink: localsync.ReflinkNever, NoSync: true}); err != nil {
+					if _, err := localsync.Copy(b.Context(), src, p, &localsync.Options{Reflink: localsync.ReflinkNever, NoSync: true}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -298,7 +298,7 @@ func BenchmarkResync1pct(b *testing.B) {
 				dropCaches(b)
 				b.StartTimer()
 				t0 := time.Now()
-				st, err := localsync.Copy(b.Context(), src, ours, localsync.Options{})
+				st, err := localsync.Copy(b.Context(), src, ours, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -349,7 +349,7 @@ func BenchmarkColdReadWrite(b *testing.B) {
 				defer coldread.Off.Store(false)
 				b.StartTimer()
 				t0 := time.Now()
-				st, err := localsync.Copy(b.Context(), src, dst, opts)
+				st, err := localsync.Copy(b.Context(), src, dst, &opts)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -27,7 +27,7 @@ func TestBlockSize64K(t *testing.T) {
 		layout.Create(t, src, l)
 		// No reflink: shared blocks would be skipped unread at the
 		// filesystem's 4 KiB, and the comparison block would not show.
-		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{BlockSize: bs, Reflink: localsync.ReflinkNever})
+		_, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{BlockSize: bs, Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 
@@ -45,7 +45,7 @@ func TestBlockSize64K(t *testing.T) {
 
 		// Reflink never: the comparison at 64 KiB is what is tested, also
 		// where a re-sync would clone (TestResyncByCloning).
-		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{BlockSize: bs, Reflink: localsync.ReflinkNever})
+		st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{BlockSize: bs, Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 		checkStatsAdd(t, st)
@@ -60,7 +60,7 @@ func TestBlockSize64K(t *testing.T) {
 		clear(b[bs : 2*bs])               // block 1: all zeros
 		clear(b[2*bs+4*kib : 2*bs+8*kib]) // block 2: 4 KiB of zeros
 		require.NoError(t, os.WriteFile(zsrc, b, 0o644))
-		st, err = localsync.Copy(t.Context(), zsrc, zdst, localsync.Options{BlockSize: bs, DetectZeros: true})
+		st, err = localsync.Copy(t.Context(), zsrc, zdst, &localsync.Options{BlockSize: bs, DetectZeros: true})
 		require.NoError(t, err)
 		require.Equal(t, b, fileBytes(t, zdst))
 		require.Equal(t, bs, st.ZeroBytes, "%+v", st)

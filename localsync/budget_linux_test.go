@@ -43,7 +43,7 @@ func TestBudgetChargesWhatMoves(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			os.Remove(dst)
 			b := qos.NewBudget(4 << 30)
-			st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{Method: m, Budget: b, NoSync: true})
+			st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{Method: m, Budget: b, NoSync: true})
 			require.NoError(t, err)
 			checkSame(t, src, dst)
 			require.Equal(t, total, st.CopiedBytes)
@@ -59,7 +59,7 @@ func TestBudgetChargesWhatMoves(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, g.Close())
 			b = qos.NewBudget(4 << 30)
-			st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{Method: m, Budget: b, Reflink: localsync.ReflinkNever, NoSync: true})
+			st, err = localsync.Copy(t.Context(), src, dst, &localsync.Options{Method: m, Budget: b, Reflink: localsync.ReflinkNever, NoSync: true})
 			require.NoError(t, err)
 			checkSame(t, src, dst)
 			require.Equal(t, int64(localsync.DefaultBlockSize), st.CopiedBytes, "%+v", st)

@@ -40,7 +40,7 @@ func BenchmarkBwlimit(b *testing.B) {
 							if kind == "copy" {
 								os.Remove(dst)
 							} else if _, err := os.Stat(dst); err != nil {
-								if _, err := localsync.Copy(b.Context(), src, dst, localsync.Options{}); err != nil {
+								if _, err := localsync.Copy(b.Context(), src, dst, nil); err != nil {
 									b.Fatal(err)
 								}
 							}
@@ -84,7 +84,7 @@ func windows(b *testing.B, src, dst string, rate int64, resync bool) (median, wo
 			mu.Unlock()
 		},
 	}
-	if _, err := localsync.Copy(b.Context(), src, dst, opts); err != nil {
+	if _, err := localsync.Copy(b.Context(), src, dst, &opts); err != nil {
 		b.Fatal(err)
 	}
 	slices.SortFunc(samples, func(x, y sample) int { return int(x.at - y.at) })

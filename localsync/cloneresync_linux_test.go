@@ -66,7 +66,7 @@ func TestResyncByCloning(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
 			for _, d := range []string{dst, never} {
-				_, err := localsync.Copy(t.Context(), src, d, localsync.Options{Reflink: localsync.ReflinkNever})
+				_, err := localsync.Copy(t.Context(), src, d, &localsync.Options{Reflink: localsync.ReflinkNever})
 				require.NoError(t, err)
 			}
 
@@ -79,7 +79,7 @@ func TestResyncByCloning(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, g.Close())
 
-			st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+			st, err := localsync.Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
 			checkSame(t, src, dst)
 			checkStatsAdd(t, st)
@@ -94,11 +94,11 @@ func TestResyncByCloning(t *testing.T) {
 			}
 			require.NotEqual(t, ps[short], pd[short], "the short range was written, not cloned")
 
-			st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+			st, err = localsync.Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
 			require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes, "unchanged re-sync: %+v", st)
 
-			st, err = localsync.Copy(t.Context(), src, never, localsync.Options{Reflink: localsync.ReflinkNever})
+			st, err = localsync.Copy(t.Context(), src, never, &localsync.Options{Reflink: localsync.ReflinkNever})
 			require.NoError(t, err)
 			checkSame(t, src, never)
 			require.Zero(t, st.ClonedBytes, "%+v", st)

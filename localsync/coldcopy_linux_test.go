@@ -27,7 +27,7 @@ func TestColdFullCopy(t *testing.T) {
 			opts localsync.Options
 		}{{"read-write", localsync.Options{Method: localsync.MethodReadWrite}}, {"detect-zeros", localsync.Options{DetectZeros: true}}} {
 			dst := filepath.Join(dir, "cold-"+tc.name)
-			st, err := localsync.Copy(t.Context(), src, dst, tc.opts)
+			st, err := localsync.Copy(t.Context(), src, dst, &tc.opts)
 			require.NoError(t, err)
 			checkSame(t, src, dst)
 			if kind != loopfs.Tmpfs {
@@ -36,7 +36,7 @@ func TestColdFullCopy(t *testing.T) {
 			}
 			// checkSame read the source: it is warm now.
 			dst = filepath.Join(dir, "warm-"+tc.name)
-			st, err = localsync.Copy(t.Context(), src, dst, tc.opts)
+			st, err = localsync.Copy(t.Context(), src, dst, &tc.opts)
 			require.NoError(t, err)
 			checkSame(t, src, dst)
 			require.Zero(t, st.DirectReadBytes, "%s: a warm source is read through the cache: %+v", tc.name, st)

@@ -99,7 +99,7 @@ func TestHashCollision(t *testing.T) {
 
 			// Reflink never: the byte comparison is what is tested, also
 			// where a re-sync would clone (TestResyncByCloning).
-			st, err := localsync.Copy(t.Context(), sp, dp, localsync.Options{BlockSize: bs, Reflink: localsync.ReflinkNever})
+			st, err := localsync.Copy(t.Context(), sp, dp, &localsync.Options{BlockSize: bs, Reflink: localsync.ReflinkNever})
 			require.NoError(t, err)
 			require.Equal(t, src, fileBytes(t, dp), "block size %d: destination not exact", blk)
 			require.Equal(t, int64(len(offs))*blk, st.CopiedBytes+st.ClonedBytes, "block size %d: %+v", blk, st)

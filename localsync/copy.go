@@ -19,8 +19,8 @@ import (
 // holes where src has holes. A missing or empty dst gets a full copy (one
 // FICLONE where the filesystem can, else the data extents only); an existing
 // dst is re-synced, writing only the blocks that differ. dst may be a block
-// device, which gets src's holes zeroed. See Options for atomic mode,
-// syncing and zero detection.
+// device, which gets src's holes zeroed. See Options (nil: the defaults)
+// for atomic mode, syncing and zero detection.
 //
 // Before writing anything Copy refuses a source that is not a regular file
 // or block device, a destination that is the source (ErrSameFile, also
@@ -28,8 +28,9 @@ import (
 // the source changes during the copy it returns ErrSourceChanged. After any
 // error the source is untouched, a file Copy created is removed, and in
 // atomic mode the old destination is left as it was.
-func Copy(ctx context.Context, src, dst string, opts Options) (Stats, error) {
+func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 	start := time.Now()
+	opts := orZero(o)
 	if err := opts.Validate(); err != nil {
 		return Stats{}, err
 	}
@@ -50,7 +51,7 @@ func Copy(ctx context.Context, src, dst string, opts Options) (Stats, error) {
 	if st, err := os.Stat(dst); err == nil && sameFile(w.Info(), st) {
 		return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: ErrSameFile}
 	}
-	t, err := target.Create(dst, target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm()})
+	t, err := target.Create(dst, &target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm(), Faults: opts.faults})
 	if err != nil {
 		return Stats{}, err
 	}
@@ -77,8 +78,9 @@ func Copy(ctx context.Context, src, dst string, opts Options) (Stats, error) {
 // reading, dst open for reading and writing (a regular file or block
 // device). It works in place (Options.Atomic is refused) and closes neither
 // file; it fdatasyncs dst at the end unless Options.NoSync.
-func CopyFile(ctx context.Context, src, dst *os.File, opts Options) (Stats, error) {
+func CopyFile(ctx context.Context, src, dst *os.File, o *Options) (Stats, error) {
 	start := time.Now()
+	opts := orZero(o)
 	if err := opts.Validate(); err != nil {
 		return Stats{}, err
 	}
@@ -101,6 +103,7 @@ func CopyFile(ctx context.Context, src, dst *os.File, opts Options) (Stats, erro
 	if err != nil {
 		return Stats{}, err
 	}
+	t.SetFaults(opts.faults)
 	st, err := run(ctx, w, src, t, &opts)
 	if err == nil && !opts.NoSync {
 		err = t.Sync()

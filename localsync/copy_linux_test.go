@@ -40,7 +40,7 @@ func TestCopyLayouts(t *testing.T) {
 				src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 				layout.Create(t, src, l)
 				t.Cleanup(func() { os.Remove(src); os.Remove(dst) })
-				st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+				st, err := localsync.Copy(t.Context(), src, dst, nil)
 				require.NoError(t, err)
 				checkSame(t, src, dst)
 				checkStatsAdd(t, st)
@@ -56,7 +56,7 @@ func TestCopyLayouts(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
 
-				st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+				st, err = localsync.Copy(t.Context(), src, dst, nil)
 				require.NoError(t, err)
 				checkSame(t, src, dst)
 				checkStatsAdd(t, st)
@@ -77,7 +77,7 @@ func TestDenseAndLargerDestination(t *testing.T) {
 	runAll(t, 10*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
 		a, b := filepath.Join(dir, "dense-a"), filepath.Join(dir, "dense-b")
 		writeDense(t, a, 3*gib)
-		st, err := localsync.Copy(t.Context(), a, b, localsync.Options{NoSync: kind == loopfs.Tmpfs})
+		st, err := localsync.Copy(t.Context(), a, b, &localsync.Options{NoSync: kind == loopfs.Tmpfs})
 		require.NoError(t, err)
 		checkSame(t, a, b)
 		require.Equal(t, 3*gib, st.ClonedBytes+st.CopiedBytes)
@@ -91,7 +91,7 @@ func TestDenseAndLargerDestination(t *testing.T) {
 			dsts[localsync.ReflinkAlways] = c
 		} else {
 			before := layout.SeekWalk(t, b)
-			_, err := localsync.Copy(t.Context(), small, b, localsync.Options{Reflink: localsync.ReflinkAlways})
+			_, err := localsync.Copy(t.Context(), small, b, &localsync.Options{Reflink: localsync.ReflinkAlways})
 			require.ErrorIs(t, err, localsync.ErrReflinkUnsupported)
 			fi, err := os.Stat(b)
 			require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestDenseAndLargerDestination(t *testing.T) {
 			require.Equal(t, before, layout.SeekWalk(t, b))
 		}
 		for mode, dst := range dsts {
-			st, err := localsync.Copy(t.Context(), small, dst, localsync.Options{Reflink: mode})
+			st, err := localsync.Copy(t.Context(), small, dst, &localsync.Options{Reflink: mode})
 			require.NoError(t, err, "reflink %s", mode)
 			// No allocation bound and no hole-map equality here: rewriting
 			// blocks that the old destination shared (XFS, reflink never)

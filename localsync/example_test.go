@@ -26,7 +26,7 @@ func ExampleCopy() {
 	f.Close()
 
 	ctx := context.Background()
-	st, err := localsync.Copy(ctx, src, dst, localsync.Options{})
+	st, err := localsync.Copy(ctx, src, dst, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +35,7 @@ func ExampleCopy() {
 	f, _ = os.OpenFile(src, os.O_RDWR, 0)
 	f.WriteAt([]byte("HELLO"), 512<<20)
 	f.Close()
-	st, err = localsync.Copy(ctx, src, dst, localsync.Options{})
+	st, err = localsync.Copy(ctx, src, dst, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -64,7 +64,7 @@ func FuzzCopy(f *testing.F) {
 		for _, fh := range files {
 			fh.Close()
 		}
-		if _, err := localsync.Copy(t.Context(), src, dst, opts); err != nil {
+		if _, err := localsync.Copy(t.Context(), src, dst, &opts); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := os.ReadFile(src)

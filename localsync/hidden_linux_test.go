@@ -34,7 +34,7 @@ func TestDestinationPreallocationPunched(t *testing.T) {
 				layout.Create(t, dst, layout.Layout{Size: 64 * mib, Data: layout.Ranges(0, 64<<10)})
 				layout.Preallocate(t, dst, 8*mib, 32*mib)
 
-				st, err := localsync.Copy(t.Context(), src, dst, tc.opts)
+				st, err := localsync.Copy(t.Context(), src, dst, &tc.opts)
 				require.NoError(t, err)
 				checkSame(t, src, dst)
 				require.Less(t, allocated(t, dst), int64(mib), "the destination's preallocation over the source's hole is punched")
@@ -43,7 +43,7 @@ func TestDestinationPreallocationPunched(t *testing.T) {
 				}
 
 				// Nothing is hidden any more: an unchanged re-sync writes nothing.
-				st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{Method: tc.opts.Method})
+				st, err = localsync.Copy(t.Context(), src, dst, &localsync.Options{Method: tc.opts.Method})
 				require.NoError(t, err)
 				require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes+st.ZeroedBytes, "%+v", st)
 			})
@@ -60,11 +60,11 @@ func TestSourcePreallocationKept(t *testing.T) {
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, layout.Layout{Size: 8 * mib, Data: layout.Ranges(0, 64<<10)})
 		layout.Preallocate(t, src, 2*mib, 4*mib)
-		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		_, err := localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		checkSameBytes(t, src, dst)
 		for range 2 {
-			st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+			st, err := localsync.Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
 			require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes+st.ZeroedBytes, "an unchanged re-sync writes nothing: %+v", st)
 		}

@@ -1,6 +1,7 @@
 package localsync
 
 import (
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/qos"
 
 	"fmt"
@@ -47,6 +48,17 @@ type Options struct {
 	// Logger receives debug records (method choices, fallbacks). nil
 	// discards them.
 	Logger *slog.Logger
+
+	faults *target.Faults // tests only: fails chosen writes of the destination
+}
+
+// orZero is *o, or the zero Options (the defaults) for a nil o: Copy and
+// CopyFile work on their own copy and never change the caller's.
+func orZero(o *Options) Options {
+	if o == nil {
+		return Options{}
+	}
+	return *o
 }
 
 func (o *Options) setDefaults() {

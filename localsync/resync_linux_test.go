@@ -24,7 +24,7 @@ func TestIncremental(t *testing.T) {
 		l := scattered("base", 256*mib, 20, 11)
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, l)
-		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		_, err := localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 
 		f, err := os.OpenFile(src, os.O_RDWR, 0)
@@ -52,7 +52,7 @@ func TestIncremental(t *testing.T) {
 		rewriteBlocks(t, f, l.Data[1:], 37, rand.New(rand.NewPCG(5, 5)))
 		require.NoError(t, f.Truncate(l.Size+5*mib))
 
-		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		st, err := localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 		checkStatsAdd(t, st)
@@ -70,16 +70,16 @@ func TestIncremental(t *testing.T) {
 		// the source's rewritten blocks leave copy-on-write preallocations
 		// (FIEMAP: unwritten) that SEEK_DATA may report as data; they read
 		// as zeros and must not be copied either way.
-		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		st, err = localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes+st.ZeroedBytes, "second re-sync (warm) wrote: %+v", st)
 		dropCache(t, src)
 		dropCache(t, dst)
-		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		st, err = localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes+st.ZeroedBytes, "third re-sync (cold) wrote: %+v", st)
 		checkIdentical(t, src, dst)
-		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		st, err = localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes+st.ZeroedBytes, "fourth re-sync (warm again) wrote: %+v", st)
 	})
@@ -91,15 +91,15 @@ func TestShrink(t *testing.T) {
 	runAll(t, 2*gib, func(t *testing.T, kind loopfs.Kind, dir string) {
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, layout.Layout{Name: "2g", Size: 2 * gib, Data: layout.Ranges(0, mib, gib-mib, 2*mib, 2*gib-4*mib, 4*mib)})
-		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		_, err := localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		require.NoError(t, os.Truncate(src, gib))
-		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		st, err := localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		require.Equal(t, gib, st.Size)
 		checkSame(t, src, dst)
 		require.NoError(t, os.Truncate(src, 2*gib))
-		_, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+		_, err = localsync.Copy(t.Context(), src, dst, nil)
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 		require.Equal(t, layout.Ranges(0, mib, gib-mib, mib), layout.SeekWalk(t, dst))
@@ -114,7 +114,7 @@ func TestAtomic(t *testing.T) {
 		l := scattered("a", 64*mib, 20, 2)
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, l)
-		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{Atomic: true})
+		st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{Atomic: true})
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 		require.Equal(t, st.DataBytes, st.ClonedBytes+st.CopiedBytes)
@@ -125,7 +125,7 @@ func TestAtomic(t *testing.T) {
 		_, err = f.WriteAt(b, l.Data[0].Off)
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
-		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{Atomic: true})
+		st, err = localsync.Copy(t.Context(), src, dst, &localsync.Options{Atomic: true})
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 		if kind.Reflink() {
@@ -150,7 +150,7 @@ func TestDetectZeros(t *testing.T) {
 	require.NoError(t, f.Close())
 	require.Equal(t, layout.Ranges(0, 4*mib), layout.SeekWalk(t, src))
 
-	st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{DetectZeros: true})
+	st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{DetectZeros: true})
 	require.NoError(t, err)
 	require.Equal(t, layout.Ranges(0, mib, 2*mib, 2*mib), layout.SeekWalk(t, dst))
 	require.Equal(t, mib, st.ZeroBytes)
@@ -159,9 +159,9 @@ func TestDetectZeros(t *testing.T) {
 
 	// Over a destination that has data where the source has zeros.
 	require.NoError(t, os.Remove(dst))
-	_, err = localsync.Copy(t.Context(), src, dst, localsync.Options{})
+	_, err = localsync.Copy(t.Context(), src, dst, nil)
 	require.NoError(t, err)
-	st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{DetectZeros: true})
+	st, err = localsync.Copy(t.Context(), src, dst, &localsync.Options{DetectZeros: true})
 	require.NoError(t, err)
 	require.Equal(t, layout.Ranges(0, mib, 2*mib, 2*mib), layout.SeekWalk(t, dst))
 	require.Equal(t, mib, st.PunchedBytes)
@@ -191,7 +191,7 @@ func TestColdResync(t *testing.T) {
 		l.Data = append(l.Data, layout.Range{Off: l.Size - 5000, Len: 5000})
 		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 		layout.Create(t, src, l)
-		_, err := localsync.Copy(t.Context(), src, dst, localsync.Options{Reflink: localsync.ReflinkNever})
+		_, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 
 		f, err := os.OpenFile(src, os.O_RDWR, 0)
@@ -206,7 +206,7 @@ func TestColdResync(t *testing.T) {
 
 		// Reflink never: the cold comparison is what is tested, also where a
 		// re-sync would clone (TestResyncByCloning).
-		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{Reflink: localsync.ReflinkNever})
+		st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		checkSame(t, src, dst)
 		checkStatsAdd(t, st)
@@ -217,7 +217,7 @@ func TestColdResync(t *testing.T) {
 		}
 
 		// Warm: everything was just read through the cache by checkSame.
-		st, err = localsync.Copy(t.Context(), src, dst, localsync.Options{Reflink: localsync.ReflinkNever})
+		st, err = localsync.Copy(t.Context(), src, dst, &localsync.Options{Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		require.Zero(t, st.CopiedBytes+st.ClonedBytes+st.PunchedBytes, "%+v", st)
 		require.Zero(t, st.DirectReadBytes, "cached data is read through the cache: %+v", st)
@@ -230,11 +230,11 @@ func TestColdResync(t *testing.T) {
 		}
 		a, b := filepath.Join(dir, "small-a"), filepath.Join(dir, "small-b")
 		layout.Create(t, a, small)
-		_, err = localsync.Copy(t.Context(), a, b, localsync.Options{Reflink: localsync.ReflinkNever})
+		_, err = localsync.Copy(t.Context(), a, b, &localsync.Options{Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		dropCache(t, a)
 		dropCache(t, b)
-		st, err = localsync.Copy(t.Context(), a, b, localsync.Options{Reflink: localsync.ReflinkNever})
+		st, err = localsync.Copy(t.Context(), a, b, &localsync.Options{Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		require.Equal(t, small.DataBytes(), st.UnchangedBytes, "%+v", st)
 		require.Zero(t, st.DirectReadBytes, "%+v", st)

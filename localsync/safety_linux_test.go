@@ -82,7 +82,7 @@ func TestCrossFilesystem(t *testing.T) {
 			src, dst := filepath.Join(a, "src"), filepath.Join(b, "dst")
 			layout.Create(t, src, sample)
 			c := recordCalls(t)
-			st, err := Copy(t.Context(), src, dst, Options{})
+			st, err := Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
 			checkCopy(t, src, dst)
 			require.Equal(t, MethodReadWrite, st.Method)
@@ -92,7 +92,7 @@ func TestCrossFilesystem(t *testing.T) {
 			}
 			require.Equal(t, int64(1), c.cfr.Load(), "copy_file_range tried once, then dropped")
 			// Re-sync across filesystems: nothing to write.
-			st, err = Copy(t.Context(), src, dst, Options{})
+			st, err = Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
 			require.Zero(t, st.CopiedBytes+st.ClonedBytes)
 		})
@@ -111,7 +111,7 @@ func TestReflinkShares(t *testing.T) {
 			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 			layout.Create(t, src, sample)
 			c := recordCalls(t)
-			st, err := Copy(t.Context(), src, dst, Options{Reflink: ReflinkAlways})
+			st, err := Copy(t.Context(), src, dst, &Options{Reflink: ReflinkAlways})
 			require.NoError(t, err)
 			require.Equal(t, int64(1), c.ficlone.Load())
 			require.Zero(t, c.cfr.Load())
@@ -127,7 +127,7 @@ func TestReflinkShares(t *testing.T) {
 			_, err = f.WriteAt(bytes.Repeat([]byte{7}, 2*int(mib)), 0)
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
-			st, err = Copy(t.Context(), src, dst, Options{})
+			st, err = Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
 			checkCopy(t, src, dst)
 			require.Equal(t, MethodReflink, st.Method)
@@ -220,7 +220,7 @@ func TestFallbackRules(t *testing.T) {
 					return tc.cfr(func() (int, error) { return cr(rfd, roff, wfd, woff, l, fl) }, n.Add(1))
 				}
 			}
-			st, err := Copy(t.Context(), src, dst, Options{})
+			st, err := Copy(t.Context(), src, dst, nil)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				require.Contains(t, err.Error(), dst)
@@ -245,7 +245,7 @@ func TestMethodForced(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			dst := filepath.Join(dir, "dst-"+m.String())
 			c := recordCalls(t)
-			st, err := Copy(t.Context(), src, dst, Options{Method: m})
+			st, err := Copy(t.Context(), src, dst, &Options{Method: m})
 			require.NoError(t, err)
 			checkCopy(t, src, dst)
 			require.Equal(t, m, st.Method)
@@ -254,10 +254,10 @@ func TestMethodForced(t *testing.T) {
 		})
 	}
 	dir2 := loopfs.Mount(t, loopfs.Ext4, gib)
-	_, err := Copy(t.Context(), src, filepath.Join(dir2, "x"), Options{Method: MethodReflink})
+	_, err := Copy(t.Context(), src, filepath.Join(dir2, "x"), &Options{Method: MethodReflink})
 	require.ErrorIs(t, err, ErrReflinkUnsupported)
 	require.NoFileExists(t, filepath.Join(dir2, "x"))
-	_, err = Copy(t.Context(), src, filepath.Join(dir2, "y"), Options{Method: MethodCopyRange})
+	_, err = Copy(t.Context(), src, filepath.Join(dir2, "y"), &Options{Method: MethodCopyRange})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	require.NoFileExists(t, filepath.Join(dir2, "y"))
 }
@@ -287,7 +287,7 @@ func TestRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, atomicMode := range []bool{false, true} {
-				_, err := Copy(t.Context(), tc.src, tc.dst, Options{Atomic: atomicMode})
+				_, err := Copy(t.Context(), tc.src, tc.dst, &Options{Atomic: atomicMode})
 				if tc.name == "destination-is-directory" {
 					require.Error(t, err)
 				} else {
@@ -308,7 +308,7 @@ func TestRefusals(t *testing.T) {
 	g, err := os.OpenFile(link, os.O_RDWR, 0)
 	require.NoError(t, err)
 	defer g.Close()
-	_, err = CopyFile(t.Context(), f, g, Options{})
+	_, err = CopyFile(t.Context(), f, g, nil)
 	require.ErrorIs(t, err, ErrSameFile)
 	require.Equal(t, want, sum(t, src))
 }
@@ -324,7 +324,7 @@ func TestNoSpace(t *testing.T) {
 	want := sum(t, src)
 	for _, m := range []Method{MethodAuto, MethodReadWrite} {
 		dst := filepath.Join(small, "dst")
-		_, err := Copy(t.Context(), src, dst, Options{Method: m})
+		_, err := Copy(t.Context(), src, dst, &Options{Method: m})
 		require.ErrorIs(t, err, syscall.ENOSPC)
 		require.Contains(t, err.Error(), dst)
 		require.NoFileExists(t, dst)
@@ -333,7 +333,7 @@ func TestNoSpace(t *testing.T) {
 	old := filepath.Join(small, "old")
 	layout.Create(t, old, layout.Layout{Size: 10 * mib, Data: layout.Ranges(0, 10*mib)})
 	oldSum := sum(t, old)
-	_, err := Copy(t.Context(), src, old, Options{Atomic: true})
+	_, err := Copy(t.Context(), src, old, &Options{Atomic: true})
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	require.Equal(t, oldSum, sum(t, old), "atomic mode keeps the old destination")
 	require.Equal(t, want, sum(t, src))
@@ -368,7 +368,7 @@ func TestSourceChanged(t *testing.T) {
 		require.NoError(t, err)
 		var once sync.Once
 		var wrote atomic.Bool
-		_, err = Copy(t.Context(), src, dst, Options{Atomic: i%2 == 0, NoSync: true, Progress: func(done, total int64) {
+		_, err = Copy(t.Context(), src, dst, &Options{Atomic: i%2 == 0, NoSync: true, Progress: func(done, total int64) {
 			once.Do(func() {
 				_, werr := f.WriteAt(b, r.Int64N(64*mib-4096))
 				require.NoError(t, werr)
@@ -421,7 +421,7 @@ func TestBlockDevices(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 		dst := filepath.Join(dir, "from-dev")
-		st, err := Copy(t.Context(), dev, dst, Options{})
+		st, err := Copy(t.Context(), dev, dst, nil)
 		require.NoError(t, err)
 		require.Equal(t, 16*mib, st.Size)
 		require.Equal(t, mib, st.CopiedBytes)
@@ -434,7 +434,7 @@ func TestBlockDevices(t *testing.T) {
 		src := filepath.Join(dir, "to-dev")
 		l := layout.Layout{Size: 12*mib + 512, Data: layout.Ranges(mib, 2*mib, 8*mib, 1000, 12*mib, 512)}
 		layout.Create(t, src, l)
-		st, err := Copy(t.Context(), src, dev, Options{})
+		st, err := Copy(t.Context(), src, dev, nil)
 		require.NoError(t, err)
 		require.Equal(t, l.Size-l.DataBytes()-(4096-1000), st.PunchedBytes+st.ZeroedBytes)
 		got := make([]byte, l.Size)
@@ -454,7 +454,7 @@ func TestBlockDevices(t *testing.T) {
 		big := filepath.Join(dir, "too-big")
 		layout.Create(t, big, layout.Layout{Size: 17 * mib, Data: layout.Ranges(0, mib)})
 		before := sum(t, dev)
-		_, err = Copy(t.Context(), big, dev, Options{})
+		_, err = Copy(t.Context(), big, dev, nil)
 		require.ErrorIs(t, err, ErrDestinationTooSmall)
 		require.Equal(t, before, sum(t, dev))
 	})
@@ -469,7 +469,7 @@ func TestFIFOSourceRefusedWithoutWaiting(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	done := make(chan error, 1)
 	go func() {
-		_, err := Copy(t.Context(), fifo, dst, Options{})
+		_, err := Copy(t.Context(), fifo, dst, nil)
 		done <- err
 	}()
 	select {

@@ -49,7 +49,7 @@ func TestSharedWithThirdFiles(t *testing.T) {
 
 			// Compared (reflink never): only the 5 differing blocks written.
 			reflinkFile(t, p("snap-dst"), p("dst-auto"))
-			st, err := localsync.Copy(t.Context(), p("src"), p("dst"), localsync.Options{Reflink: localsync.ReflinkNever})
+			st, err := localsync.Copy(t.Context(), p("src"), p("dst"), &localsync.Options{Reflink: localsync.ReflinkNever})
 			require.NoError(t, err)
 			require.Equal(t, a, fileBytes(t, p("dst")), "destination not exact")
 			require.Equal(t, 5*4096, int(st.CopiedBytes+st.ClonedBytes), "%+v", st)
@@ -57,7 +57,7 @@ func TestSharedWithThirdFiles(t *testing.T) {
 
 			// Re-synced by cloning (reflink auto): the destination's blocks,
 			// shared with its own snapshot, become the source's, unread.
-			st, err = localsync.Copy(t.Context(), p("src"), p("dst-auto"), localsync.Options{})
+			st, err = localsync.Copy(t.Context(), p("src"), p("dst-auto"), nil)
 			require.NoError(t, err)
 			require.Equal(t, a, fileBytes(t, p("dst-auto")), "destination not exact")
 			require.Equal(t, int64(len(a)), st.ClonedBytes, "%+v", st)
@@ -66,7 +66,7 @@ func TestSharedWithThirdFiles(t *testing.T) {
 
 			// A clone of the source is equal unread, all of it.
 			reflinkFile(t, p("src"), p("dst2"))
-			st, err = localsync.Copy(t.Context(), p("src"), p("dst2"), localsync.Options{})
+			st, err = localsync.Copy(t.Context(), p("src"), p("dst2"), nil)
 			require.NoError(t, err)
 			require.Equal(t, int64(len(a)), st.UnchangedBytes, "%+v", st)
 			require.Zero(t, st.DirectReadBytes+st.CopiedBytes+st.ClonedBytes, "%+v", st)

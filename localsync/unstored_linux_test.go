@@ -36,7 +36,7 @@ func TestUnwrittenAsHoles(t *testing.T) {
 		_, err = f.WriteAt(data, 4*mib)
 		require.NoError(t, err)
 
-		st, err := localsync.Copy(t.Context(), src, dst, localsync.Options{Reflink: localsync.ReflinkNever})
+		st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{Reflink: localsync.ReflinkNever})
 		require.NoError(t, err)
 		want := make([]byte, 8*mib)
 		copy(want, data)

@@ -39,14 +39,14 @@ func benchScenario(b *testing.B, dir, base, scenario string) {
 		b.StopTimer()
 		os.Remove(dst)
 		if scenario != bench.ScenarioCopy { // the target holds the old version
-			if _, err := localsync.Copy(b.Context(), base, dst, localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
+			if _, err := localsync.Copy(b.Context(), base, dst, &localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		dropCaches(b)
 		b.StartTimer()
 		start := time.Now()
-		if _, err := localsync.Copy(b.Context(), src, dst, localsync.Options{}); err != nil {
+		if _, err := localsync.Copy(b.Context(), src, dst, nil); err != nil {
 			b.Fatal(err)
 		}
 		times = append(times, time.Since(start))

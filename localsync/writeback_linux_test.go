@@ -57,7 +57,7 @@ func TestWritebackOffTheWorkers(t *testing.T) {
 		mu.Lock()
 		calls, most, returned, late = 0, 0, false, 0
 		mu.Unlock()
-		_, err := Copy(context.Background(), src, dst, Options{NoSync: noSync, Reflink: ReflinkNever})
+		_, err := Copy(context.Background(), src, dst, &Options{NoSync: noSync, Reflink: ReflinkNever})
 		mu.Lock()
 		returned = true
 		got, gotMost := calls, most

@@ -51,7 +51,7 @@ func BenchmarkWriteFlush(b *testing.B) {
 // goroutine at qd 1, else qd goroutines (GOMAXPROCS=2 here). It reports
 // IOPS.
 func benchRandomWrites(b *testing.B, mode replica.CounterMode, size int64, qd int, flush bool) {
-	r, err := replica.Create(filepath.Join(b.TempDir(), "r"), size, replica.Options{Counter: mode})
+	r, err := replica.Create(filepath.Join(b.TempDir(), "r"), size, &replica.Options{Counter: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func BenchmarkCounterOverhead(b *testing.B) {
 	names := []string{"off", "on", "per-write", "off-again"}
 	// Created per-write so that revision.counter is open with O_DIRECT;
 	// count() then does exactly what each mode does.
-	r, err := replica.Create(filepath.Join(b.TempDir(), "r"), 128<<20, replica.Options{Counter: replica.CounterPerWrite})
+	r, err := replica.Create(filepath.Join(b.TempDir(), "r"), 128<<20, &replica.Options{Counter: replica.CounterPerWrite})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -341,7 +341,7 @@ func dirStates(t *testing.T, dirs []string) string {
 
 func TestLiveCounterAndReboot(t *testing.T) {
 	dir := t.TempDir()
-	r, err := Create(dir, 1<<20, Options{})
+	r, err := Create(dir, 1<<20, nil)
 	require.NoError(t, err)
 	b := alignedBuf(BlockSize)
 	for i := range 5 {

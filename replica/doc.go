@@ -82,8 +82,10 @@
 //
 // # Start check
 //
-// Check applies Longhorn's rules exactly (counter mode match, highest
-// counter, the 5 s mtime window and allocated-bytes salvage) plus ours: an
+// Check reads one probe per directory and applies the rules of package
+// replica/check, a pure function: Longhorn's rules exactly (counter mode
+// match, highest counter, the 5 s mtime window and allocated-bytes
+// salvage) plus ours: an
 // epoch in replica.hdr that the engine (Volume) bumps on the survivors
 // before acknowledging a write some replica failed, so a replica that
 // missed acknowledged writes is found even with the counter off.

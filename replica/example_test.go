@@ -62,7 +62,7 @@ func ExampleExport() {
 		panic(err)
 	}
 	defer os.RemoveAll(root)
-	r, err := replica.Create(filepath.Join(root, "r"), 1<<20, replica.Options{})
+	r, err := replica.Create(filepath.Join(root, "r"), 1<<20, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -57,7 +57,7 @@ func Export(ctx context.Context, dir, dst string, opts *ExportOptions) (ExportSt
 		return ExportStats{}, err
 	}
 	st := ExportStats{Size: c.size, Layers: len(c.layers)}
-	t, err := target.Create(dst, target.Options{Atomic: true})
+	t, err := target.Create(dst, &target.Options{Atomic: true})
 	if err != nil {
 		return st, err
 	}

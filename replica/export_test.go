@@ -126,7 +126,7 @@ func TestExportLonghornChain(t *testing.T) {
 // exports to what the volume reads.
 func TestExportMatchesReplicaReads(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "r")
-	r, err := Create(dir, 4<<20, Options{})
+	r, err := Create(dir, 4<<20, nil)
 	require.NoError(t, err)
 	pat := make([]byte, 300_000)
 	layout.Pattern(pat, 1)

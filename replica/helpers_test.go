@@ -37,3 +37,10 @@ func exportSHA(t *testing.T, dir string) [32]byte {
 	t.Helper()
 	return sha256.Sum256(exportBytes(t, dir))
 }
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

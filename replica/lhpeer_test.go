@@ -197,7 +197,7 @@ func downgradeHeader(t *testing.T, dir string) {
 // ourWrites creates a replica in dir with our writer and makes n writes.
 func ourWrites(t *testing.T, dir string, mode CounterMode, n int) {
 	t.Helper()
-	r, err := Create(dir, 1<<20, Options{Counter: mode})
+	r, err := Create(dir, 1<<20, &Options{Counter: mode})
 	require.NoError(t, err)
 	for i := range n {
 		_, err := r.WriteAt(bytes.Repeat([]byte{byte(i + 1)}, BlockSize), int64(i%256)*BlockSize)

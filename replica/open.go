@@ -17,9 +17,9 @@ import (
 // Create makes a new replica of size bytes (a positive multiple of 4096) in
 // dir, creating dir if needed, and opens it. volume.meta is written last, so
 // an interrupted Create never leaves a directory that looks like a replica;
-// a failed one removes what it created.
-func Create(dir string, size int64, opts Options) (*Replica, error) {
-	return create(dir, size, opts, newID())
+// a failed one removes what it created. nil options are the defaults.
+func Create(dir string, size int64, o *Options) (*Replica, error) {
+	return create(dir, size, orZero(o), newID())
 }
 
 func create(dir string, size int64, opts Options, volumeID ID) (_ *Replica, err error) {

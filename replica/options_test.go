@@ -18,7 +18,7 @@ func TestOptionsValidate(t *testing.T) {
 
 	root := t.TempDir()
 	dir := filepath.Join(root, "r")
-	_, err := Create(dir, 1<<20, bad)
+	_, err := Create(dir, 1<<20, &bad)
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = os.Stat(dir)
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing made for bad options")
@@ -30,7 +30,7 @@ func TestOptionsValidate(t *testing.T) {
 	_, err = os.Stat(filepath.Join(root, "a", "volume.meta"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 
-	r, err := Create(dir, 1<<20, Options{})
+	r, err := Create(dir, 1<<20, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	_, err = Open(dir, &bad)

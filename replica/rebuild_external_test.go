@@ -21,7 +21,7 @@ func init() {
 			addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
 			require.NoError(t, err)
 			t.Cleanup(func() { cancel(); require.NoError(t, wait()) })
-			o = &rebuild.Options{Remote: addr, RemoteDir: filepath.Base(remote), TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+			o = &rebuild.Options{Remote: addr, RemoteDir: filepath.Base(remote), TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}}
 		}
 		st, err := rebuild.Rebuild(t.Context(), source, target, o)
 		return replica.RebuildResult{Revision: st.Revision}, err

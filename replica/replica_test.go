@@ -91,7 +91,7 @@ func TestReplicaReadWrite(t *testing.T) {
 	loopfs.Run(t, 512<<20, func(t *testing.T, kind loopfs.Kind, mnt string) {
 		const size = 4 << 20
 		dir := filepath.Join(mnt, "r")
-		r, err := Create(dir, size, Options{})
+		r, err := Create(dir, size, nil)
 		require.NoError(t, err)
 		require.True(t, r.direct, "head should be open with O_DIRECT on %s", kind)
 		ref := make([]byte, size)
@@ -183,7 +183,7 @@ func TestReplicaReadWrite(t *testing.T) {
 
 func TestUnmapPunches(t *testing.T) {
 	dir := t.TempDir()
-	r, err := Create(dir, 1<<20, Options{})
+	r, err := Create(dir, 1<<20, nil)
 	require.NoError(t, err)
 	p := bytes.Repeat([]byte{7}, 1<<20)
 	_, err = r.WriteAt(p, 0)
@@ -206,7 +206,7 @@ func TestCounterExact(t *testing.T) {
 	for _, mode := range []CounterMode{CounterOn, CounterPerWrite} {
 		t.Run(mode.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			r, err := Create(dir, 64<<20, Options{Counter: mode})
+			r, err := Create(dir, 64<<20, &Options{Counter: mode})
 			require.NoError(t, err)
 			var wg sync.WaitGroup
 			for w := range 64 {
@@ -247,7 +247,7 @@ func TestCounterFaultLatches(t *testing.T) {
 	var fail bool
 	var mu sync.Mutex
 	injected := errors.New("injected counter write failure")
-	r, err := Create(dir, 1<<20, Options{fault: func(_, op string) error {
+	r, err := Create(dir, 1<<20, &Options{fault: func(_, op string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if fail && op == "counter" {
@@ -289,7 +289,7 @@ func TestHeaderWriteFaultLatches(t *testing.T) {
 	dir := t.TempDir()
 	var fail atomic.Bool
 	injected := errors.New("injected header write failure")
-	r, err := Create(dir, 1<<20, Options{fault: func(_, op string) error {
+	r, err := Create(dir, 1<<20, &Options{fault: func(_, op string) error {
 		if fail.Load() && op == "header" {
 			return injected
 		}
@@ -393,7 +393,7 @@ func TestLonghornDirectory(t *testing.T) {
 func TestFlushGroupCommit(t *testing.T) {
 	dir := t.TempDir()
 	var syncs atomic.Int64
-	r, err := Create(dir, 4<<20, Options{fault: func(_, op string) error {
+	r, err := Create(dir, 4<<20, &Options{fault: func(_, op string) error {
 		if op == "sync" {
 			syncs.Add(1)
 		}
@@ -444,7 +444,7 @@ func TestFlushGroupCommitShares(t *testing.T) {
 	var counting atomic.Bool
 	var syncs atomic.Int64
 	held, release := make(chan struct{}), make(chan struct{})
-	r, err := Create(t.TempDir(), 4<<20, Options{fault: func(_, op string) error {
+	r, err := Create(t.TempDir(), 4<<20, &Options{fault: func(_, op string) error {
 		if op == "sync" && counting.Load() {
 			if syncs.Add(1) == 1 {
 				close(held)
@@ -496,7 +496,7 @@ func TestSyncFaultLatches(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var fail atomic.Bool
 			injected := errors.New("injected fdatasync failure")
-			r, err := Create(t.TempDir(), 1<<20, Options{Counter: mode, fault: func(_, op string) error {
+			r, err := Create(t.TempDir(), 1<<20, &Options{Counter: mode, fault: func(_, op string) error {
 				if fail.Load() && (op == "sync" || op == "counter") {
 					return injected
 				}
@@ -549,7 +549,7 @@ func TestWriteFileAtomic(t *testing.T) {
 
 func TestOneWriterPerDirectory(t *testing.T) {
 	dir := t.TempDir()
-	r, err := Create(dir, 1<<20, Options{})
+	r, err := Create(dir, 1<<20, nil)
 	require.NoError(t, err)
 	_, err = Open(dir, nil)
 	require.ErrorIs(t, err, ErrBusy)
@@ -574,14 +574,14 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist, "%s left behind", d)
 	}
 	// An existing replica is refused and left as it was.
-	r, err := Create(dirs[0], 1<<20, Options{})
+	r, err := Create(dirs[0], 1<<20, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
-	_, err = Create(dirs[0], 1<<20, Options{})
+	_, err = Create(dirs[0], 1<<20, nil)
 	require.ErrorIs(t, err, ErrExists)
 	_, err = Inspect(dirs[0], nil)
 	require.NoError(t, err)
-	_, err = Create(filepath.Join(root, "bad"), 1<<20, Options{Counter: 9})
+	_, err = Create(filepath.Join(root, "bad"), 1<<20, &Options{Counter: 9})
 	require.Error(t, err)
 	_, err = os.Stat(filepath.Join(root, "bad"))
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -591,7 +591,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 // goroutines: the read-modify-write of a block must not lose a neighbour's
 // bytes (the per-block lock), and aligned writes of other blocks proceed.
 func TestUnalignedSameBlockNoLostUpdate(t *testing.T) {
-	r, err := Create(t.TempDir(), 1<<20, Options{})
+	r, err := Create(t.TempDir(), 1<<20, nil)
 	require.NoError(t, err)
 	const writers, rounds = 8, 300
 	var wg sync.WaitGroup

@@ -67,7 +67,7 @@ func writeReplica(ctx context.Context, dir, path string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	r, err := replica.Create(dir, info.Size, replica.Options{})
+	r, err := replica.Create(dir, info.Size, nil)
 	if err != nil {
 		return 0, err
 	}

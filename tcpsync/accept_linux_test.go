@@ -125,7 +125,7 @@ func TestLowDescriptorLimit(t *testing.T) {
 	src := filepath.Join(local, "src")
 	require.NoError(t, writeImage(src, 8<<20, 0.5, 4, 11))
 	o := clientOpts()
-	o.Retries, o.MinBackoff, o.MaxBackoff = 8, 100*time.Millisecond, time.Second
+	o.MaxAttempts, o.MinBackoff, o.MaxBackoff = 9, 100*time.Millisecond, time.Second
 	o.Dial = func(ctx context.Context, _, a string) (net.Conn, error) { return dialFrom(ctx, 1, a) }
 	start := time.Now()
 	st, err := PushFile(ctx, string(addr), src, "img", o)

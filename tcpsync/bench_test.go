@@ -314,7 +314,7 @@ func BenchmarkManyExtents(b *testing.B) {
 			for b.Loop() {
 				os.Remove(filepath.Join(root, "img"))
 				os.Remove(filepath.Join(root, "img"+sidecarSuffix))
-				st, err := PushFile(ctx, addr, src, "img", &Options{NoAuth: true, Retries: -1})
+				st, err := PushFile(ctx, addr, src, "img", &Options{NoAuth: true, MaxAttempts: 1})
 				if err != nil || !st.Verified {
 					b.Fatal(err)
 				}

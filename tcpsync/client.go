@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/qos"
 )
 
@@ -43,8 +44,9 @@ type Options struct {
 	ReadBack ReadBack
 	// BlockSize is the compare granularity: a power of two in 4 KiB-1 MiB.
 	BlockSize int
-	// Retries is how many times a failed transfer is retried (5; -1: none).
-	Retries int
+	// MaxAttempts is how many attempts a transfer makes at most: 1 tries
+	// once, 0 means the default, 6 (a first attempt and 5 retries).
+	MaxAttempts int
 	// MinBackoff and MaxBackoff bound the pause between attempts (1 s, 30 s).
 	MinBackoff, MaxBackoff time.Duration
 	// IdleTimeout ends a connection on which nothing arrives (2 min).
@@ -67,7 +69,8 @@ type Options struct {
 	// Budget is unlimited; the server applies its own (Server.Budget).
 	Budget qos.Budget
 
-	hooks *testHooks // tests only: acts on a pulled target
+	hooks  *testHooks      // tests only: acts on a pulled target
+	faults *wtarget.Faults // tests only: fails chosen writes of a pulled target
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -81,11 +84,11 @@ func (o *Options) withDefaults() (Options, error) {
 	if !validBlockSize(uint32(c.BlockSize)) || c.BlockSize > maxBlock {
 		return c, fmt.Errorf("block size %d is not a power of two in [%d, %d]", c.BlockSize, minBlock, maxBlock)
 	}
-	if c.Retries == 0 {
-		c.Retries = 5
+	if c.MaxAttempts < 0 {
+		return c, fmt.Errorf("max attempts %d is negative (1: no retry, 0: the default)", c.MaxAttempts)
 	}
-	if c.Retries < 0 {
-		c.Retries = 0
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 6
 	}
 	if c.MinBackoff <= 0 {
 		c.MinBackoff = time.Second
@@ -192,7 +195,7 @@ func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, err
 		}
 		// Only now that the server serves the file: a refused pull must not
 		// leave an empty destination behind.
-		t, err := openLocalTarget(dst, c.Atomic)
+		t, err := openLocalTarget(dst, c.Atomic, c.faults)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -251,7 +254,7 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		if ctx.Err() != nil {
 			return total, err
 		}
-		again := retryable(err, reached) && attempt < c.Retries
+		again := retryable(err, reached) && attempt+1 < c.MaxAttempts
 		reached = reached || heard
 		if errors.Is(err, ErrVerify) && !verifyRetried && !c.FullCompare {
 			verifyRetried, again = true, true
@@ -268,8 +271,8 @@ func withRetries(ctx context.Context, addr string, o *Options, fn attemptFunc) (
 		d = d/2 + rand.N(d/2+1)
 		c.Logger.Warn("sync attempt failed, retrying", "attempt", attempt+1, "backoff", d, "err", err)
 		if c.OnRetry != nil {
-			maxAttempts := c.Retries + 1
-			if verifyRetried && attempt >= c.Retries {
+			maxAttempts := c.MaxAttempts
+			if verifyRetried && attempt+1 >= c.MaxAttempts {
 				maxAttempts = attempt + 2
 			}
 			c.OnRetry(attempt+2, maxAttempts, d, err)

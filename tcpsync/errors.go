@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sparsesync/sparsesync/internal/errtext"
 )
 
 // Errors of the handshake.
@@ -163,9 +165,19 @@ func (e *RemoteError) Is(target error) bool {
 	return false
 }
 
-// remoteError turns a received code and message into an error.
+// remoteError turns a received code and message into an error. A server
+// before this version sent its sentinel's package name ("tcpsync: no such
+// remote file"); the leading one is dropped, as today's server never
+// sends it (wireText).
 func remoteError(code uint16, msg string) error {
-	return &RemoteError{Code: code, Msg: sanitize(msg)}
+	return &RemoteError{Code: code, Msg: sanitize(strings.TrimPrefix(msg, "tcpsync: "))}
+}
+
+// wireText is err's message for the peer: without the package names of the
+// sentinels in it, which the peer's own error (and the code) carries.
+func wireText(err error) string {
+	msg, _ := errtext.Strip(err.Error(), err)
+	return msg
 }
 
 // sanitize escapes what could forge a log line or repaint a terminal in

@@ -151,7 +151,7 @@ func TestCutConnection(t *testing.T) {
 		}
 		p := newCutProxy(t, addr, cut)
 		o := clientOpts()
-		o.Retries = 5
+		o.MaxAttempts = 6
 		o.FullCompare = i%3 == 0
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		st, err := PushFile(ctx, p.addr(), src, name, o)

@@ -104,7 +104,7 @@ func silentFlood(t *testing.T, useTLS bool) {
 	for i := range pushes {
 		pw.Go(func() {
 			o := clientOpts()
-			o.Retries, o.MinBackoff, o.MaxBackoff = 8, 200*time.Millisecond, 2*time.Second
+			o.MaxAttempts, o.MinBackoff, o.MaxBackoff = 9, 200*time.Millisecond, 2*time.Second
 			o.TLSConfig = cliTLS
 			o.Dial = func(ctx context.Context, _, a string) (net.Conn, error) { return dialFrom(ctx, 1, a) }
 			start := time.Now()

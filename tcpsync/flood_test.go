@@ -105,9 +105,9 @@ func TestFloodKeepsServing(t *testing.T) {
 	}
 
 	o := clientOpts()
-	// Retries spanning more than the greeting grace (the stallers spoke,
+	// Attempts spanning more than the greeting grace (the stallers spoke,
 	// so they hold their places until they have waited it).
-	o.Retries, o.MinBackoff, o.MaxBackoff = 8, 100*time.Millisecond, time.Second
+	o.MaxAttempts, o.MinBackoff, o.MaxBackoff = 9, 100*time.Millisecond, time.Second
 	o.Dial = func(ctx context.Context, _, a string) (net.Conn, error) { return dialFrom(ctx, 1, a) }
 	start := time.Now()
 	st, err := PushFile(ctx, addr, src, "img", o)

@@ -321,9 +321,11 @@ func (f *framer) send(t frameType, flags uint8, parts ...[]byte) error {
 	return f.flush()
 }
 
-// sendError reports err to the peer as a code and a short message (best effort).
+// sendError reports err to the peer as a code and a short message (best
+// effort), rendered without its sentinels' package names: the client's
+// error carries the code's sentinel, and its line names the command.
 func (f *framer) sendError(err error) {
-	msg := sanitize(err.Error())
+	msg := sanitize(wireText(err))
 	b := binary.LittleEndian.AppendUint16(nil, errorCode(err))
 	b = append(b, msg...)
 	_ = f.c.SetWriteDeadline(time.Now().Add(2 * time.Second))

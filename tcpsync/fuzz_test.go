@@ -67,7 +67,7 @@ func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg, err := openLocalTarget(dst, false)
+	tg, err := openLocalTarget(dst, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func FuzzReceiver(f *testing.F) {
 		dst := filepath.Join(dir, "fuzz-dst")
 		os.Remove(dst + sidecarSuffix)
 		layout.Create(t, dst, changed)
-		tg, err := openLocalTarget(dst, false)
+		tg, err := openLocalTarget(dst, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func (r *retries) on(_, _ int, _ time.Duration, err error) {
 // TestHangupBeforeGreetingRetried is hole 1's client half: a proxy that
 // cuts the connection within the client's first 49 bytes (the HELLO)
 // failed a push even with 2 retries. Now such a hang-up is transient:
-// retried with backoff, announced, bounded by Retries, and the "does it
+// retried with backoff, announced, bounded by MaxAttempts, and the "does it
 // expect TLS?" hint is given only when every attempt ended so.
 func TestHangupBeforeGreetingRetried(t *testing.T) {
 	root, local := t.TempDir(), t.TempDir()
@@ -63,7 +63,7 @@ func TestHangupBeforeGreetingRetried(t *testing.T) {
 	// The first two connections are cut after 20 bytes: then a push.
 	p := newCutProxyN(t, addr, 20, 2)
 	o := clientOpts()
-	o.Retries = 2
+	o.MaxAttempts = 3
 	var r retries
 	o.OnRetry = r.on
 	st, err := PushFile(t.Context(), p.addr(), src, "img", o)
@@ -75,14 +75,14 @@ func TestHangupBeforeGreetingRetried(t *testing.T) {
 	}
 	requireSame(t, src, filepath.Join(root, "img"))
 
-	// Cut every time: Retries+1 attempts, then the error with the hint.
+	// Cut every time: MaxAttempts attempts, then the error with the hint.
 	p = newCutProxyN(t, addr, 20, 1<<30)
 	r = retries{}
 	o.OnRetry = r.on
 	_, err = PushFile(t.Context(), p.addr(), src, "img2", o)
 	require.ErrorContains(t, err, "the server hung up before greeting (does it expect TLS?)")
 	require.Len(t, r.errs, 2)
-	require.Equal(t, int32(3), p.n.Load(), "bounded: Retries+1 connections")
+	require.Equal(t, int32(3), p.n.Load(), "bounded: MaxAttempts connections")
 }
 
 // TestHangupHintOnlyWhenAlwaysTheSame: attempts that failed in different
@@ -91,7 +91,7 @@ func TestHangupBeforeGreetingRetried(t *testing.T) {
 func TestHangupHintOnlyWhenAlwaysTheSame(t *testing.T) {
 	var n atomic.Int32
 	o := clientOpts()
-	o.Retries = 2
+	o.MaxAttempts = 3
 	o.Dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		c, s := net.Pipe()
 		first := n.Add(1) == 1
@@ -125,7 +125,7 @@ func TestTLSRefusalRetried(t *testing.T) {
 	src := filepath.Join(local, "src")
 	require.NoError(t, writeImage(src, 1<<20, 0.5, 2, 4))
 	o := clientOpts()
-	o.TLSConfig, o.Retries = cliTLS, 20
+	o.TLSConfig, o.MaxAttempts = cliTLS, 21
 	var once sync.Once
 	var r retries
 	o.OnRetry = func(a, m int, d time.Duration, err error) {
@@ -155,7 +155,7 @@ func TestPlaintextClientToldTLS(t *testing.T) {
 	srvTLS, _ := testTLS(t)
 	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.TLSConfig = srvTLS })
 	o := clientOpts()
-	o.Retries = 3
+	o.MaxAttempts = 4
 	var r retries
 	o.OnRetry = r.on
 	_, err := Push(t.Context(), addr, &bytesSource{}, "x", o)

@@ -44,7 +44,7 @@ func startServer(t testing.TB, root string, mod func(*Server)) (string, *Server)
 }
 
 func clientOpts() *Options {
-	return &Options{Token: testToken, Retries: -1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	return &Options{Token: testToken, MaxAttempts: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 }
 
 // requireSame checks that dst has src's size and bytes, and that dst holds

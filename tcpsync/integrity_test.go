@@ -469,7 +469,7 @@ func TestFullFilesystemReportsWriteError(t *testing.T) {
 	src := filepath.Join(local, "src")
 	require.NoError(t, writeImage(src, 64<<20, 0.6, 8, 10))
 	o := clientOpts()
-	o.Retries = 3
+	o.MaxAttempts = 4
 	_, err = PushFile(t.Context(), addrFull, src, "img", o)
 	require.ErrorIs(t, err, ErrRemote)
 	require.Contains(t, err.Error(), "writing img at")

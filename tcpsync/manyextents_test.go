@@ -37,7 +37,7 @@ func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	var ends <-chan SessionEvent
 	addr, _ := startServer(t, root, func(s *Server) { ends = sessionEnds(s) })
 	o := clientOpts()
-	o.Retries = 3
+	o.MaxAttempts = 4
 	var r retries
 	o.OnRetry = r.on
 	o.hooks = &testHooks{narrowMaps: true}

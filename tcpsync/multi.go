@@ -95,7 +95,7 @@ type MultiStats struct {
 // one source remains. dst is marked incomplete in its sidecar until every
 // piece is verified and durable; a retry (with any sources) compares every
 // block and moves only what is missing. With Atomic the pull writes a
-// temporary file renamed over dst at the end. Retries in o are not used:
+// temporary file renamed over dst at the end. MaxAttempts in o is not used:
 // a failed source is dropped.
 func PullMulti(ctx context.Context, sources []MultiSource, dst string, o *Options) (MultiStats, error) {
 	start := time.Now()
@@ -287,7 +287,7 @@ func (m *multi) run(ctx context.Context) error {
 // shape opens the target, marks it incomplete, sizes it and punches its
 // data over the agreed map's holes.
 func (m *multi) shape(ctx context.Context) error {
-	t, err := openLocalTarget(m.dst, m.c.Atomic)
+	t, err := openLocalTarget(m.dst, m.c.Atomic, m.c.faults)
 	if err != nil {
 		return err
 	}

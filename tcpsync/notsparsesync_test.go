@@ -41,7 +41,7 @@ func TestNotSparsesyncServer(t *testing.T) {
 			}()
 			src := filepath.Join(t.TempDir(), "src")
 			require.NoError(t, os.WriteFile(src, []byte("data"), 0o644))
-			_, err = PushFile(t.Context(), ln.Addr().String(), src, "x.img", &Options{NoAuth: true, Retries: 3})
+			_, err = PushFile(t.Context(), ln.Addr().String(), src, "x.img", &Options{NoAuth: true, MaxAttempts: 4})
 			require.ErrorIs(t, err, ErrNotSparsesync)
 			require.ErrorContains(t, err, c.want)
 			require.False(t, errors.Is(err, ErrProtocol), "no protocol violation: another service")

@@ -54,7 +54,7 @@ func BenchmarkReadBack(b *testing.B) {
 			cpSparse(b, base, dst)
 		}
 		syscall.Sync()
-		st, err := PushFile(ctx, addr, src, "img", &Options{NoAuth: true, Retries: -1, Atomic: true, ReadBack: rb})
+		st, err := PushFile(ctx, addr, src, "img", &Options{NoAuth: true, MaxAttempts: 1, Atomic: true, ReadBack: rb})
 		if err != nil || !st.Verified || st.ReadBack != (rb == ReadBackAuto) {
 			b.Fatalf("push: %v %+v", err, st)
 		}

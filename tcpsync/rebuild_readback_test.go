@@ -26,7 +26,7 @@ func TestRebuildLongReadBackStaysAlive(t *testing.T) {
 	const idle = time.Second
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
-	r, err := replica.Create(src, 64<<20, replica.Options{})
+	r, err := replica.Create(src, 64<<20, nil)
 	require.NoError(t, err)
 	buf := bytes.Repeat([]byte("sparsesync issue 26 "), 1<<20/20+1)[:1<<20]
 	for off := int64(0); off < 64<<20; off += 2 << 20 {
@@ -57,7 +57,7 @@ func TestRebuildLongReadBackStaysAlive(t *testing.T) {
 	})
 
 	o := &rebuild.Options{Remote: addr, RemoteDir: "src",
-		TCP: tcpsync.Options{NoAuth: true, Retries: -1, IdleTimeout: idle}}
+		TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1, IdleTimeout: idle}}
 	lasted := tcpsync.SlowReadBack(&o.TCP, 300*time.Millisecond)
 	st, err := rebuild.Rebuild(t.Context(), "", dst, o)
 	require.NoError(t, err)

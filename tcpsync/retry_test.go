@@ -3,11 +3,13 @@ package tcpsync
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -52,4 +54,22 @@ func TestRetryableAllowList(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, retryable(tc.err, tc.reached), tc.name)
 	}
+}
+
+// TestMaxAttempts: 0 is the default (a first attempt and 5 retries), 1 is
+// one attempt, a negative count is refused before dialling.
+func TestMaxAttempts(t *testing.T) {
+	for _, c := range []struct{ in, want int }{{0, 6}, {1, 1}, {4, 4}} {
+		got, err := (&Options{NoAuth: true, MaxAttempts: c.in}).withDefaults()
+		require.NoError(t, err)
+		require.Equal(t, c.want, got.MaxAttempts, "MaxAttempts %d", c.in)
+	}
+	dialled := false
+	_, err := Pull(t.Context(), "127.0.0.1:1", "x.img", filepath.Join(t.TempDir(), "x.img"), &Options{NoAuth: true, MaxAttempts: -1,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			dialled = true
+			return nil, errors.New("dialled")
+		}})
+	require.ErrorContains(t, err, "max attempts -1 is negative")
+	require.False(t, dialled)
 }

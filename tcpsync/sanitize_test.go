@@ -2,9 +2,11 @@ package tcpsync
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +62,29 @@ func TestTokenFileContent(t *testing.T) {
 		_, err := LoadToken(p)
 		require.ErrorIs(t, err, ErrTokenFile, "owned by another user")
 	}
+}
+
+// TestRemoteTextWithoutPackageName: a server's ERROR names no package (the
+// client's error carries the code's sentinel, and the CLI's line names the
+// command), and an older server's leading "tcpsync: " is dropped.
+func TestRemoteTextWithoutPackageName(t *testing.T) {
+	addr, _ := startServer(t, t.TempDir(), nil)
+	_, err := Pull(t.Context(), addr, "nope.img", filepath.Join(t.TempDir(), "out.img"), clientOpts())
+	require.ErrorIs(t, err, ErrNotFound)
+	var re *RemoteError
+	require.ErrorAs(t, err, &re)
+	require.True(t, strings.HasPrefix(re.Msg, "no such remote file"), "server's message %q", re.Msg)
+	require.NotContains(t, re.Msg, "tcpsync: ")
+
+	old := decodeError(append(binary.LittleEndian.AppendUint16(nil, codeNotFound), `tcpsync: no such remote file: "nope.img"`...))
+	require.Equal(t, `remote: no such remote file: "nope.img"`, old.Error())
+	require.ErrorIs(t, old, ErrNotFound)
+}
+
+// TestWireTextLeavesOutSentinelNames: every sentinel's package name goes,
+// wherever it stands, and nothing else of the text.
+func TestWireTextLeavesOutSentinelNames(t *testing.T) {
+	err := fmt.Errorf("%w: %w: got DATA at /srv/tcpsync: x", ErrUnauthorized, ErrProtocol)
+	require.Equal(t, "authentication failed: protocol violation: got DATA at /srv/tcpsync: x", wireText(err))
+	require.Equal(t, "sending: broken pipe", wireText(fmt.Errorf("sending: %w", syscall.EPIPE)))
 }

@@ -73,9 +73,9 @@ func TestWrongTokenWritesNothing(t *testing.T) {
 	naddr, _ := startServer(t, root, func(s *Server) { s.NoAuth = true })
 	_, err = PushFile(t.Context(), naddr, src, "img", clientOpts())
 	require.ErrorIs(t, err, ErrUnauthorized)
-	_, err = PushFile(t.Context(), addr, src, "img", &Options{NoAuth: true, Retries: -1})
+	_, err = PushFile(t.Context(), addr, src, "img", &Options{NoAuth: true, MaxAttempts: 1})
 	require.ErrorIs(t, err, ErrUnauthorized)
-	st, err := PushFile(t.Context(), naddr, src, "img", &Options{NoAuth: true, Retries: -1})
+	st, err := PushFile(t.Context(), naddr, src, "img", &Options{NoAuth: true, MaxAttempts: 1})
 	require.NoError(t, err)
 	require.True(t, st.Verified)
 }
@@ -308,7 +308,7 @@ func TestConcurrentPushes(t *testing.T) {
 			// by a count of 50 ms backoffs (0.4 s in all, which a loaded
 			// machine's first 32 pushes can outlast).
 			o := clientOpts()
-			o.Retries, o.MaxBackoff = 10_000, 200*time.Millisecond
+			o.MaxAttempts, o.MaxBackoff = 10001, 200*time.Millisecond
 			_, errs[i] = PushFile(ctx, addr, srcs[i], filepath.Base(srcs[i]), o)
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/qos"
 	"golang.org/x/sys/unix"
 )
@@ -91,6 +92,9 @@ type Server struct {
 	manifests    manifestCache // fetch manifests by file version (fetch.go)
 	// hooks, tests only: act on a pushed target (a slowed read-back).
 	hooks *testHooks
+	// faults, tests only: fails chosen writes of a pushed target and its
+	// sidecar (internal/target's Faults).
+	faults *wtarget.Faults
 }
 
 // SessionEvent describes a finished session.
@@ -373,7 +377,7 @@ func plaintextHello(ctx context.Context, c net.Conn) (net.Conn, error) {
 	if h != [headerLen]byte{byte(fHello), 0, 0, 0, helloLen} {
 		return &prefixConn{Conn: c, pre: h[:]}, nil
 	}
-	msg := errNeedsTLS.Error()
+	msg := wireText(errNeedsTLS)
 	b := binary.LittleEndian.AppendUint16(h[:0:0], errorCode(errNeedsTLS))
 	b = append(b, msg...)
 	frame := append([]byte{byte(fError), 0, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(b)))...)

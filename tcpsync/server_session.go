@@ -168,7 +168,7 @@ func (s *Server) openForWrite(ctx context.Context, name string, atomic bool) (*t
 	if err != nil {
 		return nil, err
 	}
-	t, err := openTarget(s.root, name, sanitize(name), atomic)
+	t, err := openTarget(s.root, name, sanitize(name), atomic, s.faults)
 	if err != nil {
 		w.undo(s)
 		return nil, err

@@ -66,7 +66,7 @@ func TestMaxSessions(t *testing.T) {
 			}
 
 			o := clientOpts()
-			o.Retries = 2
+			o.MaxAttempts = 3
 			st, err := PushFile(t.Context(), addr, src, "second.img", o)
 			require.ErrorIs(t, err, ErrBusy)
 			require.ErrorContains(t, err, tc.msg)
@@ -85,7 +85,7 @@ func TestMaxSessions(t *testing.T) {
 			// The slot is free again (the server releases it when the
 			// session's goroutine ends, which may trail the client's
 			// return a little: the client's retries cover that).
-			o.Retries, o.MaxBackoff = 20, 200*time.Millisecond
+			o.MaxAttempts, o.MaxBackoff = 21, 200*time.Millisecond
 			_, err = PushFile(t.Context(), addr, src, "second.img", o)
 			require.NoError(t, err)
 			requireSame(t, src, filepath.Join(root, "second.img"))

@@ -19,7 +19,7 @@ func TestSidecarENOSPC(t *testing.T) {
 	root, err := os.OpenRoot(dir)
 	require.NoError(t, err)
 	defer root.Close()
-	tg, err := openTarget(root, "vm.img", "vm.img", false)
+	tg, err := openTarget(root, "vm.img", "vm.img", false, nil)
 	require.NoError(t, err)
 	defer tg.close()
 	faults := wtarget.NewFaults(wtarget.Fault{Op: wtarget.OpSidecarWrite, Path: "*" + sidecarSuffix, N: 1, Err: syscall.ENOSPC})

@@ -285,7 +285,7 @@ func TestTamperAfterCommit(t *testing.T) {
 		}
 	}()
 	o := clientOpts()
-	o.Retries = 3
+	o.MaxAttempts = 4
 	st, err := PushFile(t.Context(), ln.Addr().String(), src, "img", o)
 	require.True(t, flipped.Load(), "no DONEACK seen")
 	require.ErrorIs(t, err, ErrIntegrity)

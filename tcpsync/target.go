@@ -67,8 +67,9 @@ type target struct {
 
 // openLocalTarget opens the client's own file dst (the user names the
 // path): the jail is dst's directory, so dst itself must not be a symlink
-// and the sidecar and temporary file live next to it.
-func openLocalTarget(dst string, atomic bool) (*target, error) {
+// and the sidecar and temporary file live next to it. faults (tests only)
+// fails chosen writes of the target and its sidecar.
+func openLocalTarget(dst string, atomic bool, faults *wtarget.Faults) (*target, error) {
 	dir, base := filepath.Split(dst)
 	if base == "" || base == "." || base == ".." {
 		return nil, fmt.Errorf("%w: %s is a directory", ErrNotRegular, dst)
@@ -80,7 +81,7 @@ func openLocalTarget(dst string, atomic bool) (*target, error) {
 	if err != nil {
 		return nil, pathErr(dst, err)
 	}
-	t, err := openTarget(root, base, dst, atomic)
+	t, err := openTarget(root, base, dst, atomic, faults)
 	if err != nil {
 		root.Close()
 		return nil, err
@@ -93,10 +94,11 @@ func openLocalTarget(dst string, atomic bool) (*target, error) {
 // symlinks, non-regular files and hard-linked files, and takes an exclusive
 // flock so two sessions never write one target. Leftover temporary files of
 // killed sessions for the same name are removed once the lock is held.
-func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error) {
+// faults (tests only) fails chosen writes of the target and its sidecar.
+func openTarget(root *os.Root, rel, display string, atomic bool, faults *wtarget.Faults) (*target, error) {
 	t := &target{root: root, rel: rel, display: display}
 	if !atomic {
-		w, err := wtarget.Create(rel, wtarget.Options{Root: root, Mode: 0o644})
+		w, err := wtarget.Create(rel, &wtarget.Options{Root: root, Mode: 0o644, Faults: faults})
 		if err != nil {
 			return nil, pathErr(display, err)
 		}
@@ -145,6 +147,7 @@ func openTarget(root *os.Root, rel, display string, atomic bool) (*target, error
 		}
 		return nil, err
 	}
+	t.w.SetFaults(faults)
 	t.removeStale()
 	return t, nil
 }

@@ -89,7 +89,7 @@ func (t *target) createTemp() error {
 	if err != nil {
 		return pathErr(t.display, err)
 	}
-	w, err := wtarget.Create(t.rel, wtarget.Options{Root: t.root, Atomic: true, TempName: tmp, Mode: 0o644})
+	w, err := wtarget.Create(t.rel, &wtarget.Options{Root: t.root, Atomic: true, TempName: tmp, Mode: 0o644})
 	if err == nil && !sameInode(lf, w.OS()) {
 		w.Close()
 		err = fmt.Errorf("temporary file %s replaced while opened", tmp)

@@ -149,7 +149,7 @@ func TestWideMapPushPull(t *testing.T) {
 	// An older peer: refused at once, both ways.
 	var r retries
 	old := clientOpts()
-	old.Retries, old.OnRetry = 3, r.on
+	old.MaxAttempts, old.OnRetry = 4, r.on
 	old.hooks = &testHooks{narrowMaps: true}
 	_, err = Push(ctx, addr, src, "old.img", old)
 	require.ErrorIs(t, err, ErrTooManyExtents)

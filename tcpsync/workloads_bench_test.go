@@ -59,14 +59,14 @@ func benchPush(b *testing.B, addr, root, base, scenario string) {
 		b.StopTimer()
 		emptyDir(b, root)                   // the target and its sidecar
 		if scenario != bench.ScenarioCopy { // the target holds the old version
-			if _, err := localsync.Copy(b.Context(), base, filepath.Join(root, "img"), localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
+			if _, err := localsync.Copy(b.Context(), base, filepath.Join(root, "img"), &localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		loopfs.DropCaches(b)
 		b.StartTimer()
 		start := time.Now()
-		st, err := tcpsync.PushFile(b.Context(), addr, src, "img", &tcpsync.Options{NoAuth: true, Retries: -1})
+		st, err := tcpsync.PushFile(b.Context(), addr, src, "img", &tcpsync.Options{NoAuth: true, MaxAttempts: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

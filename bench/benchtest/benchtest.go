@@ -58,7 +58,7 @@ func Source(b *testing.B, base, scenario string) string {
 	}
 	src := base + "." + scenario
 	b.Cleanup(func() { os.Remove(src) })
-	if _, err := localsync.Copy(b.Context(), base, src, localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
+	if _, err := localsync.Copy(b.Context(), base, src, &localsync.Options{Reflink: localsync.ReflinkNever}); err != nil {
 		b.Fatal(err)
 	}
 	ch, err := bench.ChangeNamed(scenario)

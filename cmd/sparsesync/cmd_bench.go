@@ -358,7 +358,7 @@ func runBenchExec(ctx context.Context, _ io.Writer, profile, src, dst string) (e
 			}
 		}()
 	}
-	if _, err := localsync.Copy(ctx, src, dst, localsync.Options{}); err != nil {
+	if _, err := localsync.Copy(ctx, src, dst, nil); err != nil {
 		return fmt.Errorf("bench exec: %w", err)
 	}
 	return nil

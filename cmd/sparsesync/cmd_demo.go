@@ -199,7 +199,7 @@ func demoMap(ctx context.Context, w io.Writer, title, path string) error {
 }
 
 func demoCopy(ctx context.Context, w io.Writer, title, src, dst string) error {
-	st, err := localsync.Copy(ctx, src, dst, localsync.Options{})
+	st, err := localsync.Copy(ctx, src, dst, nil)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

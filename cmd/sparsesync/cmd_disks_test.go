@@ -30,7 +30,7 @@ func disksFixture(t *testing.T) (d1, d2, name string) {
 	require.NoError(t, os.Mkdir(d1, 0o755))
 	require.NoError(t, os.Mkdir(d2, 0o755))
 	name = "pvc-1-0123abcd"
-	r, err := replica.Create(filepath.Join(d1, name), 8<<20, replica.Options{})
+	r, err := replica.Create(filepath.Join(d1, name), 8<<20, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("sparsesync"), 2<<20/10), 1<<20)
 	require.NoError(t, err)

@@ -128,7 +128,7 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	if !o.Atomic {
 		before = statDst(dst)
 	}
-	st, err := localsync.Copy(ctx, src, dst, o)
+	st, err := localsync.Copy(ctx, src, dst, &o)
 	bar.Stop() // before the result: it must stand on a line of its own
 	if err != nil {
 		if errors.Is(err, localsync.ErrInvalidOptions) {

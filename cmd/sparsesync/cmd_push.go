@@ -75,10 +75,7 @@ func (o *netOptions) clientOptions(addr string) (*tcpsync.Options, error) {
 		return nil, err
 	}
 	opts := &tcpsync.Options{Compress: c, Atomic: o.atomic, FullCompare: o.fullCompare, ReadBack: rb, BlockSize: o.blockSize,
-		Retries: o.retries, NoAuth: o.noAuth, Progress: new(tcpsync.Progress), Budget: budget}
-	if o.retries == 0 {
-		opts.Retries = -1
-	}
+		MaxAttempts: max(o.retries, 0) + 1, NoAuth: o.noAuth, Progress: new(tcpsync.Progress), Budget: budget}
 	switch {
 	case o.noAuth && o.tokenFile != "":
 		return nil, usageError{errors.New("--no-auth and --token-file are exclusive")}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/errtext"
 )
 
 // retryLine is the announcement of a retry on stderr.
@@ -255,7 +257,7 @@ func TestMessagesSayWhatUsersCanActOn(t *testing.T) {
 		require.Contains(t, stderr, tc.want)
 		require.NotRegexp(t, modeString, stderr)
 		require.NotContains(t, stderr, ".sparsesync-", "no temporary name the user never gave")
-		for _, p := range sentinelPackages {
+		for _, p := range errtext.Packages {
 			require.NotContains(t, stderr, p+": ", "no package prefix in %q", stderr)
 		}
 	}

@@ -135,10 +135,7 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	}
 	ro.Budget = budget
 	ro.TCP.NoAuth = opts.noAuth
-	ro.TCP.Retries = opts.retries
-	if opts.retries <= 0 {
-		ro.TCP.Retries = -1
-	}
+	ro.TCP.MaxAttempts = max(opts.retries, 0) + 1
 	ro.TCP.Logger = ro.Logger
 	if opts.tokenFile != "" {
 		tok, err := tcpsync.LoadToken(opts.tokenFile)

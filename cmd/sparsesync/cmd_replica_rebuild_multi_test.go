@@ -19,7 +19,7 @@ func TestReplicaRebuildTwoRemotes(t *testing.T) {
 	root := t.TempDir()
 	rootA, rootB := filepath.Join(root, "a"), filepath.Join(root, "b")
 	src, twin, dst := filepath.Join(rootA, "r1"), filepath.Join(rootB, "r2"), filepath.Join(root, "dst")
-	r, err := replica.Create(src, 16<<20, replica.Options{})
+	r, err := replica.Create(src, 16<<20, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 6<<20), 0)
 	require.NoError(t, err)

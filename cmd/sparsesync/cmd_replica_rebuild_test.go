@@ -15,7 +15,7 @@ import (
 func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
-	r, err := replica.Create(src, 4<<20, replica.Options{})
+	r, err := replica.Create(src, 4<<20, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 8192), 0)
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 func TestReplicaRebuildCounterOff(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	r, err := replica.Create(src, 1<<20, replica.Options{Counter: replica.CounterOff})
+	r, err := replica.Create(src, 1<<20, &replica.Options{Counter: replica.CounterOff})
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 4096), 0)
 	require.NoError(t, err)

@@ -198,10 +198,10 @@ func TestReplicaInfoCheckIgnoreLeftoverHeader(t *testing.T) {
 func TestReplicaCheckOrderUndecided(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	ra, err := replica.Create(a, 1<<20, replica.Options{})
+	ra, err := replica.Create(a, 1<<20, nil)
 	require.NoError(t, err)
 	defer ra.Close()
-	rb, err := replica.Create(b, 1<<20, replica.Options{})
+	rb, err := replica.Create(b, 1<<20, nil)
 	require.NoError(t, err)
 	for _, r := range []*replica.Replica{ra, rb} {
 		for i := range 5 {

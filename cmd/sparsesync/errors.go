@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sparsesync/sparsesync/internal/errtext"
 )
 
 // run executes "sparsesync args..." and reports the way main does: the
@@ -136,17 +138,6 @@ func exitCode(ctx context.Context, err error) int {
 	}
 }
 
-// sentinelPackages are the packages whose sentinels carry their name
-// ("disks: another agent holds the disk"), which the CLI's line, naming
-// the command, leaves out. Only a sentinel's own text loses it: a path
-// such as /mnt/d1/disks in the message is never touched.
-var sentinelPackages = []string{"tcpsync", "localsync", "replica", "sparse", "target", "disks", "qos"}
-
-// libraryPrefixes are the package prefixes still put on errors that are
-// not sentinels: only tcpsync's wire, client, server and role files do.
-// The list (and its string surgery in errorLine) goes when they stop.
-var libraryPrefixes = []string{"tcpsync: "}
-
 // errorLine renders err as exactly one line for stderr, with one
 // "sparsesync: " prefix and no package names of sentinels in it.
 func errorLine(err error) string {
@@ -155,52 +146,10 @@ func errorLine(err error) string {
 }
 
 // renderError is errorLine, and whether the line names no command: err's
-// text started with a library's sentinel (or, until tcpsync's prefixes
-// go, with "tcpsync: ").
+// text started with a library's sentinel.
 func renderError(err error) (line string, unnamed bool) {
-	msg := strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n", " "), "sparsesync: ")
-	for _, s := range sentinels(err, nil) {
-		text := strings.ReplaceAll(s.Error(), "\n", " ")
-		pkg, bare, ok := strings.Cut(text, ": ")
-		if !ok || !slices.Contains(sentinelPackages, pkg) {
-			continue
-		}
-		if i := strings.LastIndex(msg, text); i >= 0 {
-			unnamed = unnamed || i == 0
-			msg = msg[:i] + bare + msg[i+len(text):]
-		}
-	}
-	// tcpsync's non-sentinel errors: remove with libraryPrefixes.
-	if head, rest, ok := strings.Cut(msg, ": "); ok {
-		for _, p := range libraryPrefixes {
-			rest = strings.ReplaceAll(rest, p, "")
-		}
-		msg = head + ": " + rest
-	}
-	if rest, ok := strings.CutPrefix(msg, "tcpsync: "); ok {
-		msg, unnamed = rest, true
-	}
-	return "sparsesync: " + msg, unnamed
-}
-
-// sentinels appends the errors in err's tree that wrap nothing (the
-// sentinels, whose text is all their own) to dst.
-func sentinels(err error, dst []error) []error {
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		if inner := u.Unwrap(); inner != nil {
-			return sentinels(inner, dst)
-		}
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			dst = sentinels(e, dst)
-		}
-		return dst
-	}
-	if err == nil {
-		return dst
-	}
-	return append(dst, err)
+	msg, unnamed := errtext.Strip(strings.TrimPrefix(err.Error(), "sparsesync: "), err)
+	return "sparsesync: " + strings.ReplaceAll(msg, "\n", " "), unnamed
 }
 
 // stderrLine prints one line on stderr, clearing a progress bar first.

@@ -60,7 +60,7 @@ func TestServeSIGTERMWithinASecond(t *testing.T) {
 	require.NoError(t, f.Close())
 	pushed := make(chan error, 1)
 	go func() {
-		_, err := tcpsync.PushFile(t.Context(), addr, src, "img", &tcpsync.Options{NoAuth: true, Retries: -1})
+		_, err := tcpsync.PushFile(t.Context(), addr, src, "img", &tcpsync.Options{NoAuth: true, MaxAttempts: 1})
 		pushed <- err
 	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {

@@ -82,7 +82,7 @@ func TestDisksErrorSaysDisksOnce(t *testing.T) {
 func TestReplicaRebuildFallbackOneLine(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	r, err := replica.Create(src, 1<<20, replica.Options{})
+	r, err := replica.Create(src, 1<<20, nil)
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 4096), 0)
 	require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestReplicaRebuildFallbackOneLine(t *testing.T) {
 func TestReplicaRebuildInterruptedLeavesNoEmptyTarget(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
-	r, err := replica.Create(src, 1<<20, replica.Options{})
+	r, err := replica.Create(src, 1<<20, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	tok := writeToken(t, t.TempDir())

@@ -17,7 +17,7 @@ func TestRootEscapeIsTyped(t *testing.T) {
 	root, dir, outside := jail(t)
 	require.NoError(t, os.Symlink(filepath.Dir(outside), filepath.Join(dir, "up")))
 	for _, atomic := range []bool{false, true} {
-		_, err := Create("up/new", Options{Root: root, Atomic: atomic})
+		_, err := Create("up/new", &Options{Root: root, Atomic: atomic})
 		require.ErrorIs(t, err, ErrOutsideRoot, "atomic=%v", atomic)
 		require.NoFileExists(t, filepath.Join(filepath.Dir(outside), "new"))
 	}

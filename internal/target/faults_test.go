@@ -58,10 +58,18 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// TestFaultsNewFileCommit: a new destination whose commit fails on
+// fdatasync is removed, as Abort would: its data may not be durable.
+func TestFaultsNewFileCommit(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "dst")
+	require.ErrorIs(t, copyWith(dst, Options{Faults: NewFaults(Fault{Op: OpFdatasync})}), syscall.EIO)
+	require.NoFileExists(t, dst)
+}
+
 // copyWith is a caller's copy: size, write in two pieces, punch, commit;
 // on any failure it aborts, as localsync and tcpsync do.
 func copyWith(dst string, o Options) error {
-	f, err := Create(dst, o)
+	f, err := Create(dst, &o)
 	if err != nil {
 		return err
 	}
@@ -90,7 +98,7 @@ func copyWith(dst string, o Options) error {
 // through the same injector, on its name only.
 func TestFaultsSidecar(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "dst")
-	f, err := Create(dst, Options{Faults: NewFaults(Fault{Op: OpSidecarWrite, Path: "*.sidecar", Err: syscall.ENOSPC})})
+	f, err := Create(dst, &Options{Faults: NewFaults(Fault{Op: OpSidecarWrite, Path: "*.sidecar", Err: syscall.ENOSPC})})
 	require.NoError(t, err)
 	defer f.Abort()
 	require.NoError(t, f.Inject(OpSidecarWrite, "dst.other"))

@@ -30,7 +30,7 @@ func jail(t *testing.T) (root *os.Root, dir, outside string) {
 func TestRootInPlace(t *testing.T) {
 	root, dir, _ := jail(t)
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
-	tf, err := Create("sub/new", Options{Root: root, Mode: 0o604})
+	tf, err := Create("sub/new", &Options{Root: root, Mode: 0o604})
 	require.NoError(t, err)
 	require.True(t, tf.Created())
 	require.NoError(t, tf.SetSize(10_000))
@@ -46,14 +46,14 @@ func TestRootInPlace(t *testing.T) {
 	require.Equal(t, fs.FileMode(0o604), fi.Mode().Perm())
 
 	// An existing file is opened in place, not created: Abort keeps it.
-	tf, err = Create("sub/new", Options{Root: root})
+	tf, err = Create("sub/new", &Options{Root: root})
 	require.NoError(t, err)
 	require.False(t, tf.Created())
 	require.NoError(t, tf.Abort())
 	require.FileExists(t, filepath.Join(dir, "sub", "new"))
 
 	// A file Create made is removed by Abort, inside the root.
-	tf, err = Create("made", Options{Root: root})
+	tf, err = Create("made", &Options{Root: root})
 	require.NoError(t, err)
 	require.NoError(t, tf.Abort())
 	require.NoFileExists(t, filepath.Join(dir, "made"))
@@ -70,16 +70,16 @@ func TestRootRefusesEscapesAndNonFiles(t *testing.T) {
 
 	for _, atomic := range []bool{false, true} {
 		for _, name := range []string{"out", "link", "../outside", "updir/outside", "updir/new"} {
-			tf, err := Create(name, Options{Root: root, Atomic: atomic, Truncate: true})
+			tf, err := Create(name, &Options{Root: root, Atomic: atomic, Truncate: true})
 			require.Error(t, err, "%s atomic=%v", name, atomic)
 			require.Nil(t, tf)
 		}
 		for _, name := range []string{"d", "fifo"} {
-			_, err := Create(name, Options{Root: root, Atomic: atomic})
+			_, err := Create(name, &Options{Root: root, Atomic: atomic})
 			require.ErrorIs(t, err, ErrNotTarget, "%s atomic=%v", name, atomic)
 		}
 		// A leftover temporary name that is a symlink is not followed.
-		_, err := Create("in", Options{Root: root, Atomic: atomic, TempName: "out"})
+		_, err := Create("in", &Options{Root: root, Atomic: atomic, TempName: "out"})
 		if atomic {
 			require.ErrorIs(t, err, syscall.ELOOP)
 		} else {
@@ -105,7 +105,7 @@ func TestRootAtomicPublish(t *testing.T) {
 	// the caller empties it once it holds it.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".img.tmp"), []byte("stale"), 0o600))
 
-	tf, err := Create("img", Options{Root: root, Atomic: true, TempName: ".img.tmp", Mode: 0o644})
+	tf, err := Create("img", &Options{Root: root, Atomic: true, TempName: ".img.tmp", Mode: 0o644})
 	require.NoError(t, err)
 	require.Equal(t, ".img.tmp", tf.TempName())
 	b := make([]byte, 5)
@@ -138,7 +138,7 @@ func TestRootAtomicPublish(t *testing.T) {
 
 	// Without TempName a unique temporary name is made inside the root,
 	// and Abort removes it.
-	tf, err = Create("img", Options{Root: root, Atomic: true})
+	tf, err = Create("img", &Options{Root: root, Atomic: true})
 	require.NoError(t, err)
 	require.FileExists(t, filepath.Join(dir, tf.TempName()))
 	require.NoError(t, tf.Abort())

@@ -65,11 +65,15 @@ type File struct {
 // next to it), or a new regular file. It refuses directories and other
 // special files with ErrNotTarget, before writing anything. With
 // Options.Root, path is a name inside that directory and only regular files
-// qualify (see Root).
-func Create(path string, o Options) (*File, error) {
-	t, err := create(path, o)
+// qualify (see Root). nil options are the defaults.
+func Create(path string, o *Options) (*File, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	t, err := create(path, opts)
 	if err == nil {
-		t.faults = o.Faults
+		t.faults = opts.Faults
 	}
 	return t, err
 }
@@ -412,7 +416,8 @@ func (t *File) Sync() error {
 // Commit finishes a complete copy: with sync, fdatasync (fsync in atomic
 // mode); then, in atomic mode, rename over the destination and (with sync)
 // fsync the directory. It closes the file. On error the temporary file is
-// removed and the old destination is untouched.
+// removed and the old destination is untouched; in place, a file Create
+// made is removed (its data may not be durable: it must not look complete).
 func (t *File) Commit(sync bool) error {
 	if t.done.Swap(true) {
 		return ErrClosed
@@ -422,6 +427,9 @@ func (t *File) Commit(sync bool) error {
 		err = cerr
 	}
 	if t.tmp == "" {
+		if err != nil && t.created {
+			_ = removeName(t.root, t.path)
+		}
 		return err
 	}
 	if err == nil {

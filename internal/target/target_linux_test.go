@@ -15,7 +15,7 @@ func TestAtomicCommitAndAbort(t *testing.T) {
 	dst := filepath.Join(dir, "dst")
 	require.NoError(t, os.WriteFile(dst, []byte("old"), 0o640))
 
-	tf, err := Create(dst, Options{Atomic: true, Mode: 0o604})
+	tf, err := Create(dst, &Options{Atomic: true, Mode: 0o604})
 	require.NoError(t, err)
 	require.NotEmpty(t, tf.TempName())
 	_, err = tf.WriteAt([]byte("partial"), 0)
@@ -25,7 +25,7 @@ func TestAtomicCommitAndAbort(t *testing.T) {
 	require.Equal(t, "old", string(got), "abort keeps the old destination")
 	require.NoFileExists(t, tf.TempName())
 
-	tf, err = Create(dst, Options{Atomic: true, Mode: 0o604})
+	tf, err = Create(dst, &Options{Atomic: true, Mode: 0o604})
 	require.NoError(t, err)
 	require.NoError(t, tf.SetSize(1<<20))
 	_, err = tf.WriteAt([]byte("new"), 0)
@@ -51,7 +51,7 @@ func TestAtomicCommitAndAbort(t *testing.T) {
 func TestInPlaceCreatedIsRemovedOnAbort(t *testing.T) {
 	dir := t.TempDir()
 	dst := filepath.Join(dir, "new")
-	tf, err := Create(dst, Options{})
+	tf, err := Create(dst, nil)
 	require.NoError(t, err)
 	require.True(t, tf.Created())
 	require.NoError(t, tf.Abort())
@@ -59,7 +59,7 @@ func TestInPlaceCreatedIsRemovedOnAbort(t *testing.T) {
 
 	old := filepath.Join(dir, "old")
 	require.NoError(t, os.WriteFile(old, []byte("keep"), 0o600))
-	tf, err = Create(old, Options{})
+	tf, err = Create(old, nil)
 	require.NoError(t, err)
 	require.False(t, tf.Created())
 	require.NoError(t, tf.Abort())
@@ -68,11 +68,11 @@ func TestInPlaceCreatedIsRemovedOnAbort(t *testing.T) {
 
 func TestRefusesNonTargets(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Create(dir, Options{})
+	_, err := Create(dir, nil)
 	require.ErrorIs(t, err, ErrNotTarget)
-	_, err = Create("/dev/null", Options{})
+	_, err = Create("/dev/null", nil)
 	require.ErrorIs(t, err, ErrNotTarget)
-	_, err = Create(filepath.Join(dir, "missing", "x"), Options{Atomic: true})
+	_, err = Create(filepath.Join(dir, "missing", "x"), &Options{Atomic: true})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 
 	// Open leaves the caller's file open when it refuses it.
@@ -102,10 +102,10 @@ func TestAtomicErrorsNameTheDestination(t *testing.T) {
 	}
 
 	missing := filepath.Join(dir, "missing", "dst")
-	_, err = Create(missing, Options{Atomic: true})
+	_, err = Create(missing, &Options{Atomic: true})
 	check(err, missing)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	_, err = Create("missing/dst", Options{Atomic: true, Root: root})
+	_, err = Create("missing/dst", &Options{Atomic: true, Root: root})
 	check(err, "missing/dst")
 	require.ErrorIs(t, err, fs.ErrNotExist)
 
@@ -116,7 +116,7 @@ func TestAtomicErrorsNameTheDestination(t *testing.T) {
 			name = filepath.Join(dir, name)
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "dst"), []byte("old"), 0o600))
-		tf, err := Create(name, Options{Atomic: true, Root: r})
+		tf, err := Create(name, &Options{Atomic: true, Root: r})
 		require.NoError(t, err)
 		require.NoError(t, os.Remove(filepath.Join(dir, "dst")))
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "dst", "sub"), 0o755))

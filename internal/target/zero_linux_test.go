@@ -20,7 +20,7 @@ func TestZeroAtEndOfFile(t *testing.T) {
 	var sfs unix.Statfs_t
 	require.NoError(t, unix.Statfs(dir, &sfs))
 	bs := sfs.Bsize
-	tf, err := Create(filepath.Join(dir, "f"), Options{})
+	tf, err := Create(filepath.Join(dir, "f"), nil)
 	require.NoError(t, err)
 	const size = 3*4096 + 100
 	require.NoError(t, tf.SetSize(size))

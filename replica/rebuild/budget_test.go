@@ -69,7 +69,7 @@ func TestRebuildOverTCPChargesItsBudget(t *testing.T) {
 	makeSource(t, src, 32<<20, 2<<20)
 	b := qos.NewBudget(8 << 30)
 	st, err := Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, src), RemoteDir: "src",
-		TCP: tcpsync.Options{NoAuth: true, Retries: -1}, Budget: b})
+		TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}, Budget: b})
 	require.NoError(t, err)
 	require.Equal(t, PathTCP, st.Path)
 	require.Equal(t, exportBytes(t, src), exportBytes(t, dst))

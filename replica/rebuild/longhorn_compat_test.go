@@ -54,7 +54,7 @@ func TestLonghornCounterOffRebuild(t *testing.T) {
 	check(local)
 
 	tcp := filepath.Join(root, "tcp")
-	_, err = Rebuild(t.Context(), "", tcp, &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+	_, err = Rebuild(t.Context(), "", tcp, &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}})
 	require.NoError(t, err)
 	check(tcp)
 
@@ -95,7 +95,7 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rs []*replica.Replica
 	for _, d := range dirs {
-		r, err := replica.Create(d, size, replica.Options{})
+		r, err := replica.Create(d, size, nil)
 		require.NoError(t, err)
 		rs = append(rs, r)
 	}
@@ -142,7 +142,7 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 		if tcp {
 			dst = filepath.Join(root, "copy-tcp")
 			_, err = Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, dirs[1]), RemoteDir: filepath.Base(dirs[1]),
-				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+				TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}})
 		} else {
 			_, err = Rebuild(t.Context(), dirs[1], dst, nil)
 		}
@@ -179,7 +179,7 @@ func TestLonghornForeignWritesAdvanceCounter(t *testing.T) {
 
 	// The minimal form: create, then write 5 into revision.counter.
 	m := filepath.Join(root, "m")
-	r, err = replica.Create(m, size, replica.Options{})
+	r, err = replica.Create(m, size, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	require.NoError(t, os.WriteFile(filepath.Join(m, replica.RevisionCounterFile), []byte("5"), 0o600))
@@ -195,7 +195,7 @@ func TestCheckCountByEitherFile(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
 	for _, d := range []string{a, b} {
-		r, err := replica.Create(d, 1<<20, replica.Options{})
+		r, err := replica.Create(d, 1<<20, nil)
 		require.NoError(t, err)
 		for range 10 {
 			_, err := r.WriteAt(make([]byte, replica.BlockSize), 0)
@@ -346,7 +346,7 @@ func checkBranchRebuilt(t *testing.T, l *lhdir.Replica, src, dst string, tcp boo
 	var err error
 	if tcp {
 		_, err = Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, src), RemoteDir: filepath.Base(src),
-			TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+			TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}})
 	} else {
 		_, err = Rebuild(t.Context(), src, dst, nil)
 	}
@@ -437,7 +437,7 @@ func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 	var steps []step
 	record := func(s, name string) error { steps = append(steps, step{s, name}); return nil }
 	tcpOpts := func(fault func(string, string) error) *Options {
-		return &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}, fault: fault}
+		return &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}, fault: fault}
 	}
 	_, err := Rebuild(t.Context(), src, filepath.Join(root, "dry-local"), &Options{fault: record})
 	require.NoError(t, err)
@@ -478,7 +478,7 @@ func TestRebuildFailureLeavesNothingAdoptable(t *testing.T) {
 // userCreated, created, labels) does; files get Longhorn's modes.
 func TestSnapshotOptionsAndModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "r")
-	r, err := replica.Create(dir, 1<<20, replica.Options{})
+	r, err := replica.Create(dir, 1<<20, nil)
 	require.NoError(t, err)
 	created := time.Date(2024, 5, 6, 7, 8, 9, 0, time.FixedZone("x", 3600))
 	require.NoError(t, r.Snapshot("sys", replica.SnapshotOptions{UserCreated: false, Labels: map[string]string{"replica-expansion": "1"}, Created: created}))
@@ -514,7 +514,7 @@ func TestSnapshotOptionsAndModes(t *testing.T) {
 		if tcp {
 			dst = filepath.Join(filepath.Dir(dir), "tcp")
 			_, err = Rebuild(t.Context(), "", dst, &Options{Remote: serveDir(t, dir), RemoteDir: filepath.Base(dir),
-				TCP: tcpsync.Options{NoAuth: true, Retries: -1}})
+				TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}})
 		} else {
 			_, err = Rebuild(t.Context(), dir, dst, nil)
 		}
@@ -739,7 +739,7 @@ func TestLonghornDeleteThenRecreate(t *testing.T) {
 	root := t.TempDir()
 	const size = 1 << 20
 	old := filepath.Join(root, "r0")
-	r, err := replica.Create(old, size, replica.Options{})
+	r, err := replica.Create(old, size, nil)
 	require.NoError(t, err)
 	for range 10 {
 		_, err := r.WriteAt(bytes.Repeat([]byte{1}, replica.BlockSize), 0)

@@ -441,7 +441,7 @@ func copyLocal(ctx context.Context, source, target string, names []string, o *Op
 		if _, err := os.Lstat(dst); err != nil {
 			created = append(created, dst)
 		}
-		cst, err := localsync.Copy(ctx, src, dst, localsync.Options{Logger: o.Logger, Budget: o.Budget})
+		cst, err := localsync.Copy(ctx, src, dst, &localsync.Options{Logger: o.Logger, Budget: o.Budget})
 		if err != nil {
 			return files, err
 		}

@@ -147,7 +147,7 @@ func TestRebuildChild(t *testing.T) {
 	}}
 	source := spec.Source
 	if spec.TCP {
-		o.Remote, o.RemoteDir, o.TCP = serveDir(t, spec.Source), filepath.Base(spec.Source), tcpsync.Options{NoAuth: true, Retries: -1}
+		o.Remote, o.RemoteDir, o.TCP = serveDir(t, spec.Source), filepath.Base(spec.Source), tcpsync.Options{NoAuth: true, MaxAttempts: 1}
 		source = ""
 	}
 	require.NoError(t, os.WriteFile(spec.Ready, []byte("R"), 0o600))

@@ -93,7 +93,7 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 		// The local copy of the second file fails; the snapshots come
 		// over TCP from a loopback server whose root holds r0.
 		n := 0
-		o = &Options{Remote: serveDir(t, dirs[0]), TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+		o = &Options{Remote: serveDir(t, dirs[0]), TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1},
 			fault: func(step, name string) error {
 				if step == "local" {
 					if n++; n == 2 {

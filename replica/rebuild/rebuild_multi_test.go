@@ -47,7 +47,7 @@ func TestRebuildFromTwoRemotes(t *testing.T) {
 		t.Cleanup(func() { cancel(); require.NoError(t, wait()) })
 		return addr
 	}
-	o := &Options{Remote: serve(src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+	o := &Options{Remote: serve(src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1},
 		MoreRemotes: []tcpsync.MultiSource{{Addr: serve(twin), Remote: "twin"}}}
 	st, err := Rebuild(t.Context(), "", dst, o)
 	require.NoError(t, err)

@@ -120,7 +120,7 @@ func copyTree(t testing.TB, from, to string) {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		_, err := localsync.Copy(context.Background(), filepath.Join(from, e.Name()), filepath.Join(to, e.Name()), localsync.Options{})
+		_, err := localsync.Copy(context.Background(), filepath.Join(from, e.Name()), filepath.Join(to, e.Name()), nil)
 		require.NoError(t, err)
 	}
 }
@@ -168,7 +168,7 @@ func runStaged(t *testing.T, mode, source, target string, hook func(step, name s
 		_, err := Rebuild(t.Context(), source, target, o)
 		return err
 	case "tcp":
-		o.Remote, o.RemoteDir, o.TCP = serveDir(t, source), filepath.Base(source), tcpsync.Options{NoAuth: true, Retries: -1}
+		o.Remote, o.RemoteDir, o.TCP = serveDir(t, source), filepath.Base(source), tcpsync.Options{NoAuth: true, MaxAttempts: 1}
 		_, err := Rebuild(t.Context(), "", target, o)
 		return err
 	case "add":

@@ -33,7 +33,7 @@ func makeSource(t testing.TB, dir string, size, dataPerLayer int64) {
 // s2 and the head given apart.
 func makeSourceLayers(t testing.TB, dir string, size int64, data ...int64) {
 	t.Helper()
-	r, err := replica.Create(dir, size, replica.Options{})
+	r, err := replica.Create(dir, size, nil)
 	require.NoError(t, err)
 	buf := coldread.AlignedBuffer(1 << 20)
 	writeLayer := func(seed, data int64) {
@@ -235,7 +235,7 @@ func TestRebuildFallbackToTCP(t *testing.T) {
 	addr := serveDir(t, src)
 	var local []string
 	tcpStarted := false
-	o := &Options{Remote: addr, TCP: tcpsync.Options{NoAuth: true, Retries: -1},
+	o := &Options{Remote: addr, TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1},
 		Logger: newTestLogger(&logged),
 		fault: func(step, name string) error {
 			if step == "local" {
@@ -263,7 +263,7 @@ func TestRebuildTCPOnlyIncremental(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
 	makeSource(t, src, 8<<20, 1<<20)
-	o := &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+	o := &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}}
 	st, err := Rebuild(t.Context(), "", dst, o)
 	require.NoError(t, err)
 	require.Equal(t, PathTCP, st.Path)
@@ -296,7 +296,7 @@ func TestRebuildTCPRefusesBadNames(t *testing.T) {
 	makeSource(t, src, 1<<20, 1<<20)
 	meta := filepath.Join(src, replica.MetaName(replica.SnapshotName("s1")))
 	require.NoError(t, os.WriteFile(meta, []byte(`{"Name":"volume-snap-s1.img","Parent":"volume.meta"}`), 0o600))
-	o := &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1}}
+	o := &Options{Remote: serveDir(t, src), RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}}
 	_, err := Rebuild(t.Context(), "", dst, o)
 	require.ErrorIs(t, err, replica.ErrCorrupt)
 	require.ErrorContains(t, err, "volume.meta")
@@ -362,7 +362,7 @@ func TestRebuildTCPReadsBack(t *testing.T) {
 			defer func() { cancel(); require.NoError(t, wait()) }()
 
 			dst := filepath.Join(t.TempDir(), "dst")
-			o := &Options{Remote: addr, RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, Retries: -1, ReadBack: c.mode}}
+			o := &Options{Remote: addr, RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1, ReadBack: c.mode}}
 			st, err := Rebuild(t.Context(), "", dst, o)
 			require.NoError(t, err)
 			require.Equal(t, PathTCP, st.Path)

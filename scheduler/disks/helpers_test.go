@@ -45,7 +45,7 @@ func subdir(t *testing.T, mnt, name string) string {
 // SHA-256 of the exported volume.
 func writeReplica(t *testing.T, dir string, size, data int64, seed uint64) string {
 	t.Helper()
-	r, err := replica.Create(dir, size, replica.Options{})
+	r, err := replica.Create(dir, size, nil)
 	require.NoError(t, err)
 	rng := rand.New(rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 7}))
 	buf := make([]byte, mib)
