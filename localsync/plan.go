@@ -114,7 +114,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if plan.Compare.Len() > 0 {
 		adviseSequential(t.OS())
 	}
-	extra, missing, both := plan.Punch, plan.Copy, plan.Compare
+	extra, missing, both := plan.Punch, plan.Copy(), plan.Compare
 	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {
 		shared := e.sharedRanges(both)
 		e.unchanged.Add(shared.Bytes())

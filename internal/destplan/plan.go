@@ -48,9 +48,6 @@ type Plan struct {
 	// same unit length: read both, write the source's data where they
 	// differ.
 	Compare sparse.Map
-	// Copy is the source's data outside Compare: written without reading
-	// the destination.
-	Copy sparse.Map
 	// Punch is where the destination must be made to read as zeros (a
 	// hole) before any data is written: exact to the source's holes.
 	Punch sparse.Map
@@ -58,7 +55,15 @@ type Plan struct {
 	// of the source's data that is all zeros need only be punched where
 	// it meets Held.
 	Held sparse.Map
+
+	src sparse.Map
 }
+
+// Copy returns the source's data outside Compare: what is written without
+// reading the destination. It is computed when asked for: tcpsync sends
+// the blocks of Data outside Compare and writes only their source data,
+// which is the same ranges, without building the map.
+func (p Plan) Copy() sparse.Map { return p.src.Difference(p.Compare) }
 
 // Make computes the plan. It fails only on a bad Unit or a negative size.
 func Make(in Input) (Plan, error) {
@@ -75,7 +80,8 @@ func Make(in Input) (Plan, error) {
 		}
 		dst = all
 	}
-	held := dst.Resize(s)
+	dstIn := dst.Resize(s)
+	held := dstIn
 	if d < s && d%growPage != 0 {
 		at := d - d%growPage
 		page, err := sparse.NewMap(s, sparse.Extent{Off: at, Len: min(growPage, s-at)})
@@ -88,9 +94,8 @@ func Make(in Input) (Plan, error) {
 	if d != s {
 		limit -= limit % u
 	}
-	p := Plan{Size: s, Resize: d != s, Data: in.Src.RoundOut(u), Held: held}
-	p.Compare = p.Data.Intersect(dst.Resize(s).RoundOut(u).Resize(limit).Resize(s))
-	p.Copy = in.Src.Difference(p.Compare)
+	p := Plan{Size: s, Resize: d != s, Data: in.Src.RoundOut(u), Held: held, src: in.Src}
+	p.Compare = p.Data.Intersect(dstIn.RoundOut(u).Resize(limit)) // of size s, as Data
 	p.Punch = held.Union(in.Hidden.Resize(s).Difference(in.Keep.Resize(s))).Intersect(in.Src.Holes())
 	return p, nil
 }

@@ -153,7 +153,7 @@ func render(in Input, p Plan) string {
 	for _, r := range []struct {
 		name string
 		m    sparse.Map
-	}{{"data", p.Data}, {"compare", p.Compare}, {"copy", p.Copy}, {"punch", p.Punch}, {"held", p.Held}} {
+	}{{"data", p.Data}, {"compare", p.Compare}, {"copy", p.Copy()}, {"punch", p.Punch}, {"held", p.Held}} {
 		fmt.Fprintf(&b, "%-8s%s\n", r.name, ranges(r.m))
 	}
 	return b.String()
@@ -167,7 +167,7 @@ func render(in Input, p Plan) string {
 // the old data differs from the source's everywhere.
 func oracle(in Input, p Plan) error {
 	s, d := in.Src.Size(), in.Dst.Size()
-	for _, m := range []sparse.Map{p.Data, p.Compare, p.Copy, p.Punch, p.Held} {
+	for _, m := range []sparse.Map{p.Data, p.Compare, p.Copy(), p.Punch, p.Held} {
 		if m.Size() != s {
 			return fmt.Errorf("a map of size %d in a plan of size %d", m.Size(), s)
 		}
@@ -210,7 +210,7 @@ func oracle(in Input, p Plan) error {
 			val[i], held[i] = 0, false
 		}
 	}
-	for _, e := range p.Copy.Extents() {
+	for _, e := range p.Copy().Extents() {
 		for i := e.Off; i < e.End(); i++ {
 			val[i], held[i] = srcAt(i), true
 		}
@@ -290,7 +290,7 @@ func TestRandomPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bare.Data.Equal(p.Data) || !bare.Compare.Equal(p.Compare) || !bare.Copy.Equal(p.Copy) {
+		if !bare.Data.Equal(p.Data) || !bare.Compare.Equal(p.Compare) || !bare.Copy().Equal(p.Copy()) {
 			t.Fatalf("case %d: hidden allocation changed the copy or the compare:\n%s\n%s", i, render(in, p), render(in, bare))
 		}
 	}
