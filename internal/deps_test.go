@@ -84,15 +84,18 @@ const depsRules = `
 
 	sparse < internal/target;
 
+	# The one rule of what to copy, compare and punch: pure.
+	sparse < internal/destplan;
+
 	# Limits a sync shares with the node's other work.
 	golang.org/x/sys/unix, golang.org/x/time/rate < qos;
 	sparse, github.com/cespare/xxhash/v2 < internal/blockhash;
 
 	# The two ways to move an image.
-	internal/coldread, internal/kcopy, internal/target, qos
+	internal/coldread, internal/destplan, internal/kcopy, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/errtext, internal/kcopy, internal/target, qos,
+	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/target, qos,
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 

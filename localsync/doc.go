@@ -31,7 +31,8 @@
 // # Incremental re-sync
 //
 // The destination exists: it is truncated or grown to the source's size and
-// walked, then
+// walked, then planned by internal/destplan (the rule tcpsync follows too,
+// here at a compare unit of one byte):
 //
 //	dst data, src hole   -> punch (PUNCH_HOLE|KEEP_SIZE; zeros where impossible)
 //	dst preallocated,    -> punch too: unwritten blocks SEEK_DATA calls holes

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/internal/destplan"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -44,21 +45,15 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
 	}
 
-	var dstMap, hidden sparse.Map
+	in := destplan.Input{Src: srcMap, Unit: 1} // localsync compares exact bytes
 	if t.BlockDevice() {
-		// A device cannot say where its holes are: treat all of it as data,
-		// so every source hole is zeroed and every data block compared.
+		// A device cannot say where its holes are: all of it is data, so
+		// every source hole is zeroed and every data block compared.
 		if err := t.SetSize(e.size); err != nil {
 			return e.stats(), err
 		}
-		if e.size > 0 {
-			dstMap, err = sparse.NewMap(e.size, sparse.Extent{Off: 0, Len: e.size})
-		} else {
-			dstMap, err = sparse.NewMap(0)
-		}
-		if err != nil {
-			return e.stats(), err
-		}
+		in.Dst, _ = sparse.NewMap(e.size)
+		in.DstHolesUnknown = true
 	} else {
 		dinfo, err := sparse.Stat(t.OS())
 		if err != nil {
@@ -83,44 +78,46 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 				return e.stats(), err
 			}
 		}
+		// Sized first, then walked: the map shows what the filesystem
+		// did when it grew the file, so the plan needs no guess.
 		if err := t.SetSize(e.size); err != nil {
 			return e.stats(), err
 		}
+		in.Dst, _ = sparse.NewMap(e.size)
 		if dinfo.Size > 0 {
 			dw, err := sparse.NewWalker(t.OS())
 			if err != nil {
 				return e.stats(), err
 			}
-			if dstMap, err = dw.Map(ctx); err != nil {
+			if in.Dst, err = dw.Map(ctx); err != nil {
 				return e.stats(), err
 			}
 			// Preallocated blocks the walk calls holes are punched too
-			// where the source has holes (see extra below).
-			if hidden, err = sparse.HiddenAllocation(ctx, t.OS(), dstMap, dw.Info().Allocated); err != nil {
+			// where the source has holes.
+			if in.Hidden, err = sparse.HiddenAllocation(ctx, t.OS(), in.Dst, dw.Info().Allocated); err != nil {
 				return e.stats(), err
 			}
-		} else {
-			dstMap, _ = sparse.NewMap(e.size)
 		}
 	}
-
-	adviseSequential(src)
-	if both := srcMap.Intersect(dstMap); both.Len() > 0 {
-		adviseSequential(t.OS())
-	}
-	extra := dstMap.Difference(srcMap)
-	if hidden = hidden.Resize(e.size).Difference(srcMap); hidden.Len() > 0 {
+	if in.Hidden.Len() > 0 {
 		// Where the source has its own preallocation the destination's
 		// is exact (a whole-file clone on btrfs copies it), and punching
 		// it would make every re-sync write.
-		srcHidden, err := sparse.HiddenAllocation(ctx, src, walked, info.Allocated)
-		if err != nil {
+		var err error
+		if in.Keep, err = sparse.HiddenAllocation(ctx, src, walked, info.Allocated); err != nil {
 			return e.stats(), err
 		}
-		extra = extra.Union(hidden.Difference(srcHidden))
 	}
-	missing := srcMap.Difference(dstMap)
-	both := srcMap.Intersect(dstMap)
+	plan, err := destplan.Make(in)
+	if err != nil {
+		return e.stats(), err
+	}
+
+	adviseSequential(src)
+	if plan.Compare.Len() > 0 {
+		adviseSequential(t.OS())
+	}
+	extra, missing, both := plan.Punch, plan.Copy(), plan.Compare
 	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {
 		shared := e.sharedRanges(both)
 		e.unchanged.Add(shared.Bytes())

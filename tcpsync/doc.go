@@ -35,10 +35,14 @@
 // (ErrTooManyExtents, never retried). Both sides still hold both maps
 // whole: memory grows with the extent count, within that budget.
 //
-// Both sides then derive the same plan from the two maps: the source's data
+// Both sides then derive the same plan from the two maps (internal/destplan,
+// the rule localsync follows too, at the block size): the source's data
 // blocks (4 KiB by default) are cut into chunks of 4096 blocks; a block is
-// "compared" when the destination also holds data there, otherwise it is
-// sent. The receiver punches destination data over source holes itself.
+// "compared" when the destination also holds data there at the same block
+// length, otherwise it is sent, and only its source data is written. The
+// receiver punches destination data over source holes itself, exactly, with
+// its hidden allocation and the old last page of a target grown from an
+// unaligned size.
 //
 //	for each chunk k (sender, pipelined, up to 8 chunks awaiting answers):
 //	    DATA/ZERO for blocks the receiver lacks (zero blocks as markers)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/destplan"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -320,16 +321,16 @@ func (m *multi) shape(ctx context.Context) error {
 			return err
 		}
 	}
-	if m.dstMap.Size() != size {
+	p, err := planFor(destplan.Input{Src: m.agreed.m, Dst: m.dstMap, Hidden: hidden, Unit: m.agreed.bs})
+	if err != nil {
+		return err
+	}
+	if p.resize {
 		if err := t.w.SetSize(size); err != nil {
 			return fmt.Errorf("truncating %s: %w", t.display, err)
 		}
 	}
-	p, err := newPlan(m.agreed.m, m.dstMap, m.agreed.bs)
-	if err != nil {
-		return err
-	}
-	for _, e := range p.punch.Union(hidden.Resize(size).Intersect(m.agreed.m.Holes())).Extents() {
+	for _, e := range p.punch.Extents() {
 		if _, err := t.w.Zero(e.Off, e.Len); err != nil {
 			return fmt.Errorf("punching %s: %w", t.display, err)
 		}

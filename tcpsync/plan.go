@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/sparsesync/sparsesync/internal/destplan"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -17,6 +18,7 @@ type chunk struct {
 }
 
 // plan is what both sides derive from the two maps; they must agree exactly.
+// Its maps come from internal/destplan, the one rule shared with localsync.
 //
 // Its memory is bounded by the extents of the two maps (which the peer has
 // sent and paid for), never by the size a peer claims: chunks are computed
@@ -26,10 +28,14 @@ type chunk struct {
 type plan struct {
 	size   int64
 	bs     int64
-	blocks sparse.Map // source blocks holding any data
-	punch  sparse.Map // destination data over source holes (exact, not per block)
+	blocks sparse.Map // source blocks holding any data (destplan's Data)
 	src    sparse.Map // the source's data as its map says, for writing only that
 	cmp    []sparse.Extent
+	// punch and held shape the target (receiver only): punch is exact to
+	// the source's holes and covers what growing from an unaligned size
+	// allocates; a ZERO range is punched where it meets held.
+	punch, held sparse.Map
+	resize      bool // the target's size is not size yet
 	// cum[i] is the number of data blocks before blocks.Extents()[i].
 	cum     []int64
 	nblocks int64
@@ -42,39 +48,26 @@ type plan struct {
 // has data in the block and the block has the same length on both sides)
 // and "send", and numbers them for chunking. Pure: no I/O, no ctx.
 func newPlan(src, dst sparse.Map, bs int64) (*plan, error) {
-	size := src.Size()
-	p := &plan{size: size, bs: bs, blocks: src.RoundOut(bs), src: src}
-	dstIn := dst.Resize(size)
-	// Punch the source's exact holes, not only whole holes of bs: data is
-	// written only where the source has data (writeData), so a block
-	// holding both keeps its holes. The destination's data is rounded out to
-	// 4 KiB first: an extent that ended at the old, unaligned size occupies
-	// its whole last block once the file has grown, and growing a file from
-	// an unaligned size makes some filesystems (btrfs) write zeros into that
-	// block even where it was a hole.
-	dstData := dstIn.RoundOut(4096).Resize(size)
-	if old := dst.Size(); old < size && old%4096 != 0 {
-		tail, err := sparse.NewMap(size, sparse.Extent{Off: old &^ 4095, Len: min(4096, size-old&^4095)})
-		if err != nil {
-			return nil, err
-		}
-		dstData = dstData.Union(tail)
+	return planFor(destplan.Input{Src: src, Dst: dst, Unit: bs})
+}
+
+// planFor is newPlan with all of destplan's input: a receiver adds its
+// target's hidden allocation, which changes only what it punches, never
+// the blocks both sides agree on.
+func planFor(in destplan.Input) (*plan, error) {
+	d, err := destplan.Make(in)
+	if err != nil {
+		return nil, err
 	}
-	p.punch = dstData.Intersect(src.Holes())
-	cmpLimit := min(size, dst.Size())
-	if dst.Size() != size {
-		cmpLimit -= cmpLimit % bs
-	}
-	dstBlocks := dstIn.RoundOut(bs).Resize(cmpLimit).Resize(size)
-	cmp := p.blocks.Intersect(dstBlocks)
+	p := &plan{size: d.Size, bs: in.Unit, blocks: d.Data, src: in.Src, punch: d.Punch, held: d.Held, resize: d.Resize}
 	p.dataBytes = p.blocks.Bytes()
-	p.cmpBytes = cmp.Bytes()
-	p.cmp = cmp.Extents()
+	p.cmpBytes = d.Compare.Bytes()
+	p.cmp = d.Compare.Extents()
 	ext := p.blocks.Extents()
 	p.cum = make([]int64, len(ext))
 	for i, e := range ext {
 		p.cum[i] = p.nblocks
-		p.nblocks += blocksIn(e.Len, bs)
+		p.nblocks += blocksIn(e.Len, in.Unit)
 	}
 	p.nchunks = int((p.nblocks + chunkBlocks - 1) / chunkBlocks)
 	return p, nil

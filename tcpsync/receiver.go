@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/destplan"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -139,7 +140,7 @@ func (r *receiver) run(ctx context.Context) error {
 	if err := r.t.seedTemp(ctx, r.dstMap, r.f.m); err != nil {
 		return err
 	}
-	r.plan, err = newPlan(srcMap, r.dstMap, r.p.bs)
+	r.plan, err = planFor(destplan.Input{Src: srcMap, Dst: r.dstMap, Hidden: hidden, Unit: r.p.bs})
 	if err != nil {
 		return err
 	}
@@ -181,16 +182,14 @@ func (r *receiver) run(ctx context.Context) error {
 	}
 
 	// Shape the target: size, then holes where the source has none.
-	if r.dstMap.Size() != int64(size) {
+	if r.plan.resize {
 		if err := r.t.w.SetSize(int64(size)); err != nil {
 			return fmt.Errorf("truncating %s: %w", r.t.display, err)
 		}
 	}
-	// plan.punch is exact to the source's holes and covers the whole last
-	// block of a shorter target (see newPlan); hidden preallocations in
-	// the source's holes go too.
-	punch := r.plan.punch.Union(hidden.Resize(int64(size)).Intersect(srcMap.Holes()))
-	for _, e := range punch.Extents() {
+	// The punch is exact to the source's holes, covers what growing from
+	// an unaligned size allocates and the hidden allocation (destplan).
+	for _, e := range r.plan.punch.Extents() {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}

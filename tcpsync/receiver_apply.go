@@ -170,10 +170,12 @@ func (r *receiver) onZero(body []byte) error {
 	if err != nil {
 		return err
 	}
-	// Only destination data needs punching; holes already read as zeros.
-	ext := r.dstMap.Extents()
+	// Only what the target may hold needs punching (destplan's Held:
+	// its data, and what growing it allocated); holes already read as
+	// zeros.
+	ext := r.plan.held.Extents()
 	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > o })
-	if i < len(ext) && ext[i].Off < o+l && o < r.dstMap.Size() {
+	if i < len(ext) && ext[i].Off < o+l {
 		if _, err := r.t.w.Zero(o, l); err != nil {
 			return err
 		}
