@@ -310,6 +310,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	}
 	f := newFramer(conn)
 	f.narrowMaps = c.hooks != nil && c.hooks.narrowMaps
+	f.noWindows = c.hooks != nil && c.hooks.noWindows
 	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)
 	switch {
 	case err == nil:
@@ -327,6 +328,9 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		f.setIdle(c.IdleTimeout)
 		f.watch(startWatchdog(c.IdleTimeout, cancel))
 		f.mem = &sessionMem{limit: defaultSessionMemory}
+		if c.hooks != nil && c.hooks.sessionMemory > 0 {
+			f.mem.limit = c.hooks.sessionMemory
+		}
 		if err = f.limit(ctx, c.Budget); err == nil {
 			st, err = fn(ctx, c, f, seed)
 		}

@@ -58,6 +58,10 @@ type framer struct {
 	// entries (featWideMaps in both HELLOs); narrowMaps makes this side
 	// play an older peer that does not (tests).
 	wideMaps, narrowMaps bool
+	// windows says both HELLOs announce featWindows: the maps cross a
+	// window at a time (window.go); noWindows makes this side play a peer
+	// without it (tests).
+	windows, noWindows bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte

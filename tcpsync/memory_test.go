@@ -70,6 +70,7 @@ func encodedMap(size uint64, count int) []byte {
 func claimPush(t *testing.T, c net.Conn, name string, size uint64, m []byte) error {
 	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
 	f := newFramer(c)
+	f.noWindows = true // it speaks whole maps, without windows
 	if _, err := clientHandshake(t.Context(), f, testToken, false); err != nil {
 		return err
 	}

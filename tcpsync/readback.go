@@ -89,6 +89,12 @@ type testHooks struct {
 	// narrowMaps makes the client play an older peer, without
 	// featWideMaps.
 	narrowMaps bool
+	// noWindows makes the client play a peer without featWindows (whole
+	// maps up front).
+	noWindows bool
+	// sessionMemory, when positive, is the client's session memory
+	// budget (the server's is Server.MaxSessionMemory).
+	sessionMemory int64
 }
 
 func (h *testHooks) readBackRead() {

@@ -20,14 +20,22 @@ import (
 )
 
 // rawSession dials addr and authenticates with token, returning the framer
-// for tests that speak the protocol by hand.
+// for tests that speak the protocol by hand: whole maps up front (a peer
+// without featWindows; rawWindowSession speaks windows).
 func rawSession(t *testing.T, addr string, token []byte) (*framer, net.Conn) {
+	t.Helper()
+	return rawSessionWith(t, addr, token, true)
+}
+
+// rawSessionWith is rawSession, announcing windows unless noWindows.
+func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*framer, net.Conn) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	f := newFramer(c)
+	f.noWindows = noWindows
 	_, err = clientHandshake(t.Context(), f, token, false)
 	require.NoError(t, err)
 	return f, c
