@@ -23,11 +23,12 @@ import (
 // window of each map, whatever the file's extent count.
 const (
 	// windowBudget is the encoded size of a window's extents at which
-	// the window closes (at the next block boundary).
-	windowBudget = maxFrame / 2
+	// the window closes (at the next block boundary): some 4,000 to
+	// 8,000 extents.
+	windowBudget = 16 << 10
 	// maxWindowMap is the most a WINDOW frame's map may take (its body
-	// less lo and hi).
-	maxWindowMap = maxFrame - 16
+	// less lo and hi); a longer one is refused before it is decoded.
+	maxWindowMap = 32 << 10
 	// windowMemory is what a windowed session charges its budget, once,
 	// for the two maps of a window and the window's plan: a map of
 	// maxWindowMap bytes holds at most maxWindowMap/2 extents.
@@ -156,6 +157,9 @@ func parseWindow(body []byte, lo, most, bs int64) (int64, []sparse.Extent, error
 	if wlo != uint64(lo) || whi <= wlo || whi > uint64(most) || (whi%uint64(bs) != 0 && whi != uint64(most)) {
 		return 0, nil, fmt.Errorf("%w: WINDOW [%d,%d), expected one from %d to at most %d at a multiple of %d",
 			ErrProtocol, wlo, whi, lo, most, bs)
+	}
+	if len(d.b) > maxWindowMap {
+		return 0, nil, fmt.Errorf("%w: WINDOW map of %d bytes (limit %d)", ErrProtocol, len(d.b), maxWindowMap)
 	}
 	m, err := sparse.DecodeMap(d.b)
 	if err != nil {

@@ -199,6 +199,7 @@ func TestHostileWindowsRefused(t *testing.T) {
 			{fWindow, win(65536, size)}}, ErrProtocol},
 		{"window after the last", []step{{fWindow, win(0, size)}, {fWindow, win(size, size+4096)}}, ErrProtocol},
 		{"window over a frame", []step{{fWindow, make([]byte, maxFrame+1)}}, ErrFrameTooLarge},
+		{"window map over its limit", []step{{fWindow, append(win(0, size), make([]byte, maxWindowMap)...)}}, ErrProtocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := rawSessionWith(t, addr, testToken, false)
