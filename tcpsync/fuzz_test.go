@@ -46,8 +46,9 @@ func (c *teeConn) Write(b []byte) (int, error) {
 }
 
 // recordSenderStream runs a real sync over net.Pipe and returns the bytes
-// the sender sent: a realistic seed for the receiver fuzzer.
-func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.Layout) []byte {
+// the sender sent: a realistic seed for the receiver fuzzer; with windows,
+// both sides take the maps in windows (featWindows).
+func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.Layout, windows ...bool) []byte {
 	src := filepath.Join(dir, "seed-src")
 	layout.Create(t, src, l)
 	dst := filepath.Join(dir, "seed-dst")
@@ -73,15 +74,18 @@ func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.
 	}
 	defer tg.close()
 	p := syncParams{bs: 4096, compress: CompressLZ4}
+	sf, rf := newFramer(tee), newFramer(b)
+	sf.windows = len(windows) > 0 && windows[0]
+	rf.windows = sf.windows
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := sendSource(context.Background(), newFramer(tee), fs, p)
+		_, err := sendSource(context.Background(), sf, fs, p)
 		if err != nil {
 			t.Error(err)
 		}
 		a.Close()
 	})
-	if _, err := receiveTarget(context.Background(), newFramer(b), tg, p); err != nil {
+	if _, err := receiveTarget(context.Background(), rf, tg, p); err != nil {
 		t.Error(err)
 	}
 	b.Close()
@@ -141,6 +145,37 @@ func FuzzReceiver(f *testing.F) {
 	})
 }
 
+// FuzzReceiverWindows is FuzzReceiver for a receiver that takes the maps
+// in windows (featWindows).
+func FuzzReceiverWindows(f *testing.F) {
+	dir := f.TempDir()
+	small := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 20_000, 9000, 65_536, 4464)}
+	changed := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 30_000, 9000)}
+	f.Add(recordSenderStream(f, dir, small, nil, true))
+	f.Add(recordSenderStream(f, dir, small, &changed, true))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		dst := filepath.Join(dir, "fuzz-dst")
+		os.Remove(dst + sidecarSuffix)
+		layout.Create(t, dst, changed)
+		tg, err := openLocalTarget(dst, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tg.close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		fr := newFramer(newStreamConn(stream))
+		fr.windows = true
+		st, err := receiveTarget(ctx, fr, tg, syncParams{})
+		if err == nil && !st.Verified {
+			t.Fatal("success without verification")
+		}
+		if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
+			t.Fatalf("target grew to %d bytes", fi.Size())
+		}
+	})
+}
+
 // FuzzFrame reads frames from arbitrary bytes and decodes every body kind.
 func FuzzFrame(f *testing.F) {
 	f.Add([]byte{byte(fData), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
@@ -179,6 +214,8 @@ func FuzzFrame(f *testing.F) {
 				_ = d.end()
 			case fDoneAck:
 				_, _ = parseDoneAck(body)
+			case fWindow:
+				_, _, _ = parseWindow(body, 0, maxSize, 4096)
 			case fData, fZero, fSegEnd, fHashes:
 				for d.err == nil {
 					d.u64()
