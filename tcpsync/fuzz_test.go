@@ -123,26 +123,31 @@ func FuzzReceiver(f *testing.F) {
 	f.Add(full)
 	f.Add(delta)
 	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		dst := filepath.Join(dir, "fuzz-dst")
-		os.Remove(dst + sidecarSuffix)
-		layout.Create(t, dst, changed)
-		tg, err := openLocalTarget(dst, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tg.close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		fr := newFramer(newStreamConn(stream))
-		st, err := receiveTarget(ctx, fr, tg, syncParams{})
-		if err == nil && !st.Verified {
-			t.Fatal("success without verification")
-		}
-		if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
-			t.Fatalf("target grew to %d bytes", fi.Size())
-		}
-	})
+	f.Fuzz(func(t *testing.T, stream []byte) { fuzzReceive(t, dir, changed, stream, false) })
+}
+
+// fuzzReceive feeds stream to a receiver writing a scratch target laid out
+// as dstL (taking maps in windows if windows).
+func fuzzReceive(t *testing.T, dir string, dstL layout.Layout, stream []byte, windows bool) {
+	dst := filepath.Join(dir, "fuzz-dst")
+	os.Remove(dst + sidecarSuffix)
+	layout.Create(t, dst, dstL)
+	tg, err := openLocalTarget(dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fr := newFramer(newStreamConn(stream))
+	fr.windows = windows
+	st, err := receiveTarget(ctx, fr, tg, syncParams{})
+	if err == nil && !st.Verified {
+		t.Fatal("success without verification")
+	}
+	if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
+		t.Fatalf("target grew to %d bytes", fi.Size())
+	}
 }
 
 // FuzzReceiverWindows is FuzzReceiver for a receiver that takes the maps
@@ -153,27 +158,7 @@ func FuzzReceiverWindows(f *testing.F) {
 	changed := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 30_000, 9000)}
 	f.Add(recordSenderStream(f, dir, small, nil, true))
 	f.Add(recordSenderStream(f, dir, small, &changed, true))
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		dst := filepath.Join(dir, "fuzz-dst")
-		os.Remove(dst + sidecarSuffix)
-		layout.Create(t, dst, changed)
-		tg, err := openLocalTarget(dst, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tg.close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		fr := newFramer(newStreamConn(stream))
-		fr.windows = true
-		st, err := receiveTarget(ctx, fr, tg, syncParams{})
-		if err == nil && !st.Verified {
-			t.Fatal("success without verification")
-		}
-		if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
-			t.Fatalf("target grew to %d bytes", fi.Size())
-		}
-	})
+	f.Fuzz(func(t *testing.T, stream []byte) { fuzzReceive(t, dir, changed, stream, true) })
 }
 
 // FuzzFrame reads frames from arbitrary bytes and decodes every body kind.

@@ -207,15 +207,8 @@ func (r *receiver) run(ctx context.Context) error {
 	// plan.punch is exact to the source's holes and covers the whole last
 	// block of a shorter target (see newPlan); hidden preallocations in
 	// the source's holes go too.
-	punch := r.plan.punch.Union(hidden.Resize(int64(size)).Intersect(srcMap.Holes()))
-	for _, e := range punch.Extents() {
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
-			return err
-		}
-		r.st.PunchedBytes += e.Len
+	if err := r.punch(ctx, r.plan.punch.Union(hidden.Resize(int64(size)).Intersect(srcMap.Holes()))); err != nil {
+		return err
 	}
 	r.pend = map[int]*rstate{}
 	r.next, r.water = r.first, r.first

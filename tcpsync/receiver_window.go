@@ -164,7 +164,12 @@ func (r *receiver) punchWindow(ctx context.Context, p *plan, dst []sparse.Extent
 		}
 		punch = punch.Union(hidden.Resize(hi).Intersect(p.src.Holes()))
 	}
-	for _, e := range punch.Extents() {
+	return r.punch(ctx, punch)
+}
+
+// punch punches m's extents in the target.
+func (r *receiver) punch(ctx context.Context, m sparse.Map) error {
+	for _, e := range m.Extents() {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}

@@ -41,6 +41,20 @@ func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*f
 	return f, c
 }
 
+// readUntilError reads frames until the peer's ERROR (decoded) or the
+// end of the connection.
+func readUntilError(f *framer) error {
+	for {
+		ft, _, body, err := f.readFrame()
+		if err != nil {
+			return err
+		}
+		if ft == fError {
+			return decodeError(body)
+		}
+	}
+}
+
 // rawOpen sends OPEN for name without the client's own validation.
 func rawOpen(t *testing.T, addr string, op uint8, name string) error {
 	f, _ := rawSession(t, addr, testToken)
@@ -232,15 +246,7 @@ func TestBadFramesEndOnlyThatSession(t *testing.T) {
 		f, c := rawSession(t, addr, testToken)
 		require.NoError(t, b.send(f), b.name)
 		// The server answers with an ERROR (or at least closes); it never hangs.
-		var err error
-		for err == nil {
-			var ft frameType
-			var body []byte
-			ft, _, body, err = f.readFrame()
-			if err == nil && ft == fError {
-				err = decodeError(body)
-			}
-		}
+		err := readUntilError(f)
 		require.Error(t, err, b.name)
 		var re *RemoteError
 		if errors.As(err, &re) {

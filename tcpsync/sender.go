@@ -128,20 +128,8 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 		s.p.progress.Total.Store(srcMap.RoundOut(s.p.bs).Bytes())
 	}
 
-	_, body, err := s.f.expect(fDstInfo)
-	if err != nil {
-		return s.st, err
-	}
-	d := dec{b: body, t: fDstInfo}
-	dstSize, quick, resume := d.u64(), d.u8(), d.u64()
-	if err := d.end(); err != nil {
-		return s.st, err
-	}
-	if quick != 0 {
-		s.st.QuickCheck = true
-		s.st.DataBytes = srcMap.RoundOut(s.p.bs).Bytes()
-		s.st.UnchangedBytes = s.st.DataBytes
-		_, err := s.finish(ctx, digest{})
+	dstSize, quick, resume, err := s.dstInfo(ctx, func() int64 { return srcMap.RoundOut(s.p.bs).Bytes() })
+	if err != nil || quick {
 		return s.st, err
 	}
 	if dstSize > maxSize || resume > uint64(size) {
@@ -258,6 +246,29 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	s.st.UnchangedBytes = int64(ack.unchanged)
 	s.st.Verified, s.st.ReadBack = true, s.p.readBack
 	return s.st, nil
+}
+
+// dstInfo reads DSTINFO: the destination's size, the resume offset, and
+// whether the quick check matched, in which case the sync ends here
+// (data gives the source's data blocks, for the stats).
+func (s *sender) dstInfo(ctx context.Context, data func() int64) (uint64, bool, uint64, error) {
+	_, body, err := s.f.expect(fDstInfo)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	d := dec{b: body, t: fDstInfo}
+	dstSize, quick, resume := d.u64(), d.u8(), d.u64()
+	if err := d.end(); err != nil {
+		return 0, false, 0, err
+	}
+	if quick != 0 {
+		s.st.QuickCheck = true
+		s.st.DataBytes = data()
+		s.st.UnchangedBytes = s.st.DataBytes
+		_, err := s.finish(ctx, digest{})
+		return 0, true, 0, err
+	}
+	return dstSize, false, resume, nil
 }
 
 // finish sends DONE and waits for the receiver's verdict (quick check path).

@@ -33,19 +33,8 @@ func (s *sender) runWindowed(ctx context.Context, size int64) (Stats, error) {
 	if s.p.progress != nil {
 		s.p.progress.Total.Store(total)
 	}
-	_, body, err := s.f.expect(fDstInfo)
-	if err != nil {
-		return s.st, err
-	}
-	d := dec{b: body, t: fDstInfo}
-	dstSize, quick, resume := d.u64(), d.u8(), d.u64()
-	if err := d.end(); err != nil {
-		return s.st, err
-	}
-	if quick != 0 {
-		s.st.QuickCheck = true
-		s.st.DataBytes, s.st.UnchangedBytes = total, total
-		_, err := s.finish(ctx, digest{})
+	dstSize, quick, resume, err := s.dstInfo(ctx, func() int64 { return total })
+	if err != nil || quick {
 		return s.st, err
 	}
 	if dstSize > maxSize || resume > uint64(size) || (resume%uint64(s.p.bs) != 0 && resume != uint64(size)) {

@@ -227,14 +227,7 @@ func TestHostileWindowsRefused(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
-			for err == nil {
-				var ft frameType
-				var body []byte
-				ft, _, body, err = f.readFrame()
-				if err == nil && ft == fError {
-					err = decodeError(body)
-				}
-			}
+			err = readUntilError(f)
 			var re *RemoteError
 			require.ErrorAs(t, err, &re, "the server says why")
 			require.ErrorIs(t, err, tc.want)
