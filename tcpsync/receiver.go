@@ -123,9 +123,7 @@ func (r *receiver) run(ctx context.Context) error {
 		if srcMap, err = readMap(r.f, int64(size)); err != nil {
 			return err
 		}
-		total = uint64(srcMap.RoundOut(r.p.bs).Bytes())
-	}
-	if total > size {
+	} else if total > size {
 		return fmt.Errorf("%w: SRCINFO claims %d bytes of data in %d", ErrProtocol, total, size)
 	}
 	r.st.Size = int64(size)
@@ -136,6 +134,9 @@ func (r *receiver) run(ctx context.Context) error {
 	// Quick check: a verified sync of this very source version, untouched since.
 	if !fullCompare && ident != "" && old != nil && old.State == stateComplete && old.Identity == ident &&
 		old.Size == int64(size) && r.t.unchangedSince(old) {
+		if !r.f.windows {
+			total = uint64(srcMap.RoundOut(r.p.bs).Bytes())
+		}
 		return r.quick(int64(total))
 	}
 	// Resume: the same source version, into a target untouched since the
