@@ -59,6 +59,9 @@ type receiver struct {
 	dstSize      int64
 	mayHide      bool
 	jobs         chan planJob
+	// srcData is the source's data blocks in the whole file (the bound of
+	// the read-back's PROGRESS frames at the sender).
+	srcData int64
 }
 
 // planJob is a plan whose compare chunks hashAhead hashes, from first on;
@@ -182,6 +185,7 @@ func (r *receiver) run(ctx context.Context) error {
 		return err
 	}
 	r.st.DataBytes = r.plan.dataBytes
+	r.srcData = r.plan.dataBytes
 
 	b := binary.LittleEndian.AppendUint64(nil, uint64(r.dstMap.Size()))
 	b = append(b, 0)

@@ -48,8 +48,9 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 		r.p.hooks.readBackRead()
 		return r.f.m.read(n)
 	}
-	// Reported never past the source's data blocks (the sender's bound).
-	stop := r.keepalive(ctx, q, func() int64 { return min(done.Load(), r.st.DataBytes) }, 0, r.f.keepalive)
+	// Reported never past the source's data blocks (the sender's bound),
+	// the whole file's even when this session resumed.
+	stop := r.keepalive(ctx, q, func() int64 { return min(done.Load(), r.srcData) }, 0, r.f.keepalive)
 	got, read, held, err := r.readBackDigest(ctx, f, onRead)
 	stop()
 	if err != nil {

@@ -17,6 +17,7 @@ func (r *receiver) runWindowed(ctx context.Context, old *sidecar, ident string, 
 	if resume%r.p.bs != 0 && resume != r.st.Size {
 		resume = 0
 	}
+	r.srcData = total
 	if err := r.f.mem.reserve(windowMemory, "the windows of the extent maps"); err != nil {
 		return err
 	}
