@@ -22,14 +22,31 @@ import (
 // that is only read caches nothing). Where neither can say, nothing is
 // returned: a guess would punch on every run and never settle.
 func HiddenAllocation(ctx context.Context, f *os.File, data Map, allocated int64) (Map, error) {
-	none, _ := NewMap(data.Size())
 	if data.Size() == 0 || allocated <= pagesOf(data) {
+		none, _ := NewMap(data.Size())
+		return none, nil
+	}
+	return HiddenAllocationIn(ctx, f, data, 0)
+}
+
+// HiddenAllocationIn is HiddenAllocation over [lo, data.Size()) only, for
+// a caller that holds f's map a window at a time: data holds f's data in
+// that range (anything before lo is not looked at), and the caller has
+// found that something may be hidden (f's allocation exceeds its data in
+// whole pages; see HiddenAllocation), so the system calls are made.
+func HiddenAllocationIn(ctx context.Context, f *os.File, data Map, lo int64) (Map, error) {
+	none, _ := NewMap(data.Size())
+	lo = max(lo, 0)
+	if lo >= data.Size() {
 		return none, nil
 	}
 	var recs []Extent
-	err := Fiemap(ctx, f, 0, data.Size(), func(x FiemapExtent) error {
+	err := Fiemap(ctx, f, lo, data.Size()-lo, func(x FiemapExtent) error {
 		e := x.Extent()
-		if e.Off < data.Size() {
+		if e.End() > lo && e.Off < lo {
+			e = Extent{Off: lo, Len: e.End() - lo}
+		}
+		if e.Off >= lo && e.Off < data.Size() {
 			e.Len = min(e.Len, data.Size()-e.Off)
 			recs = append(recs, e)
 		}
@@ -39,7 +56,7 @@ func HiddenAllocation(ctx context.Context, f *os.File, data Map, allocated int64
 	case err != nil && ctx.Err() != nil:
 		return none, ctx.Err()
 	case err != nil:
-		return cachedHoles(ctx, f, data)
+		return cachedHoles(ctx, f, data, lo)
 	}
 	mapped, err := NewMap(data.Size(), recs...)
 	if err != nil {
@@ -48,9 +65,10 @@ func HiddenAllocation(ctx context.Context, f *os.File, data Map, allocated int64
 	return mapped.Difference(data), nil
 }
 
-// cachedHoles finds the pages of data's holes that are in f's page cache
-// (cachestat), bisecting each hole that has any down to whole pages.
-func cachedHoles(ctx context.Context, f *os.File, data Map) (Map, error) {
+// cachedHoles finds the pages of data's holes from on that are in f's
+// page cache (cachestat), bisecting each hole that has any down to whole
+// pages.
+func cachedHoles(ctx context.Context, f *os.File, data Map, from int64) (Map, error) {
 	none, _ := NewMap(data.Size())
 	page := int64(os.Getpagesize())
 	var found []Extent
@@ -77,7 +95,7 @@ func cachedHoles(ctx context.Context, f *os.File, data Map) (Map, error) {
 	}
 	for _, h := range data.Holes().Extents() {
 		// Whole pages only: a page that holds data is data's.
-		lo, hi := (h.Off+page-1)/page*page, h.End()/page*page
+		lo, hi := (max(h.Off, from)+page-1)/page*page, h.End()/page*page
 		if h.End() == data.Size() {
 			hi = h.End()
 		}

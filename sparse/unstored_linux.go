@@ -32,9 +32,13 @@ func UnstoredZeros(ctx context.Context, f *os.File, data Map, buf []byte) Map {
 	if data.Len() == 0 {
 		return empty
 	}
+	// Only the span of data is asked for: a window of a map (extents from
+	// some offset on) costs what it covers.
+	ext := data.Extents()
+	lo, hi := ext[0].Off, ext[len(ext)-1].End()
 	var stored []Extent
-	err := Fiemap(ctx, f, 0, data.Size(), func(x FiemapExtent) error {
-		if x.Flags&FiemapUnwritten == 0 {
+	err := Fiemap(ctx, f, lo, hi-lo, func(x FiemapExtent) error {
+		if x.Flags&FiemapUnwritten == 0 && x.Logical < data.Size() {
 			stored = append(stored, Extent{Off: x.Logical, Len: min(x.Length, data.Size()-x.Logical)})
 		}
 		return nil

@@ -86,20 +86,29 @@ func (w *Walker) HolesKnown() bool { return w.holesKnown }
 // always ends. It allocates nothing per extent and checks ctx every few
 // thousand extents. An error from fn stops the walk and is returned as is.
 func (w *Walker) Walk(ctx context.Context, fn func(Extent) error) error {
+	return w.WalkFrom(ctx, 0, fn)
+}
+
+// WalkFrom is Walk from off on: fn sees the data extents that end after
+// off, the first one clipped to start there. A caller that holds a window
+// of the map at a time walks from each window's end; the walk costs what
+// lies after off, not what lies before it.
+func (w *Walker) WalkFrom(ctx context.Context, off int64, fn func(Extent) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	w.holesKnown = true
-	if w.info.Size == 0 {
+	if w.info.Size == 0 || off >= w.info.Size {
 		return nil
 	}
+	off = max(off, 0)
 	rc, err := w.f.SyscallConn()
 	if err != nil {
 		return &fs.PathError{Op: "walk", Path: w.f.Name(), Err: err}
 	}
 	var walkErr error
 	if err := rc.Control(func(fd uintptr) {
-		walkErr = w.walkFd(ctx, int(fd), fn)
+		walkErr = w.walkFd(ctx, int(fd), off, fn)
 	}); err != nil {
 		return &fs.PathError{Op: "walk", Path: w.f.Name(), Err: err}
 	}
@@ -107,19 +116,19 @@ func (w *Walker) Walk(ctx context.Context, fn func(Extent) error) error {
 }
 
 // walkFd is the portable loop over the platform's seekData/seekHole.
-func (w *Walker) walkFd(ctx context.Context, fd int, fn func(Extent) error) error {
+func (w *Walker) walkFd(ctx context.Context, fd int, from int64, fn func(Extent) error) error {
 	size := w.info.Size
 	var pending Extent
-	var pos int64
+	pos := from
 	for n := 1; pos < size; n++ {
 		d, err := seekData(fd, pos)
 		if err != nil {
 			if err == errNoMoreData {
 				break
 			}
-			if pos == 0 && isSeekUnsupported(err) {
+			if pos == from && isSeekUnsupported(err) {
 				w.holesKnown = false
-				return fn(Extent{0, size})
+				return fn(Extent{from, size - from})
 			}
 			return &fs.PathError{Op: "seek_data", Path: w.f.Name(), Err: err}
 		}

@@ -30,17 +30,25 @@ const (
 	// maxExtents entries, bounded only by its session memory budget
 	// (both sides set it). Without it a map carries at most maxExtents.
 	featWideMaps = 1 << 4
+	// featWindows says the peer walks the file in windows of the two maps
+	// (WINDOW frames, window.go) instead of sending whole maps (both
+	// sides set it): a session's memory no longer grows with the extent
+	// count.
+	featWindows = 1 << 5
 	// featGMAC says the peer tags frames with AES-GMAC (mac.go); when
 	// both sides set it they do, else with HMAC-SHA256.
-	featGMAC = 1 << 5
+	featGMAC = 1 << 6
 )
 
 // ourFeatures is what our HELLO announces: everything, less wide maps
 // when f plays an older peer (tests).
 func ourFeatures(f *framer, noAuth bool) uint32 {
-	feat := uint32(featKeepalive | featWorked | featWideMaps | featGMAC)
+	feat := uint32(featKeepalive | featWorked | featWideMaps | featWindows | featGMAC)
 	if f.narrowMaps {
-		feat &^= featWideMaps
+		feat &^= featWideMaps | featWindows
+	}
+	if f.noWindows {
+		feat &^= featWindows
 	}
 	if f.hmacOnly {
 		feat &^= featGMAC
@@ -134,6 +142,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	f.worked = srv.features&featWorked != 0
 	f.wideMaps = srv.features&featWideMaps != 0 && !f.narrowMaps
 	f.gmac = srv.features&featGMAC != 0 && !f.hmacOnly
+	f.windows = srv.features&featWindows != 0 && !f.narrowMaps && !f.noWindows
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
 		if !noAuth {
@@ -179,6 +188,7 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	f.worked = cli.features&featWorked != 0
 	f.wideMaps = cli.features&featWideMaps != 0 && !f.narrowMaps
 	f.gmac = cli.features&featGMAC != 0 && !f.hmacOnly
+	f.windows = cli.features&featWindows != 0 && !f.narrowMaps && !f.noWindows
 	sh := newHello(ourFeatures(f, noAuth)).marshal()
 	if err := f.send(fHello, 0, sh); err != nil {
 		return 0, err

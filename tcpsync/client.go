@@ -314,6 +314,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	f := newFramer(conn)
 	f.narrowMaps = c.hooks != nil && c.hooks.narrowMaps
 	f.hmacOnly = c.hooks != nil && c.hooks.hmacOnly
+	f.noWindows = c.hooks != nil && c.hooks.noWindows
 	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)
 	if err == nil && c.hooks != nil && c.hooks.agreedMAC != nil {
 		c.hooks.agreedMAC(f.gmac)
@@ -334,6 +335,9 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		f.setIdle(c.IdleTimeout)
 		f.watch(startWatchdog(c.IdleTimeout, cancel))
 		f.mem = &sessionMem{limit: defaultSessionMemory}
+		if c.hooks != nil && c.hooks.sessionMemory > 0 {
+			f.mem.limit = c.hooks.sessionMemory
+		}
 		if err = f.limit(ctx, c.Budget); err == nil {
 			st, err = fn(ctx, c, f, seed)
 		}

@@ -24,19 +24,28 @@
 //	from the token and the transcript, over a sequence number
 //	client → server  OPEN  push|pull, flags, block size, relative path
 //	server → client  OPENED or ERROR
-//	sender → receiver SRCINFO (size, block size, identity) + EXTENTS (sparse encoding)
-//	receiver → sender DSTINFO (size, quick check, resume offset) + EXTENTS
+//	sender → receiver SRCINFO (size, block size, identity[, data bytes])
+//	receiver → sender DSTINFO (size, quick check, resume offset)
+//	with featWindows in both HELLOs, for each window [lo, hi) of the file:
+//	    sender → receiver   WINDOW(lo, hi, its extents there)
+//	    receiver → sender   WINDOW(lo, hi' <= hi, its own extents there)
+//	    both: newPlan over the window's pieces; the window's chunks (below)
+//	    the next window once every chunk of this one is settled
+//	without (an older peer): EXTENTS (sparse encoding) after each INFO
 //
-// A map crosses as EXTENTS frames of 64 KiB, each but the last full. Its
+// With windows (window.go) a session holds one window of each map (at most
+// 32 KiB of encoded map each) whatever the extent count: a window closes at
+// the next block boundary once its extents' encoding passes 16 KiB, and the
+// receiver may close it sooner where its own map is denser. Without them a
+// map crosses whole as EXTENTS frames of 64 KiB, each but the last full; its
 // length is bounded by the receiving side's session memory budget
 // (Server.MaxSessionMemory: 148 bytes an extent, about 2 million extents by
 // default) when both HELLOs announce featWideMaps; a peer without it takes
 // at most 2^20 extents, and a longer map is refused before it is sent
-// (ErrTooManyExtents, never retried). Both sides still hold both maps
-// whole: memory grows with the extent count, within that budget.
+// (ErrTooManyExtents, never retried).
 //
-// Both sides then derive the same plan from the two maps (internal/destplan,
-// the rule localsync follows too, at the block size): the source's data
+// Both sides then derive the same plan from the two maps, or a window's
+// (internal/destplan, the rule localsync follows too, at the block size): the source's data
 // blocks (4 KiB by default) are cut into chunks of 4096 blocks; a block is
 // "compared" when the destination also holds data there at the same block
 // length, otherwise it is sent, and only its source data is written. The
@@ -81,8 +90,9 @@
 //
 // With ReadBack (the default for Atomic), the receiver reads the target's
 // data back after the final fdatasync, bypassing the page cache (its own
-// extents within the source's data: the bytes read are bounded by what it
-// wrote or compared, not by what the peer claimed), and checks the whole
+// extents within the source's data, or with windows all of its own extents,
+// a window at a time: the bytes read are bounded by what it holds, not by
+// what the peer claimed), and checks the whole
 // file against the sender's digest, which then covers the
 // chunks a resume skipped too; a mismatch moves the checkpoint back to the
 // start and fails with ErrVerify. A FileSource's identity is

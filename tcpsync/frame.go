@@ -32,13 +32,14 @@ const (
 	fManifest                      // fetch source: per-piece SHA-256 prefixes of its data (flagLast ends them)
 	fFetch                         // fetch client: piece index, seed, the block hashes it holds
 	fPieceEnd                      // fetch source: the piece's DATA/ZERO frames are complete
+	fWindow                        // lo u64 | hi u64 | an encoded sparse.Map of size hi: one side's data in [lo, hi) (featWindows)
 	fTypeEnd
 )
 
 func (t frameType) String() string {
 	names := [...]string{"?", "HELLO", "AUTH", "OPEN", "OPENED", "SRCINFO", "DSTINFO", "EXTENTS", "DATA", "ZERO",
 		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR", "PROGRESS",
-		"MANIFEST", "FETCH", "PIECEEND"}
+		"MANIFEST", "FETCH", "PIECEEND", "WINDOW"}
 	if int(t) < len(names) {
 		return names[t]
 	}

@@ -62,6 +62,10 @@ type framer struct {
 	// HELLOs); hmacOnly makes this side play an older peer without it
 	// (tests).
 	gmac, hmacOnly bool
+	// windows says both HELLOs announce featWindows: the maps cross a
+	// window at a time (window.go); noWindows makes this side play a peer
+	// without it (tests).
+	windows, noWindows bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
 	htag       [headerTagLen]byte

@@ -46,8 +46,9 @@ func (c *teeConn) Write(b []byte) (int, error) {
 }
 
 // recordSenderStream runs a real sync over net.Pipe and returns the bytes
-// the sender sent: a realistic seed for the receiver fuzzer.
-func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.Layout) []byte {
+// the sender sent: a realistic seed for the receiver fuzzer; with windows,
+// both sides take the maps in windows (featWindows).
+func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.Layout, windows ...bool) []byte {
 	src := filepath.Join(dir, "seed-src")
 	layout.Create(t, src, l)
 	dst := filepath.Join(dir, "seed-dst")
@@ -73,15 +74,18 @@ func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.
 	}
 	defer tg.close()
 	p := syncParams{bs: 4096, compress: CompressLZ4}
+	sf, rf := newFramer(tee), newFramer(b)
+	sf.windows = len(windows) > 0 && windows[0]
+	rf.windows = sf.windows
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := sendSource(context.Background(), newFramer(tee), fs, p)
+		_, err := sendSource(context.Background(), sf, fs, p)
 		if err != nil {
 			t.Error(err)
 		}
 		a.Close()
 	})
-	if _, err := receiveTarget(context.Background(), newFramer(b), tg, p); err != nil {
+	if _, err := receiveTarget(context.Background(), rf, tg, p); err != nil {
 		t.Error(err)
 	}
 	b.Close()
@@ -119,26 +123,42 @@ func FuzzReceiver(f *testing.F) {
 	f.Add(full)
 	f.Add(delta)
 	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		dst := filepath.Join(dir, "fuzz-dst")
-		os.Remove(dst + sidecarSuffix)
-		layout.Create(t, dst, changed)
-		tg, err := openLocalTarget(dst, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tg.close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		fr := newFramer(newStreamConn(stream))
-		st, err := receiveTarget(ctx, fr, tg, syncParams{})
-		if err == nil && !st.Verified {
-			t.Fatal("success without verification")
-		}
-		if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
-			t.Fatalf("target grew to %d bytes", fi.Size())
-		}
-	})
+	f.Fuzz(func(t *testing.T, stream []byte) { fuzzReceive(t, dir, changed, stream, false) })
+}
+
+// fuzzReceive feeds stream to a receiver writing a scratch target laid out
+// as dstL (taking maps in windows if windows).
+func fuzzReceive(t *testing.T, dir string, dstL layout.Layout, stream []byte, windows bool) {
+	dst := filepath.Join(dir, "fuzz-dst")
+	os.Remove(dst + sidecarSuffix)
+	layout.Create(t, dst, dstL)
+	tg, err := openLocalTarget(dst, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fr := newFramer(newStreamConn(stream))
+	fr.windows = windows
+	st, err := receiveTarget(ctx, fr, tg, syncParams{})
+	if err == nil && !st.Verified {
+		t.Fatal("success without verification")
+	}
+	if fi, serr := os.Stat(dst); serr == nil && fi.Size() > 1<<30 {
+		t.Fatalf("target grew to %d bytes", fi.Size())
+	}
+}
+
+// FuzzReceiverWindows is FuzzReceiver for a receiver that takes the maps
+// in windows (featWindows).
+func FuzzReceiverWindows(f *testing.F) {
+	dir := f.TempDir()
+	small := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 20_000, 9000, 65_536, 4464)}
+	changed := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 30_000, 9000)}
+	f.Add(recordSenderStream(f, dir, small, nil, true))
+	f.Add(recordSenderStream(f, dir, small, &changed, true))
+	f.Fuzz(func(t *testing.T, stream []byte) { fuzzReceive(t, dir, changed, stream, true) })
 }
 
 // FuzzFrame reads frames from arbitrary bytes and decodes every body kind.
@@ -179,6 +199,8 @@ func FuzzFrame(f *testing.F) {
 				_ = d.end()
 			case fDoneAck:
 				_, _ = parseDoneAck(body)
+			case fWindow:
+				_, _, _ = parseWindow(body, 0, maxSize, 4096)
 			case fData, fZero, fSegEnd, fHashes:
 				for d.err == nil {
 					d.u64()

@@ -55,7 +55,7 @@ func TestLongReadBackStaysAlive(t *testing.T) {
 func TestProgressFramesChecked(t *testing.T) {
 	m, err := sparse.NewMap(4<<20, sparse.Extent{Off: 0, Len: 1 << 20})
 	require.NoError(t, err)
-	s := &sender{f: &framer{keepalive: true}, plan: &plan{blocks: m}}
+	s := &sender{f: &framer{keepalive: true}, plan: &plan{blocks: m}, dataTotal: m.Bytes()}
 	body := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
 	require.ErrorIs(t, s.onProgress(0, body(4096)), ErrProtocol, "before DONE")
 	s.doneSent.Store(true)
@@ -76,7 +76,7 @@ func TestWorkedFramesChecked(t *testing.T) {
 	m, err := sparse.NewMap(4<<20, sparse.Extent{Off: 0, Len: 1 << 20})
 	require.NoError(t, err)
 	wd := &watchdog{}
-	s := &sender{f: &framer{wd: wd, out: new(counter)}, plan: &plan{blocks: m}}
+	s := &sender{f: &framer{wd: wd, out: new(counter)}, plan: &plan{blocks: m}, dataTotal: m.Bytes()}
 	s.f.out.n.Store(100) // sent so far
 	body := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
 	require.ErrorIs(t, s.onProgress(flagWorked, body(4096)), ErrProtocol, "not announced")

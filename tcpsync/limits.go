@@ -6,7 +6,8 @@ import (
 )
 
 // Memory budgets. A session's memory is what it was given up front (its
-// fixed buffers) plus what its peer's extent map costs, reserved as the
+// fixed buffers) plus, with windows (featWindows), windowMemory once, or,
+// with an older peer, what its peer's whole extent map costs, reserved as the
 // map's bytes arrive (a claimed extent count is checked against the
 // session's budget, never reserved). The peer's claims (a file size, a
 // count it does not send) cost nothing. The server-wide budget is also

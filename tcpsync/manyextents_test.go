@@ -49,3 +49,35 @@ func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	waitSessions(t, ends, 1, time.Minute) // the server's side of the one session has ended
 	require.NoFileExists(t, filepath.Join(root, "wide.img"), "an abandoned push leaves no file")
 }
+
+// TestOlderPeerKeepsWholeMaps: a client without featWindows (an older
+// peer, played here) gets today's behaviour exactly: whole maps up front,
+// within the server's session budget. With a small budget (18 MiB) a map
+// of 100,000 extents is refused at once, naming the budget and the way
+// around it, and not retried; a short map goes through. The same map
+// pushes, verified, between peers that take maps in windows.
+func TestOlderPeerKeepsWholeMaps(t *testing.T) {
+	root := t.TempDir()
+	addr, _ := startServer(t, root, func(s *Server) { s.MaxSessionMemory = 18 << 20 })
+	src := wideSource{n: 100_000}
+	require.Greater(t, int64(src.n)*extentCost, int64(18<<20-sessionFixed), "the map whole is over the budget")
+
+	old := clientOpts()
+	old.MaxAttempts = 4
+	var r retries
+	old.OnRetry = r.on
+	old.hooks = &testHooks{noWindows: true}
+	_, err := Push(t.Context(), addr, src, "old.img", old)
+	require.ErrorIs(t, err, ErrFrameTooLarge)
+	require.ErrorContains(t, err, "over the session's memory budget of 18 MiB")
+	require.ErrorContains(t, err, "Server.MaxSessionMemory")
+	require.Empty(t, r.errs, "a permanent refusal is not retried")
+	st, err := Push(t.Context(), addr, wideSource{n: 1000}, "short.img", old)
+	require.NoError(t, err)
+	require.True(t, st.Verified)
+
+	st, err = Push(t.Context(), addr, src, "new.img", clientOpts())
+	require.NoError(t, err)
+	require.True(t, st.Verified)
+	require.Equal(t, src.Size(), st.Size)
+}

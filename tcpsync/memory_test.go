@@ -21,8 +21,22 @@ import (
 // stopped and returns the peak growth over the baseline taken at start.
 func heapWatch(t *testing.T) (stop func() uint64) {
 	t.Helper()
+	return metricWatch(t, "/memory/classes/heap/objects:bytes")
+}
+
+// liveWatch is heapWatch over the heap marked live by the last GC (no
+// garbage, so no allocation burst between two GCs): what is held.
+func liveWatch(t *testing.T) (stop func() uint64) {
+	t.Helper()
+	return metricWatch(t, "/gc/heap/live:bytes")
+}
+
+// metricWatch samples a runtime/metrics counter of bytes until stopped
+// and returns its peak growth over the baseline taken at start.
+func metricWatch(t *testing.T, name string) (stop func() uint64) {
+	t.Helper()
 	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	base := s[0].Value.Uint64()
 	var peak uint64
@@ -70,6 +84,7 @@ func encodedMap(size uint64, count int) []byte {
 func claimPush(t *testing.T, c net.Conn, name string, size uint64, m []byte) error {
 	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
 	f := newFramer(c)
+	f.noWindows = true // it speaks whole maps, without windows
 	if _, err := clientHandshake(t.Context(), f, testToken, false); err != nil {
 		return err
 	}

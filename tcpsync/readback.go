@@ -95,6 +95,12 @@ type testHooks struct {
 	// agreedMAC, on a client, learns after each handshake whether the
 	// peers agreed on GMAC.
 	agreedMAC func(gmac bool)
+	// noWindows makes the client play a peer without featWindows (whole
+	// maps up front).
+	noWindows bool
+	// sessionMemory, when positive, is the client's session memory
+	// budget (the server's is Server.MaxSessionMemory).
+	sessionMemory int64
 }
 
 func (h *testHooks) readBackRead() {

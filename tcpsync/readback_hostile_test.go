@@ -42,7 +42,15 @@ func procReadBytes() int64 {
 // run was stopped); now it reads the receiver's own data only: the bytes
 // read back are those written, and the process's read syscalls (rchar,
 // an oracle outside our code) stay within a small multiple of the input.
+//
+// With windows the claim is one WINDOW of a single 8 TiB extent; the
+// receiver's read-back walks its own data, which is the MiB written.
 func TestReadBackReadsOnlyWhatWasWritten(t *testing.T) {
+	t.Run("whole maps", func(t *testing.T) { readBackOnlyWritten(t, false) })
+	t.Run("windows", func(t *testing.T) { readBackOnlyWritten(t, true) })
+}
+
+func readBackOnlyWritten(t *testing.T, windows bool) {
 	root := t.TempDir()
 	var srv *Server
 	addr, srv := startServer(t, root, func(s *Server) { srv = s })
@@ -56,19 +64,33 @@ func TestReadBackReadsOnlyWhatWasWritten(t *testing.T) {
 	defer c.Close()
 	require.NoError(t, c.SetDeadline(time.Now().Add(2*time.Minute)))
 	f := newFramer(c)
+	f.noWindows = !windows
 	seed, err := clientHandshake(t.Context(), f, testToken, false)
 	require.NoError(t, err)
+	require.Equal(t, windows, f.windows)
 	require.NoError(t, f.send(fOpen, 0, openBody(opPush, openReadBack, bs, "claimed")))
 	_, _, err = f.expect(fOpened)
 	require.NoError(t, err)
-	require.NoError(t, f.writeFrame(fSrcInfo, 0, srcInfoBody(size, bs, "")))
-	all, err := sparse.FromExtents(size, []sparse.Extent{{Off: 0, Len: size}})
-	require.NoError(t, err)
-	sendMapRaw(t, f, all)
-	_, dst, err := f.expect(fDstInfo)
-	require.NoError(t, err)
-	_, err = readMap(f, int64(binary.LittleEndian.Uint64(dst))) // the new target's empty map
-	require.NoError(t, err)
+	all := []sparse.Extent{{Off: 0, Len: size}}
+	if windows {
+		require.NoError(t, f.send(fSrcInfo, 0, binary.LittleEndian.AppendUint64(srcInfoBody(size, bs, ""), size)))
+		_, _, err := f.expect(fDstInfo)
+		require.NoError(t, err)
+		w, err := windowFrame(0, size, all)
+		require.NoError(t, err)
+		require.NoError(t, f.send(fWindow, 0, w))
+		_, _, err = f.expect(fWindow) // the new target's empty piece
+		require.NoError(t, err)
+	} else {
+		require.NoError(t, f.writeFrame(fSrcInfo, 0, srcInfoBody(size, bs, "")))
+		m, err := sparse.FromExtents(size, all)
+		require.NoError(t, err)
+		sendMapRaw(t, f, m)
+		_, dst, err := f.expect(fDstInfo)
+		require.NoError(t, err)
+		_, err = readMap(f, int64(binary.LittleEndian.Uint64(dst))) // the new target's empty map
+		require.NoError(t, err)
+	}
 
 	data := make([]byte, bs)
 	_, _ = rand.Read(data)

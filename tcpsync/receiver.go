@@ -50,6 +50,26 @@ type receiver struct {
 	scratch []byte
 	blk     *blockhash.Hasher
 	dk      *digestKey // the apply goroutine's
+	// With featWindows (receiver_window.go): the chunks of windows before
+	// the current one (plan's chunk j is chunk base+j), the current
+	// window [winLo, winHi), the target's walker and size at the start,
+	// whether it may hide allocations, and the plans for hashAhead.
+	base         int
+	winLo, winHi int64
+	dstWalk      *sparse.Walker
+	dstSize      int64
+	mayHide      bool
+	jobs         chan planJob
+	// srcData is the source's data blocks in the whole file (the bound of
+	// the read-back's PROGRESS frames at the sender).
+	srcData int64
+}
+
+// planJob is a plan whose compare chunks hashAhead hashes, from first on;
+// its chunk j is the session's chunk base+j.
+type planJob struct {
+	p           *plan
+	base, first int
 }
 
 // rstate is a chunk's progress on the receiving side.
@@ -87,6 +107,10 @@ func (r *receiver) run(ctx context.Context) error {
 	d := dec{b: body, t: fSrcInfo}
 	size, bs, flags := d.u64(), d.u32(), d.u32()
 	ident := string(d.bytes(maxIdentity))
+	var total uint64 // with featWindows: the source's data blocks
+	if r.f.windows {
+		total = d.u64()
+	}
 	if err := d.end(); err != nil {
 		return err
 	}
@@ -98,9 +122,13 @@ func (r *receiver) run(ctx context.Context) error {
 	}
 	r.p.bs = int64(bs)
 	fullCompare := r.p.fullCompare || flags&1 != 0
-	srcMap, err := readMap(r.f, int64(size))
-	if err != nil {
-		return err
+	var srcMap sparse.Map
+	if !r.f.windows {
+		if srcMap, err = readMap(r.f, int64(size)); err != nil {
+			return err
+		}
+	} else if total > size {
+		return fmt.Errorf("%w: SRCINFO claims %d bytes of data in %d", ErrProtocol, total, size)
 	}
 	r.st.Size = int64(size)
 	old, err := r.t.loadSidecar()
@@ -110,7 +138,10 @@ func (r *receiver) run(ctx context.Context) error {
 	// Quick check: a verified sync of this very source version, untouched since.
 	if !fullCompare && ident != "" && old != nil && old.State == stateComplete && old.Identity == ident &&
 		old.Size == int64(size) && r.t.unchangedSince(old) {
-		return r.quick(srcMap)
+		if !r.f.windows {
+			total = uint64(srcMap.RoundOut(r.p.bs).Bytes())
+		}
+		return r.quick(int64(total))
 	}
 	// Resume: the same source version, into a target untouched since the
 	// checkpoint (anything else, or a full compare, compares every chunk).
@@ -119,6 +150,9 @@ func (r *receiver) run(ctx context.Context) error {
 		old.Size == int64(size) && old.BlockSize == int64(bs) && old.Done > 0 && old.Done <= int64(size) &&
 		!r.t.atomic() && r.t.unchangedSince(old) {
 		resume = old.Done
+	}
+	if r.f.windows {
+		return r.runWindowed(ctx, old, ident, resume, int64(total))
 	}
 	var hidden sparse.Map
 	if r.t.final == nil {
@@ -148,22 +182,11 @@ func (r *receiver) run(ctx context.Context) error {
 	if err != nil {
 		resume, r.first = 0, 0
 	}
-	// Mark the target incomplete before changing a byte of it.
-	r.sc = sidecar{State: stateIncomplete, Identity: ident, Size: int64(size), BlockSize: r.p.bs, Done: resume}
-	if !r.t.atomic() {
-		if err := r.t.stamp(&r.sc); err != nil {
-			return fmt.Errorf("%s: %w", r.t.display, err)
-		}
-		if err := r.t.saveSidecar(&r.sc); err != nil && (old == nil || old.State != stateIncomplete) {
-			// Only fatal when the target is not already marked
-			// incomplete: a retry on a full filesystem cannot write its
-			// sidecar either, and must report the write that fails.
-			return err
-		}
+	if err := r.markIncomplete(old, ident, resume); err != nil {
+		return err
 	}
-	r.lastCP.off, r.lastCP.at = resume, time.Now()
-	r.st.ResumedFrom = resume
 	r.st.DataBytes = r.plan.dataBytes
+	r.srcData = r.plan.dataBytes
 
 	b := binary.LittleEndian.AppendUint64(nil, uint64(r.dstMap.Size()))
 	b = append(b, 0)
@@ -189,17 +212,14 @@ func (r *receiver) run(ctx context.Context) error {
 	}
 	// The punch is exact to the source's holes, covers what growing from
 	// an unaligned size allocates and the hidden allocation (destplan).
-	for _, e := range r.plan.punch.Extents() {
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		if _, err := r.t.w.Zero(e.Off, e.Len); err != nil {
-			return err
-		}
-		r.st.PunchedBytes += e.Len
+	if err := r.punch(ctx, r.plan.punch); err != nil {
+		return err
 	}
 	r.pend = map[int]*rstate{}
 	r.next, r.water = r.first, r.first
+	r.jobs = make(chan planJob, 1)
+	r.jobs <- planJob{p: r.plan, first: r.first}
+	close(r.jobs)
 	err = r.stream(ctx)
 	if err != nil && !r.t.atomic() {
 		r.checkpoint(true)
@@ -207,8 +227,28 @@ func (r *receiver) run(ctx context.Context) error {
 	return err
 }
 
+// markIncomplete marks the target incomplete before a byte of it changes
+// (the sidecar, with the resume offset).
+func (r *receiver) markIncomplete(old *sidecar, ident string, resume int64) error {
+	r.sc = sidecar{State: stateIncomplete, Identity: ident, Size: r.st.Size, BlockSize: r.p.bs, Done: resume}
+	if !r.t.atomic() {
+		if err := r.t.stamp(&r.sc); err != nil {
+			return fmt.Errorf("%s: %w", r.t.display, err)
+		}
+		if err := r.t.saveSidecar(&r.sc); err != nil && (old == nil || old.State != stateIncomplete) {
+			// Only fatal when the target is not already marked
+			// incomplete: a retry on a full filesystem cannot write its
+			// sidecar either, and must report the write that fails.
+			return err
+		}
+	}
+	r.lastCP.off, r.lastCP.at = resume, time.Now()
+	r.st.ResumedFrom = resume
+	return nil
+}
+
 // quick answers a matching quick check: nothing to do.
-func (r *receiver) quick(srcMap sparse.Map) error {
+func (r *receiver) quick(dataBytes int64) error {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(r.st.Size))
 	b = append(b, 1)
 	b = binary.LittleEndian.AppendUint64(b, 0)
@@ -220,7 +260,7 @@ func (r *receiver) quick(srcMap sparse.Map) error {
 	}
 	r.st.QuickCheck, r.st.Verified = true, true
 	r.t.unlock()
-	r.st.DataBytes = srcMap.RoundOut(r.p.bs).Bytes()
+	r.st.DataBytes = dataBytes
 	r.st.UnchangedBytes = r.st.DataBytes
 	r.t.discard()
 	return r.f.send(fDoneAck, 0, make([]byte, 24))
@@ -237,10 +277,10 @@ func (r *receiver) stream(ctx context.Context) error {
 	q := newSendq(r.f, window+4)
 	own := make(chan *ownHashes, 2)
 	g.Go(func() error { return q.run(gctx) })
-	// hashAhead gets the first chunk as a value: the read-back of a
-	// failed check resets r.first on the apply goroutine.
-	first := r.first
-	g.Go(func() error { return r.hashAhead(gctx, own, first) })
+	// hashAhead gets its plans (and first chunks) as values: the
+	// read-back of a failed check resets r.first on the apply goroutine.
+	jobs := r.jobs
+	g.Go(func() error { return r.hashAhead(gctx, jobs, own) })
 	g.Go(func() error {
 		// A receiver holding to a budget may apply or compare data
 		// slower than the sender's idle timeout allows for an answer (its
@@ -259,16 +299,36 @@ func (r *receiver) stream(ctx context.Context) error {
 // hashAhead reads and hashes the target's compare blocks, chunk by chunk,
 // before any DATA can touch them (DATA for compare blocks only follows our
 // HASHES for their chunk).
-func (r *receiver) hashAhead(ctx context.Context, out chan<- *ownHashes, first int) error {
+func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<- *ownHashes) error {
 	defer close(out)
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
 	buf := make([]byte, maxDataPayload)
-	for k := r.plan.nextCmpChunk(first); k < r.plan.nchunks; k = r.plan.nextCmpChunk(k + 1) {
-		cv := r.plan.chunk(k)
+	for {
+		var j planJob
+		var ok bool
+		select {
+		case j, ok = <-jobs:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if !ok {
+			return nil
+		}
+		if err := r.hashPlan(ctx, j, h, dk, buf, out); err != nil {
+			return err
+		}
+	}
+}
+
+// hashPlan hashes the compare chunks of one plan (hashAhead).
+func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher, dk *digestKey, buf []byte, out chan<- *ownHashes) error {
+	p := j.p
+	for k := p.nextCmpChunk(j.first); k < p.nchunks; k = p.nextCmpChunk(k + 1) {
+		cv := p.chunk(k)
 		c := &cv
-		o := &ownHashes{k: k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
-		m, err := sparse.FromExtents(r.plan.size, c.cmp)
+		o := &ownHashes{k: j.base + k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
+		m, err := sparse.FromExtents(p.size, c.cmp)
 		if err == nil {
 			err = h.Walk(ctx, r.t.w.OS(), m, r.p.bs, buf, func(off int64, b []byte, sum uint64) error {
 				if err := r.f.m.read(int64(len(b))); err != nil {

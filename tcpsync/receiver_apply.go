@@ -30,6 +30,8 @@ func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) e
 			err = r.onFixEnd(body)
 		case fDone:
 			return r.onDone(ctx, q, body)
+		case fWindow:
+			err = r.onWindow(ctx, q, body)
 		case fError:
 			return decodeError(body)
 		default:
@@ -45,6 +47,9 @@ func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) e
 // chunk, and either clear of its compare blocks (first pass) or inside them
 // (fix-up after our HASHES).
 func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chunk, error) {
+	if r.plan == nil {
+		return 0, 0, nil, nil, fmt.Errorf("%w: %s before any WINDOW", ErrProtocol, t)
+	}
 	o, l, err := offLen(t, off, n, r.plan.size)
 	if err != nil {
 		return 0, 0, nil, nil, err
@@ -54,10 +59,13 @@ func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chu
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s range [%d,%d) not block-aligned", ErrProtocol, t, o, o+l)
 	}
 	k := r.plan.chunkAt(o)
+	if k >= 0 {
+		k += r.base
+	}
 	var st *rstate
 	switch {
 	case k < r.first || k < 0:
-	case k == r.next && k < r.plan.nchunks:
+	case k == r.next && k < r.base+r.plan.nchunks:
 		st = r.current()
 	default:
 		st = r.pend[k]
@@ -197,7 +205,7 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int(k) != r.next || int(k) >= r.plan.nchunks {
+	if r.plan == nil || int(k) != r.next || int(k) >= r.base+r.plan.nchunks {
 		return fmt.Errorf("%w: SEGEND for chunk %d, expected %d", ErrProtocol, k, r.next)
 	}
 	st := r.current()
@@ -290,7 +298,7 @@ func (r *receiver) onFixEnd(body []byte) error {
 // current returns the state of chunk next, the one being received.
 func (r *receiver) current() *rstate {
 	if r.cur == nil || r.cur.k != r.next {
-		r.cur = &rstate{k: r.next, c: r.plan.chunk(r.next)}
+		r.cur = &rstate{k: r.next, c: r.plan.chunk(r.next - r.base)}
 	}
 	return r.cur
 }
@@ -321,8 +329,11 @@ func (r *receiver) checkpoint(force bool) {
 		return
 	}
 	off := r.sc.Done
-	if r.water > r.first {
-		off = r.plan.chunk(r.water - 1).end
+	switch {
+	case r.water > r.first && r.water > r.base:
+		off = r.plan.chunk(r.water - 1 - r.base).end
+	case r.water > r.first:
+		off = r.winLo // every window before this one is settled
 	}
 	cpBytes, cpEvery := int64(checkpointBytes), checkpointInterval
 	if r.p.cpBytes > 0 {
@@ -356,8 +367,12 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	if err := d.end(); err != nil {
 		return err
 	}
-	if int64(size) != r.plan.size || r.water != r.plan.nchunks || r.next != r.plan.nchunks {
-		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled", ErrVerify, r.t.display, r.water, r.plan.nchunks)
+	end := r.base
+	if r.plan != nil {
+		end += r.plan.nchunks
+	}
+	if int64(size) != r.st.Size || r.water != end || r.next != end || (r.f.windows && r.winHi != r.st.Size) {
+		return fmt.Errorf("%w: %s: DONE with %d of %d chunks settled (windows up to %d)", ErrVerify, r.t.display, r.water, end, r.winHi)
 	}
 	if r.p.readBack {
 		// sd covers the whole file; the stored bytes are checked against it.
@@ -373,7 +388,7 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	if err := r.t.commit(); err != nil {
 		return err
 	}
-	r.sc.State, r.sc.Done = stateComplete, r.plan.size
+	r.sc.State, r.sc.Done = stateComplete, r.st.Size
 	if err := r.t.stamp(&r.sc); err == nil {
 		_ = r.t.saveSidecar(&r.sc)
 	}

@@ -35,36 +35,33 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	}
 	r.p.hooks.finalCheck(f)
 	// What the target holds, as stored: the read-back reads its data
-	// within the source's blocks. A hole reads as zeros and zero blocks add
+	// within the source's blocks (with featWindows, all of it, a window at
+	// a time). A hole reads as zeros and zero blocks add
 	// nothing to the digest, so the result is the digest of every source
 	// block, at the cost of the data this receiver wrote or compared (in
 	// this session or the one it resumes), never of a size or a map the
 	// peer claimed.
-	w, err := sparse.NewWalker(f)
-	if err != nil {
-		return fmt.Errorf("reading back %s: %w", r.t.display, err)
-	}
-	held, err := w.Map(ctx)
-	if err != nil {
-		return fmt.Errorf("reading back %s: %w", r.t.display, err)
-	}
-	read := r.plan.blocks.Intersect(held.RoundOut(r.p.bs))
 	var done atomic.Int64
-	stop := r.keepalive(ctx, q, done.Load, 0, r.f.keepalive)
-	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed, func(n int64) error {
+	onRead := func(n int64) error {
 		done.Add(n)
 		r.f.progress(n)
 		r.p.hooks.readBackRead()
 		return r.f.m.read(n)
-	})
+	}
+	// Reported never past the source's data blocks (the sender's bound),
+	// the whole file's even when this session resumed.
+	stop := r.keepalive(ctx, q, func() int64 { return min(done.Load(), r.srcData) }, 0, r.f.keepalive)
+	got, read, held, err := r.readBackDigest(ctx, f, onRead)
 	stop()
 	if err != nil {
 		return fmt.Errorf("reading back %s: %w", r.t.display, err)
 	}
-	r.st.ReadBackBytes = read.Bytes()
+	r.st.ReadBackBytes = read
 	if got == whole {
-		if err := r.checkOutsideData(ctx, f, held); err != nil {
-			return err
+		if !r.f.windows {
+			if err := r.checkOutsideData(ctx, f, held); err != nil {
+				return err
+			}
 		}
 		r.st.ReadBack = true
 		return nil
@@ -81,6 +78,27 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 		}
 	}
 	return fmt.Errorf("%w: %s: stored bytes differ from the source's (read back after fdatasync)", ErrVerify, r.t.display)
+}
+
+// readBackDigest reads the target back: without windows, its data within
+// the source's blocks (held is its whole map, for checkOutsideData); with
+// them, all of its data (readBackWindows).
+func (r *receiver) readBackDigest(ctx context.Context, f *os.File, onRead func(int64) error) (digest, int64, sparse.Map, error) {
+	if r.f.windows {
+		got, read, err := r.readBackWindows(ctx, onRead)
+		return got, read, sparse.Map{}, err
+	}
+	w, err := sparse.NewWalker(f)
+	if err != nil {
+		return digest{}, 0, sparse.Map{}, err
+	}
+	held, err := w.Map(ctx)
+	if err != nil {
+		return digest{}, 0, sparse.Map{}, err
+	}
+	read := r.plan.blocks.Intersect(held.RoundOut(r.p.bs))
+	got, err := readBackDigest(ctx, f, read, r.p.bs, r.p.seed, onRead)
+	return got, read.Bytes(), held, err
 }
 
 // checkOutsideData checks that the target holds no non-zero byte outside

@@ -20,17 +20,39 @@ import (
 )
 
 // rawSession dials addr and authenticates with token, returning the framer
-// for tests that speak the protocol by hand.
+// for tests that speak the protocol by hand: whole maps up front (a peer
+// without featWindows; rawWindowSession speaks windows).
 func rawSession(t *testing.T, addr string, token []byte) (*framer, net.Conn) {
+	t.Helper()
+	return rawSessionWith(t, addr, token, true)
+}
+
+// rawSessionWith is rawSession, announcing windows unless noWindows.
+func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*framer, net.Conn) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	f := newFramer(c)
+	f.noWindows = noWindows
 	_, err = clientHandshake(t.Context(), f, token, false)
 	require.NoError(t, err)
 	return f, c
+}
+
+// readUntilError reads frames until the peer's ERROR (decoded) or the
+// end of the connection.
+func readUntilError(f *framer) error {
+	for {
+		ft, _, body, err := f.readFrame()
+		if err != nil {
+			return err
+		}
+		if ft == fError {
+			return decodeError(body)
+		}
+	}
 }
 
 // rawOpen sends OPEN for name without the client's own validation.
@@ -224,15 +246,7 @@ func TestBadFramesEndOnlyThatSession(t *testing.T) {
 		f, c := rawSession(t, addr, testToken)
 		require.NoError(t, b.send(f), b.name)
 		// The server answers with an ERROR (or at least closes); it never hangs.
-		var err error
-		for err == nil {
-			var ft frameType
-			var body []byte
-			ft, _, body, err = f.readFrame()
-			if err == nil && ft == fError {
-				err = decodeError(body)
-			}
-		}
+		err := readUntilError(f)
 		require.Error(t, err, b.name)
 		var re *RemoteError
 		if errors.As(err, &re) {

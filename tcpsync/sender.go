@@ -65,6 +65,16 @@ type sender struct {
 	readBackSeen int64
 	// workedSeen is what its flagWorked PROGRESS frames reported.
 	workedSeen int64
+	// dataTotal is the source's data blocks (the bound of the receiver's
+	// PROGRESS frames).
+	dataTotal int64
+	// With featWindows: how the source's extents are walked, where the
+	// first window starts (the resume offset), the destination's size,
+	// and the receiver's WINDOW answers (body copies) for the producer.
+	walk    extentWalk
+	resume  int64
+	dstSize int64
+	winAns  chan []byte
 }
 
 // inflight is a chunk awaiting the receiver's answer.
@@ -94,6 +104,9 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if size < 0 || size > maxSize {
 		return s.st, fmt.Errorf("source size %d out of range", size)
 	}
+	if s.f.windows {
+		return s.runWindowed(ctx, size)
+	}
 	srcMap, err := s.src.Extents(ctx)
 	if err != nil {
 		return s.st, err
@@ -101,22 +114,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if srcMap.Size() != size {
 		return s.st, fmt.Errorf("%w: extent map of size %d for a source of %d", ErrSourceChanged, srcMap.Size(), size)
 	}
-	var ident string
-	if id, ok := s.src.(Identifier); ok {
-		ident = id.Identity()
-	}
-	if len(ident) > maxIdentity {
-		ident = ident[:maxIdentity]
-	}
-	var flags uint32
-	if s.p.fullCompare {
-		flags |= 1
-	}
-	b := binary.LittleEndian.AppendUint64(nil, uint64(size))
-	b = binary.LittleEndian.AppendUint32(b, uint32(s.p.bs))
-	b = binary.LittleEndian.AppendUint32(b, flags)
-	b = appendBytes(b, []byte(ident))
-	if err := s.f.writeFrame(fSrcInfo, 0, b); err != nil {
+	if err := s.f.writeFrame(fSrcInfo, 0, s.srcInfo(size)); err != nil {
 		return s.st, err
 	}
 	if err := sendMap(s.f, srcMap); err != nil {
@@ -130,20 +128,8 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 		s.p.progress.Total.Store(srcMap.RoundOut(s.p.bs).Bytes())
 	}
 
-	_, body, err := s.f.expect(fDstInfo)
-	if err != nil {
-		return s.st, err
-	}
-	d := dec{b: body, t: fDstInfo}
-	dstSize, quick, resume := d.u64(), d.u8(), d.u64()
-	if err := d.end(); err != nil {
-		return s.st, err
-	}
-	if quick != 0 {
-		s.st.QuickCheck = true
-		s.st.DataBytes = srcMap.RoundOut(s.p.bs).Bytes()
-		s.st.UnchangedBytes = s.st.DataBytes
-		_, err := s.finish(ctx, digest{})
+	dstSize, quick, resume, err := s.dstInfo(ctx, func() int64 { return srcMap.RoundOut(s.p.bs).Bytes() })
+	if err != nil || quick {
 		return s.st, err
 	}
 	if dstSize > maxSize || resume > uint64(size) {
@@ -163,7 +149,27 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	}
 	s.st.ResumedFrom = int64(resume)
 	s.st.DataBytes = s.plan.dataBytes
+	s.dataTotal = s.plan.blocks.Bytes()
 	return s.stream(ctx, first)
+}
+
+// srcInfo is the SRCINFO body: size, block size, flags, identity.
+func (s *sender) srcInfo(size int64) []byte {
+	var ident string
+	if id, ok := s.src.(Identifier); ok {
+		ident = id.Identity()
+	}
+	if len(ident) > maxIdentity {
+		ident = ident[:maxIdentity]
+	}
+	var flags uint32
+	if s.p.fullCompare {
+		flags |= 1
+	}
+	b := binary.LittleEndian.AppendUint64(nil, uint64(size))
+	b = binary.LittleEndian.AppendUint32(b, uint32(s.p.bs))
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	return appendBytes(b, []byte(ident))
 }
 
 // stream sends chunks from first on, with the answers handled concurrently.
@@ -190,7 +196,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	var ack doneAck
 	g.Go(func() error {
 		var pre digest
-		if s.p.readBack && first > 0 {
+		if s.p.readBack && (first > 0 || s.resume > 0) {
 			var err error
 			if pre, err = s.prefixDigest(gctx, first); err != nil {
 				return err
@@ -212,7 +218,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 		}
 		s.doneSent.Store(true)
 		o := s.q.frame(fDone)
-		o.u64(uint64(s.plan.size))
+		o.u64(uint64(s.st.Size))
 		o.u64(total.a)
 		o.u64(total.b)
 		if err := s.q.put(gctx, o); err != nil {
@@ -240,6 +246,29 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	s.st.UnchangedBytes = int64(ack.unchanged)
 	s.st.Verified, s.st.ReadBack = true, s.p.readBack
 	return s.st, nil
+}
+
+// dstInfo reads DSTINFO: the destination's size, the resume offset, and
+// whether the quick check matched, in which case the sync ends here
+// (data gives the source's data blocks, for the stats).
+func (s *sender) dstInfo(ctx context.Context, data func() int64) (uint64, bool, uint64, error) {
+	_, body, err := s.f.expect(fDstInfo)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	d := dec{b: body, t: fDstInfo}
+	dstSize, quick, resume := d.u64(), d.u8(), d.u64()
+	if err := d.end(); err != nil {
+		return 0, false, 0, err
+	}
+	if quick != 0 {
+		s.st.QuickCheck = true
+		s.st.DataBytes = data()
+		s.st.UnchangedBytes = s.st.DataBytes
+		_, err := s.finish(ctx, digest{})
+		return 0, true, 0, err
+	}
+	return dstSize, false, resume, nil
 }
 
 // finish sends DONE and waits for the receiver's verdict (quick check path).

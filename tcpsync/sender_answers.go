@@ -1,6 +1,7 @@
 package tcpsync
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -69,6 +70,15 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			if err := s.onProgress(flags, body); err != nil {
 				return err
 			}
+		case fWindow:
+			if !s.f.windows {
+				return fmt.Errorf("%w: WINDOW from a peer that did not announce windows", ErrProtocol)
+			}
+			select {
+			case s.winAns <- bytes.Clone(body):
+			default:
+				return fmt.Errorf("%w: WINDOW the sender did not ask for", ErrProtocol)
+			}
 		case fError:
 			return decodeError(body)
 		default:
@@ -97,7 +107,7 @@ func (s *sender) onProgress(flags uint8, body []byte) error {
 		if !s.f.worked {
 			return fmt.Errorf("%w: PROGRESS of work from a peer that did not announce it", ErrProtocol)
 		}
-		if most := 2*uint64(s.plan.blocks.Bytes()) + uint64(s.f.out.n.Load()); n < uint64(s.workedSeen) || n > most {
+		if most := 2*uint64(s.dataTotal) + uint64(s.f.out.n.Load()); n < uint64(s.workedSeen) || n > most {
 			return fmt.Errorf("%w: PROGRESS of %d bytes worked (was %d, at most %d)", ErrProtocol, n, s.workedSeen, most)
 		}
 		s.f.progress(int64(n) - s.workedSeen)
@@ -111,8 +121,8 @@ func (s *sender) onProgress(flags uint8, body []byte) error {
 		return fmt.Errorf("%w: PROGRESS from a peer that did not announce it", ErrProtocol)
 	case !s.doneSent.Load():
 		return fmt.Errorf("%w: PROGRESS before DONE", ErrProtocol)
-	case n < uint64(s.readBackSeen) || n > uint64(s.plan.blocks.Bytes()):
-		return fmt.Errorf("%w: PROGRESS of %d bytes read back (was %d, data %d)", ErrProtocol, n, s.readBackSeen, s.plan.blocks.Bytes())
+	case n < uint64(s.readBackSeen) || n > uint64(s.dataTotal):
+		return fmt.Errorf("%w: PROGRESS of %d bytes read back (was %d, data %d)", ErrProtocol, n, s.readBackSeen, s.dataTotal)
 	}
 	s.f.progress(int64(n) - s.readBackSeen)
 	s.readBackSeen = int64(n)

@@ -14,144 +14,26 @@ import (
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// produce reads every chunk from first on, sends data the receiver lacks
-// and zero markers, and queues SEGEND with the compare and digest sums.
+// produce reads every chunk from first on (every window's, with
+// featWindows), sends data the receiver lacks and zero markers, and queues
+// SEGEND with the compare and digest sums.
 func (s *sender) produce(ctx context.Context, first int) (digest, error) {
+	ps := &prodState{hasher: blockhash.New(s.p.seed), sumHasher: blockhash.New(s.p.seed), dk: newDigestKey(s.p.seed),
+		autoMark: time.Now(), autoBlocked: s.q.blocked.Load()}
 	var total digest
-	hasher := blockhash.New(s.p.seed)
-	sumHasher := blockhash.New(s.p.seed)
-	dk := newDigestKey(s.p.seed)
-	bs := s.p.bs
-	var hb []byte
-	compress := s.p.compress
-	var autoOn bool
-	autoMark, autoBlocked := time.Now(), s.q.blocked.Load()
-	var sinceCheck int64
-	for k := first; k < s.plan.nchunks; k++ {
-		cv := s.plan.chunk(k)
-		c := &cv
-		var cdig digest
-		var mine []uint64
-		if c.ncmp > 0 {
-			mine = make([]uint64, 0, c.ncmp)
+	if s.f.windows {
+		var err error
+		if total, err = s.produceWindows(ctx, ps); err != nil {
+			return total, err
 		}
-		ci := 0
-		for _, pc := range pieces(c.ext, s.readPiece()) {
-			if err := ctx.Err(); err != nil {
-				return total, context.Cause(ctx)
-			}
-			off, n := pc.start, pc.end-pc.start
-			waitStart := time.Now()
-			pb, err := s.pool.get(ctx)
+	} else {
+		for k := first; k < s.plan.nchunks; k++ {
+			d, err := s.produceChunk(ctx, ps, s.plan.chunk(k), k)
 			if err != nil {
 				return total, err
 			}
-			// Waiting for a buffer means the writer (the network) is behind.
-			s.q.blocked.Add(int64(time.Since(waitStart)))
-			buf := pb.b[:n]
-			if err := s.f.m.read(n); err != nil {
-				pb.unref()
-				return total, err
-			}
-			if err := readFull(s.src, buf, off); err != nil {
-				pb.unref()
-				return total, err
-			}
-			codec := compress
-			if compress == CompressAuto {
-				codec = CompressNone
-				if autoOn {
-					codec = CompressZstd
-				}
-			}
-			// Classify blocks into runs: data to send, zeros, compare.
-			runStart, runKind := int64(0), 0 // 0 none, 1 data, 2 zero
-			flushRun := func(end int64) error {
-				if runKind == 0 || end == runStart {
-					return nil
-				}
-				var err error
-				if runKind == 1 {
-					err = s.sendData(ctx, &s.encoder, pb, buf[runStart:end], off+runStart, codec)
-				} else {
-					err = s.sendZero(ctx, off+runStart, end-runStart)
-				}
-				runKind = 0
-				return err
-			}
-			for _, se := range pc.ext {
-				lo, hi := se.Off-off, se.End()-off
-				for p := lo; p < hi; p += bs {
-					blk := buf[p:min(p+bs, hi)]
-					at := off + p
-					zero := sparse.IsZero(blk)
-					if !zero {
-						cdig.addBlock(dk, at, blk)
-					}
-					for ci < len(c.cmp) && c.cmp[ci].End() <= at {
-						ci++
-					}
-					kind := 1
-					if zero {
-						kind = 2
-					}
-					if ci < len(c.cmp) && c.cmp[ci].Off <= at {
-						mine = append(mine, hasher.Sum(blk))
-						kind = 0
-					}
-					if kind != runKind {
-						if err := flushRun(p); err != nil {
-							pb.unref()
-							return total, err
-						}
-						runStart, runKind = p, kind
-					}
-				}
-				if err := flushRun(hi); err != nil {
-					pb.unref()
-					return total, err
-				}
-			}
-			if compress == CompressAuto {
-				if sinceCheck += n; sinceCheck >= autoWindow {
-					now, bl := time.Now(), s.q.blocked.Load()
-					autoOn = autoDecide(autoOn, sinceCheck, now.Sub(autoMark), time.Duration(bl-autoBlocked)) && s.compressible(buf)
-					autoMark, autoBlocked, sinceCheck = now, bl, 0
-				}
-			}
-			pb.unref()
+			total.add(d)
 		}
-		if len(mine) != c.ncmp {
-			return total, fmt.Errorf("internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
-		}
-		// Take a window slot for a chunk that awaits an answer.
-		if c.ncmp > 0 {
-			select {
-			case s.slots <- struct{}{}:
-			case <-ctx.Done():
-				return total, context.Cause(ctx)
-			}
-			s.mu.Lock()
-			s.hashes[uint32(k)] = inflight{c: cv, hashes: mine}
-			s.mu.Unlock()
-		}
-		o := s.q.frame(fSegEnd)
-		o.u32(uint32(k))
-		var cmpSum uint64
-		if c.ncmp > 0 {
-			hb = appendHashes(hb[:0], mine)
-			cmpSum = sumHasher.Sum(hb)
-			o.u8(1)
-		} else {
-			o.u8(0)
-		}
-		o.u64(cmpSum)
-		o.u64(cdig.a)
-		o.u64(cdig.b)
-		if err := s.q.put(ctx, o); err != nil {
-			return total, err
-		}
-		total.add(cdig)
 	}
 	if fs, ok := s.src.(*FileSource); ok {
 		if err := fs.changed(); err != nil {
@@ -159,6 +41,149 @@ func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 		}
 	}
 	return total, nil
+}
+
+// prodState is the producer's: its hashers, scratch and CompressAuto's
+// state, across chunks.
+type prodState struct {
+	hasher, sumHasher *blockhash.Hasher
+	dk                *digestKey
+	hb                []byte
+	autoOn            bool
+	autoMark          time.Time
+	autoBlocked       int64
+	sinceCheck        int64
+}
+
+// produceChunk reads chunk k, sends what the receiver lacks, takes a
+// window slot if the chunk awaits an answer and queues its SEGEND; it
+// returns the chunk's digest.
+func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k int) (digest, error) {
+	bs := s.p.bs
+	compress := s.p.compress
+	c := &cv
+	var cdig digest
+	var mine []uint64
+	if c.ncmp > 0 {
+		mine = make([]uint64, 0, c.ncmp)
+	}
+	ci := 0
+	for _, pc := range pieces(c.ext, s.readPiece()) {
+		if err := ctx.Err(); err != nil {
+			return cdig, context.Cause(ctx)
+		}
+		off, n := pc.start, pc.end-pc.start
+		waitStart := time.Now()
+		pb, err := s.pool.get(ctx)
+		if err != nil {
+			return cdig, err
+		}
+		// Waiting for a buffer means the writer (the network) is behind.
+		s.q.blocked.Add(int64(time.Since(waitStart)))
+		buf := pb.b[:n]
+		if err := s.f.m.read(n); err != nil {
+			pb.unref()
+			return cdig, err
+		}
+		if err := readFull(s.src, buf, off); err != nil {
+			pb.unref()
+			return cdig, err
+		}
+		codec := compress
+		if compress == CompressAuto {
+			codec = CompressNone
+			if ps.autoOn {
+				codec = CompressZstd
+			}
+		}
+		// Classify blocks into runs: data to send, zeros, compare.
+		runStart, runKind := int64(0), 0 // 0 none, 1 data, 2 zero
+		flushRun := func(end int64) error {
+			if runKind == 0 || end == runStart {
+				return nil
+			}
+			var err error
+			if runKind == 1 {
+				err = s.sendData(ctx, &s.encoder, pb, buf[runStart:end], off+runStart, codec)
+			} else {
+				err = s.sendZero(ctx, off+runStart, end-runStart)
+			}
+			runKind = 0
+			return err
+		}
+		for _, se := range pc.ext {
+			lo, hi := se.Off-off, se.End()-off
+			for p := lo; p < hi; p += bs {
+				blk := buf[p:min(p+bs, hi)]
+				at := off + p
+				zero := sparse.IsZero(blk)
+				if !zero {
+					cdig.addBlock(ps.dk, at, blk)
+				}
+				for ci < len(c.cmp) && c.cmp[ci].End() <= at {
+					ci++
+				}
+				kind := 1
+				if zero {
+					kind = 2
+				}
+				if ci < len(c.cmp) && c.cmp[ci].Off <= at {
+					mine = append(mine, ps.hasher.Sum(blk))
+					kind = 0
+				}
+				if kind != runKind {
+					if err := flushRun(p); err != nil {
+						pb.unref()
+						return cdig, err
+					}
+					runStart, runKind = p, kind
+				}
+			}
+			if err := flushRun(hi); err != nil {
+				pb.unref()
+				return cdig, err
+			}
+		}
+		if compress == CompressAuto {
+			if ps.sinceCheck += n; ps.sinceCheck >= autoWindow {
+				now, bl := time.Now(), s.q.blocked.Load()
+				ps.autoOn = autoDecide(ps.autoOn, ps.sinceCheck, now.Sub(ps.autoMark), time.Duration(bl-ps.autoBlocked)) && s.compressible(buf)
+				ps.autoMark, ps.autoBlocked, ps.sinceCheck = now, bl, 0
+			}
+		}
+		pb.unref()
+	}
+	if len(mine) != c.ncmp {
+		return cdig, fmt.Errorf("internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
+	}
+	// Take a window slot for a chunk that awaits an answer.
+	if c.ncmp > 0 {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return cdig, context.Cause(ctx)
+		}
+		s.mu.Lock()
+		s.hashes[uint32(k)] = inflight{c: cv, hashes: mine}
+		s.mu.Unlock()
+	}
+	o := s.q.frame(fSegEnd)
+	o.u32(uint32(k))
+	var cmpSum uint64
+	if c.ncmp > 0 {
+		ps.hb = appendHashes(ps.hb[:0], mine)
+		cmpSum = ps.sumHasher.Sum(ps.hb)
+		o.u8(1)
+	} else {
+		o.u8(0)
+	}
+	o.u64(cmpSum)
+	o.u64(cdig.a)
+	o.u64(cdig.b)
+	if err := s.q.put(ctx, o); err != nil {
+		return cdig, err
+	}
+	return cdig, nil
 }
 
 // piece is one read: a span of at most maxDataPayload bytes covering

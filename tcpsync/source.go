@@ -21,6 +21,18 @@ type Source interface {
 	Extents(ctx context.Context) (sparse.Map, error)
 }
 
+// ExtentWalker is optionally implemented by a Source that can list its
+// data extents from any offset on without building its whole map. A sync
+// with a peer that takes the maps in windows (this version) then holds a
+// window of the source's map at a time, whatever its extent count; a
+// Source without it gives its whole map once (Extents), which the sender
+// holds for the sync. WalkExtents calls fn for the data extents that end
+// after from, in increasing order, the first clipped to start at from; an
+// error from fn stops the walk and is returned as is.
+type ExtentWalker interface {
+	WalkExtents(ctx context.Context, from int64, fn func(sparse.Extent) error) error
+}
+
 // Identifier is optionally implemented by a Source that can name its
 // version: equal identities mean equal contents. It enables the quick check
 // and resuming. Return "" when unknown.
@@ -50,8 +62,9 @@ type FileSource struct {
 }
 
 var (
-	_ Source     = (*FileSource)(nil)
-	_ Identifier = (*FileSource)(nil)
+	_ Source       = (*FileSource)(nil)
+	_ Identifier   = (*FileSource)(nil)
+	_ ExtentWalker = (*FileSource)(nil)
 )
 
 // NewFileSource returns a Source over f (which it does not close).
@@ -81,6 +94,26 @@ func (s *FileSource) Size() int64 { return s.info.Size }
 // Extents walks the file's data extents: its data as every command counts
 // it (sparse.Walker.DataMap: unwritten space is a hole, cached or not).
 func (s *FileSource) Extents(ctx context.Context) (sparse.Map, error) { return s.w.DataMap(ctx) }
+
+// WalkExtents walks the file's data extents from from on as SEEK_DATA
+// reports them (sparse.Walker.WalkFrom). A sync in windows then takes out
+// of each window the ranges that read as zeros without being stored, as
+// Extents does for the whole map (dataOnly).
+func (s *FileSource) WalkExtents(ctx context.Context, from int64, fn func(sparse.Extent) error) error {
+	return s.w.WalkFrom(ctx, from, fn)
+}
+
+// dataOnly takes the unstored zeros (sparse.UnstoredZeros) out of a window
+// of the walk's extents, m, as Walker.DataMap does for the whole map.
+func (s *FileSource) dataOnly(ctx context.Context, m sparse.Map) (sparse.Map, error) {
+	if !s.w.HolesKnown() || s.info.BlockDevice || m.Len() == 0 {
+		return m, nil
+	}
+	if z := sparse.UnstoredZeros(ctx, s.f, m, make([]byte, 256<<10)); z.Len() > 0 {
+		m = m.Difference(z)
+	}
+	return m, ctx.Err()
+}
 
 // Identity names the file's version: device, inode, size, mtime and ctime.
 func (s *FileSource) Identity() string {

@@ -207,7 +207,16 @@ func (t *target) seedTemp(ctx context.Context, m sparse.Map, mt *meter) error {
 	if err := t.w.SetSize(m.Size()); err != nil {
 		return fmt.Errorf("%s: %w", t.display, err)
 	}
-	for _, e := range m.Extents() {
+	return t.seedExtents(ctx, m.Extents(), mt)
+}
+
+// seedExtents copies the target's extents ext into the atomic temporary
+// file (seedTemp; a windowed session seeds each window as it comes).
+func (t *target) seedExtents(ctx context.Context, ext []sparse.Extent, mt *meter) error {
+	if !t.atomic() || t.final == nil {
+		return nil
+	}
+	for _, e := range ext {
 		for off, end := e.Off, e.Off+e.Len; off < end; {
 			n := end - off
 			if p := mt.budget().Read.Piece(); p > 0 {
