@@ -38,12 +38,16 @@ const (
 	// featGMAC says the peer tags frames with AES-GMAC (mac.go); when
 	// both sides set it they do, else with HMAC-SHA256.
 	featGMAC = 1 << 6
+	// featBusy says the peer takes PROGRESS frames with flagBusy, which
+	// either side sends while it is in a long phase that counts no byte
+	// (busy.go); both sides set it.
+	featBusy = 1 << 7
 )
 
 // ourFeatures is what our HELLO announces: everything, less wide maps
 // when f plays an older peer (tests).
 func ourFeatures(f *framer, noAuth bool) uint32 {
-	feat := uint32(featKeepalive | featWorked | featWideMaps | featWindows | featGMAC)
+	feat := uint32(featKeepalive | featWorked | featWideMaps | featWindows | featGMAC | featBusy)
 	if f.narrowMaps {
 		feat &^= featWideMaps | featWindows
 	}
@@ -52,6 +56,9 @@ func ourFeatures(f *framer, noAuth bool) uint32 {
 	}
 	if f.hmacOnly {
 		feat &^= featGMAC
+	}
+	if f.notBusy {
+		feat &^= featBusy
 	}
 	if noAuth {
 		feat |= featNoAuth
@@ -142,6 +149,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	f.worked = srv.features&featWorked != 0
 	f.wideMaps = srv.features&featWideMaps != 0 && !f.narrowMaps
 	f.gmac = srv.features&featGMAC != 0 && !f.hmacOnly
+	f.busy = srv.features&featBusy != 0 && !f.notBusy
 	f.windows = srv.features&featWindows != 0 && !f.narrowMaps && !f.noWindows
 	t := transcript(f, ch, sh)
 	if srv.features&featNoAuth != 0 {
@@ -188,6 +196,7 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	f.worked = cli.features&featWorked != 0
 	f.wideMaps = cli.features&featWideMaps != 0 && !f.narrowMaps
 	f.gmac = cli.features&featGMAC != 0 && !f.hmacOnly
+	f.busy = cli.features&featBusy != 0 && !f.notBusy
 	f.windows = cli.features&featWindows != 0 && !f.narrowMaps && !f.noWindows
 	sh := newHello(ourFeatures(f, noAuth)).marshal()
 	if err := f.send(fHello, 0, sh); err != nil {

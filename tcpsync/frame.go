@@ -50,6 +50,7 @@ func (t frameType) String() string {
 const (
 	flagLast      = 1 << 0 // last EXTENTS frame of a map
 	flagWorked    = 1 << 0 // PROGRESS: bytes the receiver applied or compared, not read back
+	flagBusy      = 1 << 1 // PROGRESS: the side is in a phase that counts no byte (busy.go); its count is 0
 	flagCodecMask = 3 << 1 // DATA codec
 	flagCodecLZ4  = 1 << 1
 	flagCodecZstd = 2 << 1

@@ -62,6 +62,10 @@ type framer struct {
 	// HELLOs); hmacOnly makes this side play an older peer without it
 	// (tests).
 	gmac, hmacOnly bool
+	// busy says the peer takes PROGRESS frames with flagBusy (featBusy in
+	// both HELLOs); notBusy makes this side play a peer without it
+	// (tests).
+	busy, notBusy bool
 	// windows says both HELLOs announce featWindows: the maps cross a
 	// window at a time (window.go); noWindows makes this side play a peer
 	// without it (tests).

@@ -92,6 +92,9 @@ type testHooks struct {
 	// hmacOnly makes its side (a client, or a server) play an older
 	// peer that tags frames with HMAC-SHA256 only, without featGMAC.
 	hmacOnly bool
+	// notBusy makes its side play a peer without featBusy (no busy
+	// PROGRESS frames either way).
+	notBusy bool
 	// agreedMAC, on a client, learns after each handshake whether the
 	// peers agreed on GMAC.
 	agreedMAC func(gmac bool)

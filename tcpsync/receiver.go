@@ -20,6 +20,9 @@ const (
 // receiver applies a sender's stream to a target.
 type receiver struct {
 	f *framer
+	// busyPut queues a busy PROGRESS frame while the session's send
+	// queue runs (whileBusy); nil otherwise.
+	busyPut func() error
 	// worked is the data applied (DATA, ZERO) and compared so far; with
 	// the bytes received, it is what flagWorked PROGRESS frames report.
 	worked atomic.Int64
@@ -100,7 +103,7 @@ func receiveTarget(ctx context.Context, f *framer, t *target, p syncParams) (st 
 }
 
 func (r *receiver) run(ctx context.Context) error {
-	_, body, err := r.f.expect(fSrcInfo)
+	_, body, err := r.f.expectPast(fSrcInfo)
 	if err != nil {
 		return err
 	}
@@ -154,24 +157,18 @@ func (r *receiver) run(ctx context.Context) error {
 	if r.f.windows {
 		return r.runWindowed(ctx, old, ident, resume, int64(total))
 	}
+	// The target's walk and an atomic target's seed copy can be long:
+	// the sender, waiting for DSTINFO, hears that this side is busy.
 	var hidden sparse.Map
-	if r.t.final == nil {
-		r.dstMap, _ = sparse.NewMap(0)
-	} else {
-		w, err := sparse.NewWalker(r.t.final)
+	err = busyWhile(r.f, r.f.busy, r.f.busyFrame, func() error {
+		var err error
+		hidden, err = r.walkTarget(ctx)
 		if err != nil {
 			return err
 		}
-		if r.dstMap, err = w.Map(ctx); err != nil {
-			return err
-		}
-		// Preallocated blocks the walk calls holes: punched below where
-		// the source has holes. Local only: the peer plans with dstMap.
-		if hidden, err = sparse.HiddenAllocation(ctx, r.t.final, r.dstMap, w.Info().Allocated); err != nil {
-			return err
-		}
-	}
-	if err := r.t.seedTemp(ctx, r.dstMap, r.f.m); err != nil {
+		return r.t.seedTemp(ctx, r.dstMap, r.f.m)
+	})
+	if err != nil {
 		return err
 	}
 	r.plan, err = planFor(destplan.Input{Src: srcMap, Dst: r.dstMap, Hidden: hidden, Unit: r.p.bs})
@@ -275,6 +272,8 @@ func (r *receiver) stream(ctx context.Context) error {
 	stop := unblock(gctx, r.f.cc)
 	defer stop()
 	q := newSendq(r.f, window+4)
+	r.busyPut = busyQueued(gctx, q)
+	defer func() { r.busyPut = nil }()
 	own := make(chan *ownHashes, 2)
 	g.Go(func() error { return q.run(gctx) })
 	// hashAhead gets its plans (and first chunks) as values: the
@@ -354,4 +353,23 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 		}
 	}
 	return nil
+}
+
+// walkTarget sets r.dstMap to the target's map (empty without a target)
+// and returns its hidden allocation: preallocated blocks the walk calls
+// holes, punched where the source has holes. Local only: the peer plans
+// with dstMap.
+func (r *receiver) walkTarget(ctx context.Context) (sparse.Map, error) {
+	if r.t.final == nil {
+		r.dstMap, _ = sparse.NewMap(0)
+		return sparse.Map{}, nil
+	}
+	w, err := sparse.NewWalker(r.t.final)
+	if err != nil {
+		return sparse.Map{}, err
+	}
+	if r.dstMap, err = w.Map(ctx); err != nil {
+		return sparse.Map{}, err
+	}
+	return sparse.HiddenAllocation(ctx, r.t.final, r.dstMap, w.Info().Allocated)
 }

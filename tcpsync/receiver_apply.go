@@ -345,7 +345,7 @@ func (r *receiver) checkpoint(force bool) {
 	if off <= 0 || (!force && (off <= r.lastCP.off || off-r.lastCP.off < cpBytes && time.Since(r.lastCP.at) < cpEvery)) {
 		return
 	}
-	if r.t.sync() != nil {
+	if r.whileBusy(r.t.sync) != nil {
 		return
 	}
 	if r.p.hooks != nil && r.p.hooks.beforeCheckpoint != nil {
@@ -385,7 +385,7 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 			return fmt.Errorf("%w: %s: whole-file digest differs", ErrVerify, r.t.display)
 		}
 	}
-	if err := r.t.commit(); err != nil {
+	if err := r.whileBusy(r.t.commit); err != nil {
 		return err
 	}
 	r.sc.State, r.sc.Done = stateComplete, r.st.Size
@@ -399,4 +399,11 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	a.u64(uint64(r.st.CopiedBytes))
 	a.u64(uint64(r.st.UnchangedBytes))
 	return q.put(ctx, a)
+}
+
+// whileBusy runs fn (a sync or the commit), telling a peer that takes
+// them that this side is busy while it runs longer than a keepalive
+// interval (busy.go). Only while the session's send queue runs.
+func (r *receiver) whileBusy(fn func() error) error {
+	return busyWhile(r.f, r.f.busy && r.busyPut != nil, r.busyPut, fn)
 }

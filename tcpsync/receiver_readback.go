@@ -27,10 +27,10 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	f := r.t.w.OS()
 	if r.t.atomic() {
 		// fsync, as the commit will (the size is metadata).
-		if err := f.Sync(); err != nil {
+		if err := r.whileBusy(r.t.w.Fsync); err != nil {
 			return fmt.Errorf("%s: %w", r.t.display, err)
 		}
-	} else if err := r.t.sync(); err != nil {
+	} else if err := r.whileBusy(r.t.sync); err != nil {
 		return err
 	}
 	r.p.hooks.finalCheck(f)

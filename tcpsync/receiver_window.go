@@ -29,8 +29,12 @@ func (r *receiver) runWindowed(ctx context.Context, old *sidecar, ident string, 
 		r.dstWalk, r.dstSize = w, w.Size()
 		// Preallocated blocks no walk shows (punched where the source
 		// has holes, window by window): only looked for if the target's
-		// allocation exceeds its data.
-		if r.mayHide, err = mayHide(ctx, w); err != nil {
+		// allocation exceeds its data. A walk of the whole target: busy.
+		err = busyWhile(r.f, r.f.busy, r.f.busyFrame, func() (err error) {
+			r.mayHide, err = mayHide(ctx, w)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -101,7 +105,9 @@ func (r *receiver) onWindow(ctx context.Context, q *sendq, body []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := r.t.seedExtents(ctx, dst, r.f.m); err != nil {
+	// An atomic target's window seeded from the old one: a copy of the
+	// window's data, which can be large.
+	if err := r.whileBusy(func() error { return r.t.seedExtents(ctx, dst, r.f.m) }); err != nil {
 		return err
 	}
 	if err := r.punch(ctx, p.punch); err != nil {

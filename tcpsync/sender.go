@@ -1,6 +1,7 @@
 package tcpsync
 
 import (
+	"github.com/sparsesync/sparsesync/sparse"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -107,7 +108,11 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if s.f.windows {
 		return s.runWindowed(ctx, size)
 	}
-	srcMap, err := s.src.Extents(ctx)
+	var srcMap sparse.Map
+	err := busyWhile(s.f, s.f.busy, s.f.busyFrame, func() (err error) {
+		srcMap, err = s.src.Extents(ctx)
+		return err
+	})
 	if err != nil {
 		return s.st, err
 	}
@@ -252,7 +257,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 // whether the quick check matched, in which case the sync ends here
 // (data gives the source's data blocks, for the stats).
 func (s *sender) dstInfo(ctx context.Context, data func() int64) (uint64, bool, uint64, error) {
-	_, body, err := s.f.expect(fDstInfo)
+	_, body, err := s.f.expectPast(fDstInfo)
 	if err != nil {
 		return 0, false, 0, err
 	}

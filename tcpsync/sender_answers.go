@@ -103,6 +103,16 @@ func (s *sender) onProgress(flags uint8, body []byte) error {
 	if err := d.end(); err != nil {
 		return err
 	}
+	if flags == flagBusy {
+		if !s.f.busy {
+			return fmt.Errorf("%w: busy PROGRESS from a peer that did not announce it", ErrProtocol)
+		}
+		if err := parseBusy(body); err != nil {
+			return err
+		}
+		s.f.progress(minProgress)
+		return nil
+	}
 	if flags == flagWorked {
 		if !s.f.worked {
 			return fmt.Errorf("%w: PROGRESS of work from a peer that did not announce it", ErrProtocol)

@@ -18,7 +18,11 @@ func (s *sender) runWindowed(ctx context.Context, size int64) (Stats, error) {
 		return s.st, err
 	}
 	s.walk = walk
-	total, err := countBlocks(ctx, walk, size, s.p.bs)
+	var total int64
+	err = busyWhile(s.f, s.f.busy, s.f.busyFrame, func() (err error) {
+		total, err = countBlocks(ctx, walk, size, s.p.bs)
+		return err
+	})
 	if err != nil {
 		return s.st, err
 	}

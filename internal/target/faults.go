@@ -6,6 +6,7 @@ import (
 	"path"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Op is a kind of operation on a destination that Faults can fail.
@@ -58,6 +59,9 @@ type Fault struct {
 	// Short makes a failing OpWrite write its first Short bytes for real
 	// before it returns Err: a short write.
 	Short int
+	// Delay makes the matching call wait that long first: a slow disk.
+	// With Delay and no Err the call then runs for real and succeeds.
+	Delay time.Duration
 }
 
 // Faults injects errors into the operations of the Files created with it
@@ -77,7 +81,8 @@ func NewFaults(rules ...Fault) *Faults {
 	return &Faults{rules: rules, calls: make([]int, len(rules))}
 }
 
-// Hits reports how many calls failed by injection so far.
+// Hits reports how many calls a rule fired on so far (failed, or only
+// slowed by a Delay).
 func (f *Faults) Hits() int {
 	if f == nil {
 		return 0
@@ -87,8 +92,30 @@ func (f *Faults) Hits() int {
 	return f.hits
 }
 
-// fire counts a call of op on name and returns the rule that fails it.
+// fire counts a call of op on name and returns the rule that fails it,
+// after the rule's Delay; a rule with a Delay and no Err only slows it.
 func (f *Faults) fire(op Op, name string) (Fault, bool) {
+	r, ok := f.match(op, name)
+	if !ok {
+		return Fault{}, false
+	}
+	if r.Delay > 0 {
+		time.Sleep(r.Delay)
+		if r.Err == nil {
+			return Fault{}, false
+		}
+	}
+	if r.Err == nil {
+		r.Err = syscall.EIO
+		if op == OpWrite && r.Short > 0 {
+			r.Err = io.ErrShortWrite
+		}
+	}
+	return r, true
+}
+
+// match counts a call of op on name and returns the rule it fires.
+func (f *Faults) match(op Op, name string) (Fault, bool) {
 	if f == nil {
 		return Fault{}, false
 	}
@@ -101,12 +128,6 @@ func (f *Faults) fire(op Op, name string) (Fault, bool) {
 		f.calls[i]++
 		if r.N == 0 || r.N == f.calls[i] {
 			f.hits++
-			if r.Err == nil {
-				r.Err = syscall.EIO
-				if op == OpWrite && r.Short > 0 {
-					r.Err = io.ErrShortWrite
-				}
-			}
 			return r, true
 		}
 	}

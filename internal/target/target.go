@@ -413,6 +413,20 @@ func (t *File) Sync() error {
 	return nil
 }
 
+// Fsync flushes the destination's data and metadata (fsync): what a
+// temporary file needs before it is read back and renamed (its size is
+// metadata).
+func (t *File) Fsync() error {
+	err := t.f.Sync()
+	if r, ok := t.faults.fire(OpFsync, t.path); ok && err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		return &fs.PathError{Op: "fsync", Path: t.path, Err: errors.Unwrap(err)}
+	}
+	return nil
+}
+
 // Commit finishes a complete copy: with sync, fdatasync (fsync in atomic
 // mode); then, in atomic mode, rename over the destination and (with sync)
 // fsync the directory. It closes the file. On error the temporary file is
