@@ -1,10 +1,10 @@
 package tcpsync
 
 import (
-	"github.com/sparsesync/sparsesync/sparse"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/sparsesync/sparsesync/sparse"
 	"log/slog"
 	"sync"
 	"sync/atomic"
