@@ -30,6 +30,22 @@ func busyWhile(f *framer, on bool, put func() error, fn func() error) error {
 	if !on {
 		return fn()
 	}
+	stop := f.everyKeepalive(func() error {
+		if err := put(); err != nil {
+			return err
+		}
+		f.progress(minProgress) // this side works too: its own watchdog
+		return nil
+	})
+	err := fn()
+	stop()
+	return err
+}
+
+// everyKeepalive calls send every keepalive interval (keepaliveEvery, or
+// a quarter of a shorter idle timeout) until send fails or stop is
+// called; stop waits for the last call.
+func (f *framer) everyKeepalive(send func() error) (stop func()) {
 	every := keepaliveEvery
 	if f.idle > 0 {
 		every = min(every, max(f.idle/4, 10*time.Millisecond))
@@ -45,16 +61,15 @@ func busyWhile(f *framer, on bool, put func() error, fn func() error) error {
 			case <-quit:
 				return
 			}
-			if put() != nil {
+			if send() != nil {
 				return
 			}
-			f.progress(minProgress) // this side works too: its own watchdog
 		}
 	})
-	err := fn()
-	close(quit)
-	wg.Wait()
-	return err
+	return func() {
+		close(quit)
+		wg.Wait()
+	}
 }
 
 // busyFrame sends one PROGRESS frame with flagBusy on f (when nothing

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,31 +140,10 @@ func (r *receiver) keepalive(ctx context.Context, q *sendq, done func() int64, f
 	if !on {
 		return func() {}
 	}
-	every := keepaliveEvery
-	if r.f.idle > 0 {
-		every = min(every, max(r.f.idle/4, 10*time.Millisecond))
-	}
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-			case <-quit:
-				return
-			}
-			a := q.frame(fProgress)
-			a.flags = flags
-			a.u64(uint64(done()))
-			if q.put(ctx, a) != nil {
-				return
-			}
-		}
+	return r.f.everyKeepalive(func() error {
+		a := q.frame(fProgress)
+		a.flags = flags
+		a.u64(uint64(done()))
+		return q.put(ctx, a)
 	})
-	return func() {
-		close(quit)
-		wg.Wait()
-	}
 }
