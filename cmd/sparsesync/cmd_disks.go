@@ -322,20 +322,6 @@ type disksPrinter struct {
 	err     error
 }
 
-type diskEventJSON struct {
-	Time    string  `json:"time"`
-	Event   string  `json:"event"`
-	Replica string  `json:"replica"`
-	Volume  string  `json:"volume"`
-	From    string  `json:"from"`
-	To      string  `json:"to"`
-	Bytes   int64   `json:"bytes"`
-	Seconds float64 `json:"seconds"`
-	Reason  string  `json:"reason"`
-	// ThrottledSeconds, on move-done, is how long the move waited on
-	// --bwlimit.
-	ThrottledSeconds float64 `json:"throttled_seconds,omitempty"`
-}
 
 func (p *disksPrinter) stop() {
 	p.bar.Stop()
@@ -383,8 +369,9 @@ func (p *disksPrinter) event(e disks.Event) {
 	p.stop()
 	var err error
 	if p.json {
-		err = writeJSONLine(p.g.stdout, diskEventJSON{Time: e.Time.UTC().Format(time.RFC3339Nano), Event: e.Kind,
-			Replica: e.Replica, Volume: e.Volume, From: e.From, To: e.To, Bytes: e.Bytes, Seconds: e.Seconds, Reason: e.Reason, ThrottledSeconds: e.ThrottledSeconds})
+		// disks.Event is the JSON line (its time in UTC, RFC 3339).
+		e.Time = e.Time.UTC()
+		err = writeJSONLine(p.g.stdout, e)
 	} else {
 		switch e.Kind {
 		case disks.EventPressure:
