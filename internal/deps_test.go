@@ -82,16 +82,17 @@ const depsRules = `
 	  sparse;
 
 	sparse < internal/target;
+	golang.org/x/sys/unix, sparse < internal/syncmark;
 
 	# Limits a sync shares with the node's other work.
 	golang.org/x/sys/unix, golang.org/x/time/rate < qos;
 	sparse, github.com/cespare/xxhash/v2 < internal/blockhash;
 
 	# The two ways to move an image.
-	internal/coldread, internal/kcopy, internal/target, qos
+	internal/coldread, internal/kcopy, internal/syncmark, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/kcopy, internal/target, qos,
+	internal/blockhash, internal/coldread, internal/kcopy, internal/syncmark, internal/target, qos,
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 
