@@ -149,6 +149,9 @@ func TestQuickCheckSeesChanges(t *testing.T) {
 			tmp := dst + ".new"
 			require.NoError(t, os.WriteFile(tmp, b, 0o644))
 			require.NoError(t, unix.Setxattr(tmp, syncmark.Attr, mark[:n], 0))
+			fi, err := os.Stat(dst)
+			require.NoError(t, err)
+			require.NoError(t, os.Chtimes(tmp, fi.ModTime(), fi.ModTime())) // and its mtime
 			require.NoError(t, os.Rename(tmp, dst))
 			return ""
 		}, localsync.Options{}},
