@@ -6,8 +6,15 @@ import (
 	"os"
 )
 
-const oTmpfile = 0
+const (
+	oTmpfile      = 0
+	preallocSmall = 0
+)
 
 func adviseSequential(*os.File) {}
 
 func startWriteback(*os.File) {}
+
+func allocatesEagerly(*os.File) bool { return false }
+
+func preallocate(*os.File, int64, int64) {}

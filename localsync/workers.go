@@ -53,6 +53,7 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 		stop := e.writebacker()
 		defer stop()
 	}
+	e.prealloc = !e.zeroScan && missing.Len() > 0 && !e.dst.BlockDevice() && allocatesEagerly(e.dst.OS())
 	if int64(workers) > e.workers.Load() {
 		e.workers.Store(int64(workers))
 	}
