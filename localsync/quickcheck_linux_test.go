@@ -215,22 +215,29 @@ func TestQuickCheckNeedsMatchingShape(t *testing.T) {
 	require.False(t, st.QuickCheck, "a copy without fdatasync leaves no mark")
 }
 
+// copyTwice copies quickLayout into dir twice and returns the second copy's
+// stats, having checked the result.
+func copyTwice(t *testing.T, dir string) localsync.Stats {
+	t.Helper()
+	ctx := context.Background()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	layout.Create(t, src, quickLayout())
+	_, err := localsync.Copy(ctx, src, dst, localsync.Options{})
+	require.NoError(t, err)
+	st, err := localsync.Copy(ctx, src, dst, localsync.Options{})
+	require.NoError(t, err)
+	require.Equal(t, st.DataBytes, st.UnchangedBytes)
+	checkSameBytes(t, src, dst)
+	return st
+}
+
 // TestQuickCheckWithoutXattrs: where the destination cannot keep the mark
 // (a filesystem without user extended attributes, or one that refuses to
 // read it back), every copy compares, and is exact.
 func TestQuickCheckWithoutXattrs(t *testing.T) {
-	ctx := context.Background()
 	resync := func(t *testing.T, dir string) {
 		t.Helper()
-		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-		layout.Create(t, src, quickLayout())
-		_, err := localsync.Copy(ctx, src, dst, localsync.Options{})
-		require.NoError(t, err)
-		st, err := localsync.Copy(ctx, src, dst, localsync.Options{})
-		require.NoError(t, err)
-		require.False(t, st.QuickCheck)
-		require.Equal(t, st.DataBytes, st.UnchangedBytes)
-		checkSameBytes(t, src, dst)
+		require.False(t, copyTwice(t, dir).QuickCheck)
 	}
 	for _, hook := range []string{"setxattr", "getxattr"} {
 		t.Run(hook+" unsupported", func(t *testing.T) {
@@ -264,19 +271,12 @@ func TestQuickCheckWithoutXattrs(t *testing.T) {
 // Linux 6.6), cloning filesystems included.
 func TestQuickCheckOnEveryFilesystem(t *testing.T) {
 	runAll(t, 512*mib, func(t *testing.T, kind loopfs.Kind, dir string) {
-		ctx := context.Background()
-		src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
-		layout.Create(t, src, quickLayout())
-		_, err := localsync.Copy(ctx, src, dst, localsync.Options{})
-		require.NoError(t, err)
-		st, err := localsync.Copy(ctx, src, dst, localsync.Options{})
-		require.NoError(t, err)
+		st := copyTwice(t, dir)
 		var u unix.Utsname
 		_ = unix.Uname(&u)
 		if kind == loopfs.Tmpfs && strings.HasPrefix(unix.ByteSliceToString(u.Release[:]), "5.") {
 			t.Skip("tmpfs has no user extended attributes before Linux 6.6")
 		}
 		require.True(t, st.QuickCheck, "%s keeps the mark", kind)
-		checkSameBytes(t, src, dst)
 	})
 }
