@@ -167,7 +167,7 @@ func statsText(src, dst string, st localsync.Stats) string {
 		s += fmt.Sprintf(", zero blocks left as holes %s", bytesize.Format(st.ZeroBytes))
 	}
 	if st.QuickCheck {
-		s += " (quick check: DST was synced from this SRC version, neither changed since)"
+		s += "; quick check: DST already held this SRC version, nothing read"
 	}
 	if st.Throttled > 0 {
 		s += fmt.Sprintf(", waited %.3fs on --bwlimit", st.Throttled.Seconds())
