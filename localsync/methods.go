@@ -92,9 +92,6 @@ func (w *worker) copy(off, n int64) error {
 	if e.cloneOnly {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
 	}
-	if e.prealloc && n < preallocSmall {
-		preallocate(e.dst.OS(), off, n)
-	}
 	for e.allowCFR && e.cfr.state.Load() != stUnsupported && n > 0 {
 		p := e.limit(n)
 		if err := e.throttle(p, p); err != nil {
