@@ -83,6 +83,7 @@ const depsRules = `
 	  sparse;
 
 	sparse < internal/target;
+	golang.org/x/sys/unix, sparse < internal/syncmark;
 
 	# The one rule of what to copy, compare and punch: pure.
 	sparse < internal/destplan;
@@ -92,10 +93,10 @@ const depsRules = `
 	sparse, github.com/cespare/xxhash/v2 < internal/blockhash;
 
 	# The two ways to move an image.
-	internal/coldread, internal/destplan, internal/kcopy, internal/target, qos
+	internal/coldread, internal/destplan, internal/kcopy, internal/syncmark, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/target, qos,
+	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/syncmark, internal/target, qos,
 	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< tcpsync;
 

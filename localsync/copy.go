@@ -51,6 +51,10 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 	if st, err := os.Stat(dst); err == nil && sameFile(w.Info(), st) {
 		return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: ErrSameFile}
 	}
+	if st, ok := quickCheckPath(w.Info(), dst, &opts); ok {
+		st.Elapsed = time.Since(start)
+		return st, nil
+	}
 	t, err := target.Create(dst, &target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm(), Faults: opts.faults})
 	if err != nil {
 		return Stats{}, err
@@ -65,11 +69,23 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 		}
 	}
 	st, err := run(ctx, w, sf, t, &opts)
-	if err == nil {
-		err = t.Commit(!opts.NoSync)
-	} else {
+	if err != nil {
 		t.Abort()
+		st.Elapsed = time.Since(start)
+		return st, err
 	}
+	// Commit, with the file kept open until it is marked.
+	if err = t.Publish(!opts.NoSync); err != nil {
+		if t.TempName() != "" {
+			t.Abort() // the temporary file goes; the old destination stays
+		} else {
+			t.Close()
+		}
+		st.Elapsed = time.Since(start)
+		return st, err
+	}
+	markSynced(ctx, w.Info(), t, st, &opts)
+	err = t.Close()
 	st.Elapsed = time.Since(start)
 	return st, err
 }
@@ -99,6 +115,10 @@ func CopyFile(ctx context.Context, src, dst *os.File, o *Options) (Stats, error)
 	if dinfo.Dev == w.Info().Dev && dinfo.Ino == w.Info().Ino {
 		return Stats{}, &fs.PathError{Op: "copy", Path: dst.Name(), Err: ErrSameFile}
 	}
+	if st, ok := quickCheck(w.Info(), dst, &opts); ok {
+		st.Elapsed = time.Since(start)
+		return st, nil
+	}
 	t, err := target.Open(dst)
 	if err != nil {
 		return Stats{}, err
@@ -106,7 +126,9 @@ func CopyFile(ctx context.Context, src, dst *os.File, o *Options) (Stats, error)
 	t.SetFaults(opts.faults)
 	st, err := run(ctx, w, src, t, &opts)
 	if err == nil && !opts.NoSync {
-		err = t.Sync()
+		if err = t.Sync(); err == nil {
+			markSynced(ctx, w.Info(), t, st, &opts)
+		}
 	}
 	st.Elapsed = time.Since(start)
 	return st, err

@@ -12,6 +12,8 @@
 //	else ftruncate(dst, size)                  # before any write: no XFS EOF preallocation
 //	     for each data extent, on 8 workers:
 //	         FICLONERANGE where block-aligned  # MethodReflink
+//	         (ext4, extents under 1 MiB: fallocated first, exactly, in
+//	          file order, by the goroutine that hands out the work)
 //	         else copy_file_range, explicit offsets, this extent only
 //	         else pread/pwrite, pooled 1 MiB buffers
 //	     every 8 MiB written: sync_file_range(WRITE) # the disk writes while
@@ -49,7 +51,12 @@
 //	                        collision); differing blocks are cloned or
 //	                        written
 //
-// so an unchanged re-sync writes nothing. Whatever is read — a comparison,
+// so an unchanged re-sync writes nothing. Before any of it, the quick check:
+// a destination that carries the mark of a verified, durable copy of this
+// very source version (internal/syncmark, the extended attribute
+// user.sparsesync.synced), and has kept the inode, size and mtime the mark
+// recorded, is left alone without reading either file (Stats.QuickCheck;
+// Options.FullCompare skips it). Whatever is read — a comparison,
 // or the source of a full read/write copy — is read with O_DIRECT where no
 // page of it is in the page cache (cachestat(2); internal/coldread, shared
 // with tcpsync): a cold read then costs the disk's time only

@@ -64,6 +64,9 @@ type engine struct {
 	size     int64
 	bs       int64
 	zeroScan bool // read the data and leave zero blocks as holes
+	// prealloc: allocate a small extent's destination blocks before
+	// copying it (allocatesEagerly).
+	prealloc bool
 
 	allowClone, cloneOnly, allowCFR, allowRW bool
 	clone, cfr                               methodState

@@ -6,8 +6,15 @@ import (
 	"os"
 )
 
-const oTmpfile = 0
+const (
+	oTmpfile      = 0
+	preallocSmall = 0
+)
 
 func adviseSequential(*os.File) {}
 
 func startWriteback(*os.File) {}
+
+func allocatesEagerly(*os.File) bool { return false }
+
+var preallocate = func(*os.File, int64, int64) {}

@@ -32,6 +32,10 @@ type Options struct {
 	// into holes. It is switched on by itself when the source cannot say
 	// where its holes are (a block device), and it forces read/write.
 	DetectZeros bool
+	// FullCompare skips the quick check: an existing destination is
+	// compared even when it carries the mark of a verified sync of this
+	// very source version and is unchanged since (see Stats.QuickCheck).
+	FullCompare bool
 	// BlockSize is the unit of comparison and zero detection (a power of two
 	// from 512 to 1 MiB); 0 means DefaultBlockSize.
 	BlockSize int64
@@ -121,6 +125,14 @@ type Stats struct {
 	// or a re-sync, because no page of them was cached (part of the bytes compared or copied, not
 	// an addition to them).
 	DirectReadBytes int64
+	// QuickCheck reports that the destination carried the mark of a
+	// verified, durable sync of this very source version (package
+	// internal/syncmark, the extended attribute user.sparsesync.synced) and
+	// that neither file had changed since: the copy ended without reading
+	// or writing data, and DataBytes (from the mark) are all unchanged.
+	// Any change to either file, another source, or a destination without
+	// user extended attributes means a full comparison instead.
+	QuickCheck bool
 	// Method is the method that moved the data; MethodAuto when nothing had
 	// to move.
 	Method Method

@@ -53,6 +53,7 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 		stop := e.writebacker()
 		defer stop()
 	}
+	e.prealloc = !e.zeroScan && missing.Len() > 0 && !e.dst.BlockDevice() && allocatesEagerly(e.dst.OS())
 	if int64(workers) > e.workers.Load() {
 		e.workers.Store(int64(workers))
 	}
@@ -86,6 +87,9 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 		})
 	}
 	put := func(j job) bool {
+		if j.kind == jobCopy && e.prealloc {
+			e.preallocateJob(j)
+		}
 		select {
 		case jobs <- j:
 			return true
@@ -134,6 +138,25 @@ func (e *engine) parallel(missing, both sparse.Map) error {
 		return err
 	}
 	return e.ctx.Err()
+}
+
+// preallocateJob allocates the destination blocks of a copy job's small
+// extents (allocatesEagerly). It runs on the one goroutine that hands out
+// the jobs, so the extents are allocated in file order and ext4 appends
+// them to its extent tree: from the workers, out of order, they split
+// leaves half full (about 1 MB more metadata at 100,000 extents).
+func (e *engine) preallocateJob(j job) {
+	if j.batch == nil {
+		if j.n < preallocSmall {
+			preallocate(e.dst.OS(), j.off, j.n)
+		}
+		return
+	}
+	for _, x := range j.batch {
+		if x.Len < preallocSmall {
+			preallocate(e.dst.OS(), x.Off, x.Len)
+		}
+	}
 }
 
 // compareChunk is the size of a comparison job. Under a budget it is half

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/internal/syncmark"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -115,11 +116,9 @@ func (s *FileSource) dataOnly(ctx context.Context, m sparse.Map) (sparse.Map, er
 	return m, ctx.Err()
 }
 
-// Identity names the file's version: device, inode, size, mtime and ctime.
-func (s *FileSource) Identity() string {
-	i := s.info
-	return fmt.Sprintf("file:%d:%d:%d:%d:%d", i.Dev, i.Ino, i.Size, i.ModTime.UnixNano(), i.ChangeTime.UnixNano())
-}
+// Identity names the file's version: device, inode, size, mtime and ctime
+// (syncmark.Version, which a local sync records too).
+func (s *FileSource) Identity() string { return syncmark.Version(s.info) }
 
 // refresh takes the file's identity at the start of a sync (the version it
 // sends), once the filesystem clock is past the file's last change

@@ -17,6 +17,7 @@ import (
 type localOpts struct {
 	method, reflink, progress   string
 	atomic, noSync, detectZeros bool
+	fullCompare                 bool
 	json                        bool
 	progressDelay               time.Duration
 	qos                         qosFlags
@@ -37,7 +38,8 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"--json prints one object {\"src\", \"dst\", \"size\", \"data_bytes\", \"cloned_bytes\", \"copied_bytes\",\n" +
 			"\"unchanged_bytes\", \"punched_bytes\", \"zero_filled_bytes\" (zeros written where a hole could not be\n" +
 			"punched, e.g. on a block device), \"zero_bytes\" (all-zero source blocks left as holes, --detect-zeros),\n" +
-			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"method\", \"seconds\",\n" +
+			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"quick_check\" (DST was marked as\n" +
+			"synced from this very SRC version and neither file changed since: nothing was read), \"method\", \"seconds\",\n" +
 			"\"bwlimit\" (bytes per second, 0: unlimited), \"throttled_seconds\" (how long the copy waited on\n" +
 			"--bwlimit: its parallel workers' waits, averaged)}.\n\n" +
 			"--bwlimit RATE bounds what SRC and DST are read at and what DST is written at, each on its own: a full\n" +
@@ -54,6 +56,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 	f.StringVar(&opts.reflink, "reflink", "auto", "share blocks with SRC: auto, always (fail if impossible) or never")
 	f.BoolVar(&opts.atomic, "atomic", false, "write a temporary file and rename it over DST when complete")
 	f.BoolVar(&opts.noSync, "no-sync", false, "do not fdatasync DST at the end")
+	f.BoolVar(&opts.fullCompare, "full-compare", false, "compare every block even if DST is marked as synced from this SRC version")
 	f.BoolVar(&opts.detectZeros, "detect-zeros", false, "turn all-zero blocks of SRC's data into holes")
 	f.BoolVar(&opts.json, "json", false, "print the result as one JSON object")
 	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
@@ -74,6 +77,7 @@ type localResult struct {
 	ZeroFilledBytes int64   `json:"zero_filled_bytes"`
 	ZeroBytes       int64   `json:"zero_bytes"`
 	DirectReadBytes int64   `json:"direct_read_bytes"`
+	QuickCheck      bool    `json:"quick_check"`
 	Method          string  `json:"method"`
 	Seconds         float64 `json:"seconds"`
 	Bwlimit         int64   `json:"bwlimit"`
@@ -101,7 +105,8 @@ func localOptions(opts *localOpts) (localsync.Options, error) {
 	if err != nil {
 		return localsync.Options{}, err
 	}
-	o := localsync.Options{Method: m, Reflink: r, Atomic: opts.atomic, NoSync: opts.noSync, DetectZeros: opts.detectZeros, Budget: budget}
+	o := localsync.Options{Method: m, Reflink: r, Atomic: opts.atomic, NoSync: opts.noSync, DetectZeros: opts.detectZeros,
+		FullCompare: opts.fullCompare, Budget: budget}
 	if err := o.Validate(); err != nil {
 		return o, usageError{err}
 	}
@@ -141,7 +146,8 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 			Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes, ClonedBytes: st.ClonedBytes,
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
 			ZeroFilledBytes: st.ZeroedBytes, ZeroBytes: st.ZeroBytes, DirectReadBytes: st.DirectReadBytes,
-			Method: methodName(st.Method), Seconds: st.Elapsed.Seconds(),
+			QuickCheck: st.QuickCheck,
+			Method:     methodName(st.Method), Seconds: st.Elapsed.Seconds(),
 			Bwlimit: o.Budget.Read.Rate(), ThrottledSecs: st.Throttled.Seconds(),
 		})
 	}
@@ -159,6 +165,9 @@ func statsText(src, dst string, st localsync.Stats) string {
 	}
 	if st.ZeroBytes > 0 {
 		s += fmt.Sprintf(", zero blocks left as holes %s", bytesize.Format(st.ZeroBytes))
+	}
+	if st.QuickCheck {
+		s += "; quick check: DST already held this SRC version, nothing read"
 	}
 	if st.Throttled > 0 {
 		s += fmt.Sprintf(", waited %.3fs on --bwlimit", st.Throttled.Seconds())

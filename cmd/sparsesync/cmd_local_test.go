@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestLocalJSON(t *testing.T) {
 	}
 	sort.Strings(keys)
 	assert.Equal(t, []string{"bwlimit", "cloned_bytes", "copied_bytes", "data_bytes", "direct_read_bytes", "dst", "method", "punched_bytes",
-		"seconds", "size", "src", "throttled_seconds", "unchanged_bytes", "zero_bytes", "zero_filled_bytes"}, keys)
+		"quick_check", "seconds", "size", "src", "throttled_seconds", "unchanged_bytes", "zero_bytes", "zero_filled_bytes"}, keys)
 	assert.Equal(t, src, got["src"])
 	assert.Equal(t, dst, got["dst"])
 	assert.EqualValues(t, l.Size, got["size"])
@@ -45,11 +46,29 @@ func TestLocalJSON(t *testing.T) {
 	b, _ := os.ReadFile(dst)
 	assert.True(t, bytes.Equal(a, b))
 
-	out, _, code, _ = runCLI(t, "local", "--json", "--method", "read-write", src, dst)
-	require.Equal(t, 0, code)
-	require.NoError(t, json.Unmarshal([]byte(out), &got))
-	assert.EqualValues(t, l.DataBytes(), got["unchanged_bytes"])
-	assert.EqualValues(t, 0, got["copied_bytes"])
+	assert.Equal(t, false, got["quick_check"], "a first copy")
+
+	// Unchanged since a verified copy: the mark on dst ends the re-sync
+	// without reading (where the filesystem keeps user extended
+	// attributes, as the test's temporary directory's does on Linux);
+	// --full-compare compares anyway.
+	for _, full := range []bool{false, true} {
+		args := []string{"local", "--json", "--method", "read-write", src, dst}
+		if full {
+			args = append(args[:1], append([]string{"--full-compare"}, args[1:]...)...)
+		}
+		out, _, code, _ = runCLI(t, args...)
+		require.Equal(t, 0, code)
+		got = nil
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		assert.EqualValues(t, l.DataBytes(), got["unchanged_bytes"])
+		assert.EqualValues(t, 0, got["copied_bytes"])
+		if full || runtime.GOOS != "linux" {
+			assert.Equal(t, false, got["quick_check"], "full %v", full)
+		} else {
+			assert.Equal(t, true, got["quick_check"], "full %v", full)
+		}
+	}
 
 	out, _, code, _ = runCLI(t, "local", src, dst)
 	require.Equal(t, 0, code)
