@@ -322,7 +322,6 @@ type disksPrinter struct {
 	err     error
 }
 
-
 func (p *disksPrinter) stop() {
 	p.bar.Stop()
 	p.bar = nil
