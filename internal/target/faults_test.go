@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -106,4 +107,24 @@ func TestFaultsSidecar(t *testing.T) {
 	require.NoError(t, f.Inject(OpWrite, "dst.sidecar"))
 	var none *File
 	require.NoError(t, none.Inject(OpSidecarWrite, "dst.sidecar"))
+}
+
+// TestFsyncFaults: Fsync fails with the injected error named as an fsync
+// of the file (a PathError whose Err is the errno), and a Delay alone only
+// slows it.
+func TestFsyncFaults(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Create(filepath.Join(dir, "img"), &Options{Faults: NewFaults(
+		Fault{Op: OpFsync, N: 1, Err: syscall.EIO},
+		Fault{Op: OpFsync, N: 1, Delay: 50 * time.Millisecond}, // counts the calls rule 1 passes on
+	)})
+	require.NoError(t, err)
+	defer f.Abort()
+	err = f.Fsync()
+	require.ErrorIs(t, err, syscall.EIO)
+	require.Contains(t, err.Error(), "fsync")
+	start := time.Now()
+	require.NoError(t, f.Fsync(), "a delay alone")
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	require.NoError(t, f.Fsync())
 }

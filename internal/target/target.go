@@ -418,11 +418,15 @@ func (t *File) Sync() error {
 // metadata).
 func (t *File) Fsync() error {
 	err := t.f.Sync()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
 	if r, ok := t.faults.fire(OpFsync, t.path); ok && err == nil {
 		err = r.Err
 	}
 	if err != nil {
-		return &fs.PathError{Op: "fsync", Path: t.path, Err: errors.Unwrap(err)}
+		return &fs.PathError{Op: "fsync", Path: t.path, Err: err}
 	}
 	return nil
 }
