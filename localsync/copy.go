@@ -76,11 +76,10 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 	}
 	// Commit, with the file kept open until it is marked.
 	if err = t.Publish(!opts.NoSync); err != nil {
-		if t.TempName() != "" {
-			t.Abort() // the temporary file goes; the old destination stays
-		} else {
-			t.Close()
-		}
+		// The temporary file goes (the old destination stays), and so
+		// does a destination this copy created: it may not be durable,
+		// and must not look complete. An existing one is only closed.
+		t.Abort()
 		st.Elapsed = time.Since(start)
 		return st, err
 	}
