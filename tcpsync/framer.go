@@ -72,6 +72,10 @@ type framer struct {
 	windows, noWindows bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *macer
+	// sentBytes and sentSeq are the bytes on the socket and smac's
+	// sequence number at the last flush that emptied the writer.
+	sentBytes int64
+	sentSeq   uint64
 	htag       [headerTagLen]byte
 }
 
@@ -318,6 +322,11 @@ func (f *framer) flush() error {
 	if err := f.w.Flush(); err != nil {
 		return fmt.Errorf("sending: %w", err)
 	}
+	// Every frame tagged so far is on the socket, whole.
+	f.sentBytes = f.out.n.Load()
+	if f.smac != nil {
+		f.sentSeq = f.smac.seq
+	}
 	return nil
 }
 
@@ -346,7 +355,14 @@ func (f *framer) sendError(err error) {
 	// socket) and send the ERROR alone. If a frame was cut halfway, the
 	// peer cannot parse what follows and fails with an integrity or
 	// protocol error, which is what happened here anyway.
+	// Frames dropped with the buffer were tagged: if none of their bytes
+	// reached the socket, the ERROR takes the first dropped frame's
+	// sequence number, which the peer expects next (else it would read a
+	// good ERROR as a forged frame).
 	f.w.Reset(f.cc)
+	if f.smac != nil && f.out.n.Load() == f.sentBytes {
+		f.smac.seq = f.sentSeq
+	}
 	_ = f.send(fError, 0, b)
 }
 
