@@ -76,7 +76,7 @@ type framer struct {
 	// sequence number at the last flush that emptied the writer.
 	sentBytes int64
 	sentSeq   uint64
-	htag       [headerTagLen]byte
+	htag      [headerTagLen]byte
 }
 
 type countingConn struct {
