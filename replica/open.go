@@ -169,8 +169,8 @@ func Open(dir string, o *Options) (_ *Replica, err error) {
 }
 
 // judgeCounters reads and judges the counter files of r's directory
-// (incarnation.go) and removes a leftover header, so the replica starts
-// one of its own. It sets r.head and returns revision.counter's bytes.
+// (incarnation.go) and logs a leftover header (openHeader replaces it).
+// It sets r.head and returns revision.counter's bytes.
 func (r *Replica) judgeCounters(chain []string) (counterState, []byte, error) {
 	dir := r.dir
 	cf, ids, err := readCounters(dir, chain)
@@ -187,14 +187,12 @@ func (r *Replica) judgeCounters(chain []string) (counterState, []byte, error) {
 	r.head = ids[0]
 	if cs.ignored != "" {
 		// Left by an earlier replica in this directory (Longhorn's
-		// Delete keeps our files): start a header of our own, in a new
-		// file (a slot of the old one could win).
+		// Delete keeps our files): openHeader replaces it whole with a
+		// header of our own (and openLive rewrites live.counter, whose
+		// page names the old replica until then, so it is ignored).
+		// Neither is removed first: a kill in between would take the
+		// source of a rebuild its header, or leave an empty one.
 		r.log.Warn("replica: ignoring a leftover replica.hdr", "dir", dir, "reason", cs.ignored)
-		for _, n := range []string{HeaderFile, LiveCounterFile} {
-			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return counterState{}, nil, err
-			}
-		}
 	}
 	return cs, cf.rc, nil
 }
@@ -240,21 +238,14 @@ func (r *Replica) openCounters(cs counterState, rc []byte, h *header) (start uin
 // boot and head: the header of a replica open for writing. slot is the
 // slot h was read from (haveHdr); start is the count the counters opened
 // at.
+//
+// Without a header of this replica's (a Longhorn directory, or a leftover
+// header), the new one is written whole to a temporary file, synced and
+// renamed over replica.hdr (writeFileAtomic) before it is opened: a kill
+// leaves the old file or the new one, never an empty or zeroed header
+// that no Open accepts, and no slot of a leftover can win.
 func (r *Replica) openHeader(h header, slot int, haveHdr bool, start uint64) error {
-	hf, direct, err := openImage(filepath.Join(r.dir, HeaderFile), os.O_RDWR|os.O_CREATE|oDSync, !r.opts.BufferedIO)
-	if err != nil {
-		return err
-	}
-	if err := hf.Truncate(headerFileSize); err != nil {
-		hf.Close()
-		return err
-	}
-	r.hf = headerFile{f: hf, dsync: direct, buf: alignedBuf(headerSlotSize)}
-	if haveHdr {
-		r.hf.slot, r.hf.cur = slot, h
-	} else {
-		r.hf.slot = 1 // first write goes to slot A
-	}
+	old := h
 	// The persisted count stays what the last flush made durable: the live
 	// count may include writes still in the device's cache.
 	if !haveHdr {
@@ -262,6 +253,34 @@ func (r *Replica) openHeader(h header, slot int, haveHdr bool, start uint64) err
 	}
 	r.durable.Store(h.writeSeq)
 	h.clean, h.bootID, h.head, h.rcSeq = false, r.bootID, r.head, r.rcSeq.Load()
+	if err := r.injected("header"); err != nil {
+		return err
+	}
+	if !haveHdr {
+		h.gen = 1
+		b := make([]byte, headerFileSize)
+		h.encode(b[:headerSlotSize])
+		if err := writeFileAtomic(r.dir, HeaderFile, b); err != nil {
+			return err
+		}
+	}
+	hf, direct, err := openImage(filepath.Join(r.dir, HeaderFile), os.O_RDWR|oDSync, !r.opts.BufferedIO)
+	if err != nil {
+		return err
+	}
+	r.hf = headerFile{f: hf, dsync: direct, buf: alignedBuf(headerSlotSize)}
+	if !haveHdr {
+		r.hf.slot, r.hf.cur = 0, h
+		if r.live == nil {
+			// Counter off: a leftover's page, now that the header no
+			// longer names its replica, is just stale.
+			if err := os.Remove(filepath.Join(r.dir, LiveCounterFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}
+	r.hf.slot, r.hf.cur = slot, old
 	return r.hf.write(h)
 }
 

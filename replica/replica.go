@@ -29,8 +29,9 @@ type Options struct {
 	UnmapMarkSnapChainRemoved bool
 
 	// fault, when set, is called before every data write ("write"),
-	// counter update ("counter") and sync ("sync") with the replica
-	// directory; its error is treated as that operation failing (tests only).
+	// counter update ("counter"), sync ("sync") and replica.hdr write
+	// ("header", Open's first one included) with the replica directory;
+	// its error is treated as that operation failing (tests only).
 	fault func(dir, op string) error
 	// rebuilding opens a directory marked Rebuilding (a live rebuild's
 	// write-only member).
