@@ -89,7 +89,7 @@ const depsRules = `
 	sparse < internal/destplan;
 
 	# Limits a sync shares with the node's other work.
-	golang.org/x/sys/unix, golang.org/x/time/rate < qos;
+	golang.org/x/sys/unix, golang.org/x/time/rate, internal/bytesize < qos;
 	sparse, github.com/cespare/xxhash/v2 < internal/blockhash;
 
 	# The two ways to move an image.

@@ -30,13 +30,13 @@ func TestFormat(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	for in, want := range map[string]int64{"0": 0, "512": 512, "4K": 4096, "4KiB": 4096, "4ki": 4096, " 4k ": 4096, "10M": 10 << 20, "2g": 2 << 30, "1T": 1 << 40, "3GB": 3 << 30} {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "4K": 4096, "4KiB": 4096, "4ki": 4096, " 4k ": 4096, "10M": 10 << 20, "2g": 2 << 30, "1T": 1 << 40, "3GB": 3e9, "1.5G": 3 << 29, "100MiB": 100 << 20, "1kb": 1000, "7B": 7} {
 		got, err := Parse(in)
 		if err != nil || got != want {
 			t.Errorf("Parse(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "-1", "K", "1X", "1.5G", "99999999999T", "1P"} {
+	for _, in := range []string{"", "-1", "K", "1X", "99999999999T", "1P", "1e6", "0x10", "1_000", "1.2.3M", ".5K", "5.K", "NaN", "0.1"} {
 		if n, err := Parse(in); err == nil {
 			t.Errorf("Parse(%q) = %d, want an error", in, n)
 		}
