@@ -1,114 +1,83 @@
-package tcpsync
+package wire
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
 
-// Compression selects how DATA frames are compressed.
-type Compression int
-
-const (
-	// CompressAuto compresses with zstd only while the network, not the
-	// CPU, is the bottleneck (the sender is blocked on the socket).
-	CompressAuto Compression = iota
-	// CompressNone sends raw bytes.
-	CompressNone
-	// CompressLZ4 uses LZ4 blocks: low CPU, moderate ratio.
-	CompressLZ4
-	// CompressZstd uses zstd level 1 (SpeedFastest).
-	CompressZstd
-)
-
-func (c Compression) String() string {
-	switch c {
-	case CompressAuto:
-		return "auto"
-	case CompressNone:
-		return "none"
-	case CompressLZ4:
-		return "lz4"
-	case CompressZstd:
-		return "zstd"
-	}
-	return fmt.Sprintf("Compression(%d)", int(c))
-}
-
-// ParseCompression parses "auto", "none", "lz4" or "zstd".
-func ParseCompression(s string) (Compression, error) {
-	for c := CompressAuto; c <= CompressZstd; c++ {
-		if strings.EqualFold(s, c.String()) {
-			return c, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown compression %q (want auto, none, lz4 or zstd)", s)
-}
-
 // A frame is sent compressed only if it shrinks below this fraction (97%).
 const keepNum, keepDen = 97, 100
 
-// encoder compresses DATA payloads; one per sending goroutine.
-type encoder struct {
+// Encoder compresses DATA payloads. The zero value is ready; one per
+// sending goroutine (not safe for concurrent use). Close releases it.
+type Encoder struct {
 	zs *zstd.Encoder
 	lz lz4.Compressor
 }
 
-// compress returns the payload to send and its codec flag; dst is scratch
-// space of at least lz4.CompressBlockBound(len(raw)) bytes.
-func (e *encoder) compress(c Compression, raw, dst []byte) ([]byte, uint8) {
+// Compress returns the payload to send for raw and its codec flag:
+// compressed with codec (FlagCodecLZ4 or FlagCodecZstd) if that shrinks it
+// below 97%, else raw with flag 0 (so with codec 0). dst is scratch space
+// of at least lz4.CompressBlockBound(len(raw)) bytes.
+func (e *Encoder) Compress(codec uint8, raw, dst []byte) ([]byte, uint8) {
 	limit := len(raw) * keepNum / keepDen
-	switch c {
-	case CompressLZ4:
+	switch codec {
+	case FlagCodecLZ4:
 		n, err := e.lz.CompressBlock(raw, dst[:cap(dst)])
 		if err == nil && n > 0 && n < limit {
-			return dst[:n], flagCodecLZ4
+			return dst[:n], FlagCodecLZ4
 		}
-	case CompressZstd:
+	case FlagCodecZstd:
 		if e.zs == nil {
 			e.zs, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-				zstd.WithWindowSize(maxDataPayload), zstd.WithEncoderCRC(false), zstd.WithZeroFrames(true))
+				zstd.WithWindowSize(MaxDataPayload), zstd.WithEncoderCRC(false), zstd.WithZeroFrames(true))
 		}
 		out := e.zs.EncodeAll(raw, dst[:0])
 		if len(out) < limit && cap(out) == cap(dst) {
-			return out, flagCodecZstd
+			return out, FlagCodecZstd
 		}
 	}
 	return raw, 0
 }
 
-func (e *encoder) close() {
+// Close releases the encoder's zstd state.
+func (e *Encoder) Close() {
 	if e.zs != nil {
 		_ = e.zs.Close()
 	}
 }
 
-// decoder decompresses DATA payloads with our limits, never the peer's: one
-// goroutine, a window of at most one frame, output exactly rawLen bytes.
-type decoder struct {
+// Decoder decompresses DATA payloads with our limits, never the peer's:
+// a window of at most one frame, output exactly rawLen bytes. The zero
+// value is ready; one per receiving goroutine (not safe for concurrent
+// use). Close releases it.
+type Decoder struct {
 	zs *zstd.Decoder
 }
 
-func (d *decoder) decompress(flags uint8, payload []byte, rawLen int, dst []byte) ([]byte, error) {
-	switch flags & flagCodecMask {
+// Decompress returns the raw bytes of a DATA payload sent with flags,
+// which must be rawLen bytes (ErrProtocol otherwise); dst is scratch space
+// of at least rawLen bytes.
+func (d *Decoder) Decompress(flags uint8, payload []byte, rawLen int, dst []byte) ([]byte, error) {
+	switch flags & FlagCodecMask {
 	case 0:
 		if len(payload) != rawLen {
 			return nil, fmt.Errorf("%w: raw DATA of %d bytes announced as %d", ErrProtocol, len(payload), rawLen)
 		}
 		return payload, nil
-	case flagCodecLZ4:
+	case FlagCodecLZ4:
 		n, err := lz4.UncompressBlock(payload, dst[:rawLen])
 		if err != nil || n != rawLen {
 			return nil, fmt.Errorf("%w: bad lz4 DATA (%d of %d bytes): %v", ErrProtocol, n, rawLen, err)
 		}
 		return dst[:rawLen], nil
-	case flagCodecZstd:
+	case FlagCodecZstd:
 		if d.zs == nil {
 			var err error
 			d.zs, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-				zstd.WithDecoderMaxMemory(2*maxDataPayload), zstd.WithDecoderMaxWindow(maxDataPayload))
+				zstd.WithDecoderMaxMemory(2*MaxDataPayload), zstd.WithDecoderMaxWindow(MaxDataPayload))
 			if err != nil {
 				return nil, fmt.Errorf("zstd decoder: %w", err)
 			}
@@ -122,7 +91,8 @@ func (d *decoder) decompress(flags uint8, payload []byte, rawLen int, dst []byte
 	return nil, fmt.Errorf("%w: unknown codec in DATA flags %#x", ErrProtocol, flags)
 }
 
-func (d *decoder) close() {
+// Close releases the decoder's zstd state.
+func (d *Decoder) Close() {
 	if d.zs != nil {
 		d.zs.Close()
 	}
