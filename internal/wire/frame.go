@@ -131,32 +131,26 @@ func (d *Dec) need(n int) bool {
 
 // U8 decodes a byte.
 func (d *Dec) U8() uint8 {
-	if !d.need(1) {
-		return 0
+	if b := d.Take(1); b != nil {
+		return b[0]
 	}
-	v := d.B[0]
-	d.B = d.B[1:]
-	return v
+	return 0
 }
 
 // U32 decodes a little-endian uint32.
 func (d *Dec) U32() uint32 {
-	if !d.need(4) {
-		return 0
+	if b := d.Take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
 	}
-	v := binary.LittleEndian.Uint32(d.B)
-	d.B = d.B[4:]
-	return v
+	return 0
 }
 
 // U64 decodes a little-endian uint64.
 func (d *Dec) U64() uint64 {
-	if !d.need(8) {
-		return 0
+	if b := d.Take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
 	}
-	v := binary.LittleEndian.Uint64(d.B)
-	d.B = d.B[8:]
-	return v
+	return 0
 }
 
 // Bytes returns a length-prefixed (u32) byte string of at most limit bytes.
