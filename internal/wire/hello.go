@@ -47,9 +47,9 @@ var magic = [4]byte{'T', 'S', 'Y', 'N'}
 
 // HelloMsg is the body of a HELLO frame.
 type HelloMsg struct {
-	Version  uint8
-	Features uint32
-	Nonce    [32]byte
+	Version  uint8    // the protocol version (Version)
+	Features uint32   // the Feat bits the sender announces
+	Nonce    [32]byte // random, one per handshake: the transcript's freshness
 }
 
 // NewHello returns our HELLO announcing features, with a fresh random
