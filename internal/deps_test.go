@@ -96,8 +96,13 @@ const depsRules = `
 	internal/coldread, internal/destplan, internal/kcopy, internal/syncmark, internal/target, qos
 	< localsync;
 
-	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/syncmark, internal/target, qos,
-	github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
+	# tcpsync's protocol on the wire (frames, codecs, tags, codes):
+	# nothing of sessions, files or budgets.
+	sparse, github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
+	< internal/wire;
+
+	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/syncmark, internal/target,
+	internal/wire, qos
 	< tcpsync;
 
 	# Replicas, and what works on them. The format (replica) moves no
@@ -357,6 +362,8 @@ func TestDependencyRulesCatch(t *testing.T) {
 		{"testing in bench", []listedPackage{pkg("bench", "testing"), std("testing")}, "bench imports testing"},
 		{"test helper in bench", []listedPackage{pkg("bench", module+"/internal/testutil/layout"), pkg("internal/testutil/layout")}, "bench imports internal/testutil/layout"},
 		{"the start check reads files", []listedPackage{pkg("replica/check", module+"/sparse"), pkg("sparse")}, "replica/check imports sparse"},
+		{"the wire knows tcpsync", []listedPackage{pkg("internal/wire", module+"/tcpsync"), pkg("tcpsync")}, "internal/wire imports tcpsync"},
+		{"the wire meters a session", []listedPackage{pkg("internal/wire", module+"/qos"), pkg("qos")}, "internal/wire imports qos"},
 		{"undefined package", []listedPackage{pkg("newpkg")}, "newpkg is not in depsRules"},
 		{"cli library in a library", []listedPackage{pkg("tcpsync", "github.com/spf13/cobra"), listedPackage{ImportPath: "github.com/spf13/cobra"}}, "tcpsync imports github.com/spf13/cobra"},
 	} {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // Connection admission. A connection is "pending" from accept until its
@@ -266,10 +268,10 @@ func (s *Server) release(tc *tracked) {
 // encoded once per server.
 func refusal() []byte {
 	msg := "tcpsync: server busy: too many connections"
-	b := make([]byte, headerLen, headerLen+2+len(msg))
-	b[0] = byte(fError)
+	b := make([]byte, wire.HeaderLen, wire.HeaderLen+2+len(msg))
+	b[0] = byte(wire.Error)
 	binary.LittleEndian.PutUint32(b[4:], uint32(2+len(msg)))
-	b = binary.LittleEndian.AppendUint16(b, codeBusy)
+	b = binary.LittleEndian.AppendUint16(b, wire.CodeBusy)
 	return append(b, msg...)
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // handshakeWith runs the server's handshake against a client that sends
@@ -26,8 +28,8 @@ func handshakeWith(t *testing.T, send func(f *framer) error) error {
 		done <- err
 	}()
 	f := newFramer(cc)
-	require.NoError(t, f.send(fHello, 0, newHello(0).marshal()))
-	_, _, err := f.expect(fHello)
+	require.NoError(t, f.send(wire.Hello, 0, wire.NewHello(0).Marshal()))
+	_, _, err := f.expect(wire.Hello)
 	require.NoError(t, err)
 	require.NoError(t, send(f))
 	return <-done
@@ -38,7 +40,7 @@ func handshakeWith(t *testing.T, send func(f *framer) error) error {
 // login) and as a protocol violation.
 func TestHandshakeOtherFrameIsUnauthorized(t *testing.T) {
 	err := handshakeWith(t, func(f *framer) error {
-		return f.send(fOpen, 0, openBody(opPush, 0, 4096, "x"))
+		return f.send(wire.Open, 0, openBody(opPush, 0, 4096, "x"))
 	})
 	require.ErrorIs(t, err, ErrUnauthorized)
 	require.ErrorIs(t, err, ErrProtocol)

@@ -20,7 +20,7 @@ import (
 // own: a limited sender reads and sends in pieces of its budget
 // (readPiece), so its frames arrive steadily; a limited receiver, whose
 // answers may come long after this side's bytes sat in the socket
-// buffers, reports its work in PROGRESS frames (flagWorked). What is left
+// buffers, reports its work in PROGRESS frames (wire.FlagWorked). What is left
 // is the watchdog's floor of minProgress per idle timeout: a limit below
 // 64 KiB per idle timeout (546 B/s at the default 2 minutes) is a stall.
 type meter struct {

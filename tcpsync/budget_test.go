@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // claimer opens a push from 127.0.0.<host> whose SRCINFO and first,
@@ -30,28 +32,28 @@ func claimer(ctx context.Context, addr string, host int, name string, period tim
 	if _, err := clientHandshake(ctx, f, testToken, false); err != nil {
 		return err
 	}
-	if err := f.send(fOpen, 0, openBody(opPush, 0, 4096, name)); err != nil {
+	if err := f.send(wire.Open, 0, openBody(opPush, 0, 4096, name)); err != nil {
 		return err
 	}
-	if _, _, err := f.expect(fOpened); err != nil {
+	if _, _, err := f.expect(wire.Opened); err != nil {
 		return err
 	}
-	const count = maxExtents
+	const count = wire.MaxExtents
 	m := encodedMap(2*count, count)
-	if err := f.writeFrame(fSrcInfo, 0, srcInfoBody(2*count, 4096, "")); err != nil {
+	if err := f.writeFrame(wire.SrcInfo, 0, srcInfoBody(2*count, 4096, "")); err != nil {
 		return err
 	}
 	// The server answers only with an ERROR: read it on the side.
 	ended := make(chan error, 1)
 	go func() {
-		_, _, err := f.expect(fDstInfo)
+		_, _, err := f.expect(wire.DstInfo)
 		ended <- err
 	}()
 	for i := 0; ; i++ {
-		if (i+1)*maxFrame >= len(m) {
+		if (i+1)*wire.MaxFrame >= len(m) {
 			return errors.New("claimer: the map ran out before the server ended the session")
 		}
-		if err := f.send(fExtents, 0, m[i*maxFrame:(i+1)*maxFrame]); err != nil {
+		if err := f.send(wire.Extents, 0, m[i*wire.MaxFrame:(i+1)*wire.MaxFrame]); err != nil {
 			return <-ended
 		}
 		if i == 0 {

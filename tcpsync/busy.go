@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // Long phases that move no counted byte. Some of a session's work can
@@ -12,8 +14,8 @@ import (
 // source of tens of millions of extents before SRCINFO, the receiver's
 // walk of its target before DSTINFO, and its fdatasync or fsync of a
 // large target (a checkpoint, before the read-back, the commit). While
-// such a phase runs, a side whose peer announced featBusy sends a
-// PROGRESS frame with flagBusy every keepalive interval; the peer takes
+// such a phase runs, a side whose peer announced wire.FeatBusy sends a
+// PROGRESS frame with wire.FlagBusy every keepalive interval; the peer takes
 // each one as progress (its watchdog) and its arrival re-arms the peer's
 // read deadline; the busy side's own watchdog counts the same. A phase that ends within the interval sends nothing.
 //
@@ -23,7 +25,7 @@ import (
 // server's session caps bound what that costs it.
 
 // busyWhile runs fn; while fn runs, if on, put sends one PROGRESS frame
-// with flagBusy every keepalive interval (a quarter of a shorter idle
+// with wire.FlagBusy every keepalive interval (a quarter of a shorter idle
 // timeout). put must be safe to call while fn runs: the framer directly
 // when fn writes nothing, else the session's send queue.
 func busyWhile(f *framer, on bool, put func() error, fn func() error) error {
@@ -72,38 +74,38 @@ func (f *framer) everyKeepalive(send func() error) (stop func()) {
 	}
 }
 
-// busyFrame sends one PROGRESS frame with flagBusy on f (when nothing
+// busyFrame sends one PROGRESS frame with wire.FlagBusy on f (when nothing
 // else writes to it).
 func (f *framer) busyFrame() error {
-	return f.send(fProgress, flagBusy, make([]byte, 8))
+	return f.send(wire.Progress, wire.FlagBusy, make([]byte, 8))
 }
 
-// busyQueued queues one PROGRESS frame with flagBusy on q.
+// busyQueued queues one PROGRESS frame with wire.FlagBusy on q.
 func busyQueued(ctx context.Context, q *sendq) func() error {
 	return func() error {
-		a := q.frame(fProgress)
-		a.flags = flagBusy
+		a := q.frame(wire.Progress)
+		a.flags = wire.FlagBusy
 		a.u64(0)
 		return q.put(ctx, a)
 	}
 }
 
 // expectPast is expect for a frame the peer may precede with PROGRESS
-// frames of flagBusy (featBusy): each is progress, and is skipped.
-func (f *framer) expectPast(t frameType) (uint8, []byte, error) {
+// frames of wire.FlagBusy (wire.FeatBusy): each is progress, and is skipped.
+func (f *framer) expectPast(t wire.Type) (uint8, []byte, error) {
 	for {
 		got, flags, body, err := f.readFrame()
 		if err != nil {
 			return 0, nil, err
 		}
-		if got == fProgress && flags == flagBusy && f.busy {
+		if got == wire.Progress && flags == wire.FlagBusy && f.busy {
 			if err := parseBusy(body); err != nil {
 				return 0, nil, err
 			}
 			f.progress(minProgress)
 			continue
 		}
-		if got == fError {
+		if got == wire.Error {
 			return 0, nil, decodeError(body)
 		}
 		if got != t {
@@ -115,9 +117,9 @@ func (f *framer) expectPast(t frameType) (uint8, []byte, error) {
 
 // parseBusy checks a busy PROGRESS frame's body: one u64, zero.
 func parseBusy(body []byte) error {
-	d := dec{b: body, t: fProgress}
-	n := d.u64()
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.Progress}
+	n := d.U64()
+	if err := d.End(); err != nil {
 		return err
 	}
 	if n != 0 {

@@ -33,7 +33,7 @@ func (s *slowWalkSource) WalkExtents(ctx context.Context, from int64, fn func(sp
 // timeouts (a slow fdatasync or fsync of the target at its commit, and a
 // slow walk of the source before SRCINFO) end in a verified sync at the
 // first attempt, with both sides' sessions clean: the busy side tells its
-// peer it works (featBusy). With a peer that plays one without the
+// peer it works (wire.FeatBusy). With a peer that plays one without the
 // feature, the same sync fails on the idle timeout.
 func TestLongPhasesStayAlive(t *testing.T) {
 	const idle = time.Second
@@ -97,7 +97,7 @@ func TestLongPhasesStayAlive(t *testing.T) {
 				}
 				ev := waitSessions(t, ends, 1, time.Minute)[0]
 				if older {
-					require.Error(t, err, "a peer without featBusy hears nothing for %v", phase)
+					require.Error(t, err, "a peer without wire.FeatBusy hears nothing for %v", phase)
 					return
 				}
 				require.NoError(t, err)

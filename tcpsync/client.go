@@ -16,6 +16,7 @@ import (
 	"time"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/qos"
 )
 
@@ -81,8 +82,8 @@ func (o *Options) withDefaults() (Options, error) {
 	if c.BlockSize == 0 {
 		c.BlockSize = 4096
 	}
-	if !validBlockSize(uint32(c.BlockSize)) || c.BlockSize > maxBlock {
-		return c, fmt.Errorf("block size %d is not a power of two in [%d, %d]", c.BlockSize, minBlock, maxBlock)
+	if !validBlockSize(uint32(c.BlockSize)) || c.BlockSize > wire.MaxBlock {
+		return c, fmt.Errorf("block size %d is not a power of two in [%d, %d]", c.BlockSize, wire.MinBlock, wire.MaxBlock)
 	}
 	if c.MaxAttempts < 0 {
 		return c, fmt.Errorf("max attempts %d is negative (1: no retry, 0: the default)", c.MaxAttempts)
@@ -169,10 +170,10 @@ func Push(ctx context.Context, addr string, src Source, remote string, o *Option
 		return Stats{}, err
 	}
 	return withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
-		if err := f.send(fOpen, 0, openBody(opPush, openFlags(c), uint32(c.BlockSize), remote)); err != nil {
+		if err := f.send(wire.Open, 0, openBody(opPush, openFlags(c), uint32(c.BlockSize), remote)); err != nil {
 			return Stats{}, err
 		}
-		if _, _, err := f.expect(fOpened); err != nil {
+		if _, _, err := f.expect(wire.Opened); err != nil {
 			return Stats{}, err
 		}
 		return sendSource(ctx, f, src, c.params(seed))
@@ -187,10 +188,10 @@ func Pull(ctx context.Context, addr, remote, dst string, o *Options) (Stats, err
 	}
 	return withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
 		flags := openFlags(c) | uint32(c.Compress)<<8
-		if err := f.send(fOpen, 0, openBody(opPull, flags, uint32(c.BlockSize), remote)); err != nil {
+		if err := f.send(wire.Open, 0, openBody(opPull, flags, uint32(c.BlockSize), remote)); err != nil {
 			return Stats{}, err
 		}
-		if _, _, err := f.expect(fOpened); err != nil {
+		if _, _, err := f.expect(wire.Opened); err != nil {
 			return Stats{}, err
 		}
 		// Only now that the server serves the file: a refused pull must not

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // cpuTime is the process's user and system CPU time so far.
@@ -111,11 +113,11 @@ func TestShutdownWithinASecond(t *testing.T) {
 	}
 	// A session that sent SRCINFO and part of a map, then nothing.
 	f, _ := rawSession(t, addr, testToken)
-	require.NoError(t, f.send(fOpen, 0, openBody(opPush, 0, 4096, "mid-map")))
-	_, _, err = f.expect(fOpened)
+	require.NoError(t, f.send(wire.Open, 0, openBody(opPush, 0, 4096, "mid-map")))
+	_, _, err = f.expect(wire.Opened)
 	require.NoError(t, err)
-	require.NoError(t, f.writeFrame(fSrcInfo, 0, srcInfoBody(1<<40, 4096, "")))
-	require.NoError(t, f.send(fExtents, 0, encodedMap(1<<40, 40000)[:maxFrame]))
+	require.NoError(t, f.writeFrame(wire.SrcInfo, 0, srcInfoBody(1<<40, 4096, "")))
+	require.NoError(t, f.send(wire.Extents, 0, encodedMap(1<<40, 40000)[:wire.MaxFrame]))
 	// A real push, in progress (a large file).
 	src := filepath.Join(local, "src")
 	require.NoError(t, writeImage(src, 256<<20, 0.9, 8, 5))

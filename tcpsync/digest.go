@@ -1,6 +1,7 @@
 package tcpsync
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 
 	"github.com/cespare/xxhash/v2"
@@ -50,3 +51,10 @@ func (d *digest) addHash(off int64, n int, h uint64) {
 }
 
 func (d *digest) add(o digest) { d.a += o.a; d.b += o.b }
+
+// digestSeed derives the key of the end-to-end digest from the session
+// seed (itself secret to anyone without the token).
+func digestSeed(seed uint64) uint64 {
+	s := sha256.Sum256(binary.LittleEndian.AppendUint64([]byte("tcpsync/1 digest"), seed))
+	return binary.LittleEndian.Uint64(s[:])
+}

@@ -9,6 +9,10 @@
 //
 // # Protocol
 //
+// The protocol's bytes (frame types and limits, header, HELLO, WINDOW
+// bodies, DATA codecs, tags, error codes) are package internal/wire; this
+// package holds the sessions that speak it.
+//
 // Frames have an 8-byte header (type, flags, reserved, length) and bounded
 // bodies: at most 1 MiB + 64 bytes for DATA, 64 KiB otherwise, 4 KiB in
 // total before authentication. Limits are checked before anything is
@@ -18,29 +22,29 @@
 //	server → client  HELLO
 //	client → server  AUTH  HMAC-SHA256(token, "client" ‖ SHA-256(hellos ‖ TLS exporter))
 //	server → client  AUTH  the same with "server": mutual authentication
-//	then every frame in both directions carries tags (mac.go): AES-GMAC,
-//	or HMAC-SHA256 with a peer without featGMAC:
+//	then every frame in both directions carries tags (internal/wire): AES-GMAC,
+//	or HMAC-SHA256 with a peer without wire.FeatGMAC:
 //	header ‖ 8-byte header tag ‖ body ‖ 16-byte tag, keyed per direction
 //	from the token and the transcript, over a sequence number
 //	client → server  OPEN  push|pull, flags, block size, relative path
 //	server → client  OPENED or ERROR
 //	sender → receiver SRCINFO (size, block size, identity[, data bytes])
 //	receiver → sender DSTINFO (size, quick check, resume offset)
-//	with featWindows in both HELLOs, for each window [lo, hi) of the file:
+//	with wire.FeatWindows in both HELLOs, for each window [lo, hi) of the file:
 //	    sender → receiver   WINDOW(lo, hi, its extents there)
 //	    receiver → sender   WINDOW(lo, hi' <= hi, its own extents there)
 //	    both: newPlan over the window's pieces; the window's chunks (below)
 //	    the next window once every chunk of this one is settled
 //	without (an older peer): EXTENTS (sparse encoding) after each INFO
 //
-// With windows (window.go) a session holds one window of each map (at most
+// With windows (window.go; the WINDOW body is internal/wire's) a session holds one window of each map (at most
 // 32 KiB of encoded map each) whatever the extent count: a window closes at
 // the next block boundary once its extents' encoding passes 16 KiB, and the
 // receiver may close it sooner where its own map is denser. Without them a
 // map crosses whole as EXTENTS frames of 64 KiB, each but the last full; its
 // length is bounded by the receiving side's session memory budget
 // (Server.MaxSessionMemory: 148 bytes an extent, about 2 million extents by
-// default) when both HELLOs announce featWideMaps; a peer without it takes
+// default) when both HELLOs announce wire.FeatWideMaps; a peer without it takes
 // at most 2^20 extents, and a longer map is refused before it is sent
 // (ErrTooManyExtents, never retried).
 //
@@ -60,7 +64,7 @@
 //	sender on HASHES: DATA/ZERO for differing blocks, then FIXEND(k)
 //	sender: DONE(size, digest)      receiver: fdatasync, DONEACK
 //	receiver, while it reads back (ReadBack): PROGRESS(bytes read) every
-//	second at most, if the sender's HELLO announced it (featKeepalive)
+//	second at most, if the sender's HELLO announced it (wire.FeatKeepalive)
 //
 // Block hashes are xxhash64 seeded per session from the authentication
 // transcript, so a writer of the data cannot craft collisions that hide a

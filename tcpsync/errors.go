@@ -2,6 +2,7 @@ package tcpsync
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sparsesync/sparsesync/internal/errtext"
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // Errors of the handshake.
@@ -25,7 +27,7 @@ var (
 	// by group or others.
 	ErrTokenFile = errors.New("tcpsync: bad token file")
 	// ErrVersion means the peer speaks another protocol version.
-	ErrVersion = errors.New("tcpsync: unsupported protocol version")
+	ErrVersion = wire.ErrVersion
 )
 
 // Errors about the remote path.
@@ -49,10 +51,14 @@ var (
 var (
 	// ErrProtocol means the peer sent something the protocol does not allow:
 	// an unknown or unexpected frame, a malformed body, a value out of range.
-	ErrProtocol = errors.New("tcpsync: protocol violation")
+	ErrProtocol = wire.ErrProtocol
 	// ErrFrameTooLarge means a frame header announced more bytes than the
 	// limit for its type. Nothing was allocated for it.
-	ErrFrameTooLarge = errors.New("tcpsync: frame too large")
+	ErrFrameTooLarge = wire.ErrFrameTooLarge
+	// ErrIntegrity means a frame after the handshake failed its authentication
+	// tag: it was changed, dropped, reordered, replayed or forged on the way.
+	// Nothing of it was used.
+	ErrIntegrity = errors.New("tcpsync: integrity check failed: a frame was changed on the way")
 	// ErrVerify means the end-to-end digest of the receiver differs from the
 	// sender's: the target is not identical and is left marked incomplete.
 	ErrVerify = errors.New("tcpsync: verification failed")
@@ -68,10 +74,33 @@ var (
 	// there (HTTP, SSH, ...). It is permanent: no retry would change it.
 	ErrNotSparsesync = errors.New("tcpsync: not a sparsesync server")
 	// ErrTooManyExtents means the source has more data extents than one
-	// map may carry on the wire (maxExtents). It is permanent: said before
+	// map may carry on the wire (wire.MaxExtents). It is permanent: said before
 	// anything is sent, never retried.
 	ErrTooManyExtents = errors.New("tcpsync: too many data extents for the protocol")
 )
+
+// integrityErr is a frame whose tag (of what: its header, or its type's
+// body) did not match, the seq-th of its direction.
+func integrityErr(what string, seq uint64) error {
+	return fmt.Errorf("%w (%s of frame %d)", ErrIntegrity, what, seq)
+}
+
+// decodeError turns an ERROR frame's body into the peer's error.
+func decodeError(body []byte) error {
+	if len(body) < 2 {
+		return fmt.Errorf("%w: short ERROR frame", ErrProtocol)
+	}
+	return remoteError(binary.LittleEndian.Uint16(body), string(body[2:]))
+}
+
+// unexpected is io.ErrUnexpectedEOF for io.EOF: the connection ended in
+// the middle of a frame or exchange.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
 
 // notSparsesync says what a server that is not ours answered: the first
 // bytes it sent, made printable.
@@ -92,45 +121,26 @@ func notSparsesync(addr string, answer []byte) error {
 	return fmt.Errorf("%w: %s answered %q", ErrNotSparsesync, addr, strings.TrimSpace(string(b)))
 }
 
-// Wire error codes, carried in ERROR frames.
-const (
-	codeInternal uint16 = iota + 1
-	codeProtocol
-	codeUnauthorized
-	codeBadPath
-	codeOutside
-	codeNotRegular
-	codeNotFound
-	codeBusy
-	codeVerify
-	codeTooLarge
-	codeShutdown
-	codeVersion
-	codeSourceChanged
-	codeIntegrity
-	codeStalled
-	codeTooManyExtents
-)
-
+// codeSentinels pairs the wire's error codes with our sentinels.
 var codeSentinels = []struct {
 	code uint16
 	err  error
 }{
-	{codeProtocol, ErrProtocol},
-	{codeUnauthorized, ErrUnauthorized},
-	{codeBadPath, ErrBadPath},
-	{codeOutside, ErrPathOutsideRoot},
-	{codeNotRegular, ErrNotRegular},
-	{codeNotFound, ErrNotFound},
-	{codeBusy, ErrBusy},
-	{codeVerify, ErrVerify},
-	{codeTooLarge, ErrFrameTooLarge},
-	{codeShutdown, ErrShutdown},
-	{codeVersion, ErrVersion},
-	{codeSourceChanged, ErrSourceChanged},
-	{codeIntegrity, ErrIntegrity},
-	{codeStalled, ErrStalled},
-	{codeTooManyExtents, ErrTooManyExtents},
+	{wire.CodeProtocol, ErrProtocol},
+	{wire.CodeUnauthorized, ErrUnauthorized},
+	{wire.CodeBadPath, ErrBadPath},
+	{wire.CodeOutside, ErrPathOutsideRoot},
+	{wire.CodeNotRegular, ErrNotRegular},
+	{wire.CodeNotFound, ErrNotFound},
+	{wire.CodeBusy, ErrBusy},
+	{wire.CodeVerify, ErrVerify},
+	{wire.CodeTooLarge, ErrFrameTooLarge},
+	{wire.CodeShutdown, ErrShutdown},
+	{wire.CodeVersion, ErrVersion},
+	{wire.CodeSourceChanged, ErrSourceChanged},
+	{wire.CodeIntegrity, ErrIntegrity},
+	{wire.CodeStalled, ErrStalled},
+	{wire.CodeTooManyExtents, ErrTooManyExtents},
 }
 
 // errorCode maps an error to its wire code (one of a pair with remoteError).
@@ -140,7 +150,7 @@ func errorCode(err error) uint16 {
 			return c.code
 		}
 	}
-	return codeInternal
+	return wire.CodeInternal
 }
 
 // RemoteError is an error the peer reported in an ERROR frame. It matches
@@ -186,8 +196,8 @@ func wireText(err error) string {
 // embeddings, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E,
 // U+200F, U+061C) that reorder what a terminal shows.
 func sanitize(s string) string {
-	if len(s) > maxErrorText {
-		s = s[:maxErrorText]
+	if len(s) > wire.MaxErrorText {
+		s = s[:wire.MaxErrorText]
 	}
 	var b strings.Builder
 	for i, r := range s {
@@ -257,7 +267,7 @@ func (e *hangupError) Unwrap() error { return e.err }
 func retryable(err error, reached bool) bool {
 	var re *RemoteError
 	if errors.As(err, &re) {
-		return re.Code == codeBusy || re.Code == codeShutdown
+		return re.Code == wire.CodeBusy || re.Code == wire.CodeShutdown
 	}
 	if errors.Is(err, context.Canceled) {
 		return false

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -20,7 +21,7 @@ import (
 //
 //	source → client  SRCINFO (size, block size, identity) + EXTENTS
 //	source → client  MANIFEST frames: 16 bytes per piece, the first half of
-//	                 the SHA-256 of the piece's data (flagLast ends them)
+//	                 the SHA-256 of the piece's data (wire.FlagLast ends them)
 //	client → source  FETCH(k, seed, bitmap of the blocks it holds, their
 //	                 seeded xxhash64s)
 //	source → client  DATA/ZERO for the piece's blocks the client lacks or
@@ -156,7 +157,7 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 		return st, err
 	}
 	defer file.Close()
-	if err := f.send(fOpened, 0); err != nil {
+	if err := f.send(wire.Opened, 0); err != nil {
 		return st, err
 	}
 	if err := src.refresh(ctx); err != nil {
@@ -171,14 +172,14 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 		return st, fmt.Errorf("%w: extent map of size %d for a source of %d", ErrSourceChanged, m.Size(), size)
 	}
 	ident := src.Identity()
-	if len(ident) > maxIdentity {
-		ident = ident[:maxIdentity]
+	if len(ident) > wire.MaxIdentity {
+		ident = ident[:wire.MaxIdentity]
 	}
 	b := binary.LittleEndian.AppendUint64(nil, uint64(size))
 	b = binary.LittleEndian.AppendUint32(b, bs)
 	b = binary.LittleEndian.AppendUint32(b, 0)
-	b = appendBytes(b, []byte(ident))
-	if err := f.writeFrame(fSrcInfo, 0, b); err != nil {
+	b = wire.AppendBytes(b, []byte(ident))
+	if err := f.writeFrame(wire.SrcInfo, 0, b); err != nil {
 		return st, err
 	}
 	if err := sendMap(f, m); err != nil {
@@ -198,12 +199,12 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 	key := fmt.Sprintf("%s:%d:%x", ident, bs, mapSum)
 	if cached := s.manifests.get(key); cached != nil {
 		for len(cached) > manifestPerFrame*pieceSumLen {
-			if err := f.send(fManifest, 0, cached[:manifestPerFrame*pieceSumLen]); err != nil {
+			if err := f.send(wire.Manifest, 0, cached[:manifestPerFrame*pieceSumLen]); err != nil {
 				return st, err
 			}
 			cached = cached[manifestPerFrame*pieceSumLen:]
 		}
-		if err := f.send(fManifest, flagLast, cached); err != nil {
+		if err := f.send(wire.Manifest, wire.FlagLast, cached); err != nil {
 			return st, err
 		}
 	} else {
@@ -219,17 +220,17 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 			return st, err
 		}
 		switch t {
-		case fFetch:
+		case wire.Fetch:
 			if err := s.servePiece(ctx, f, src, ps, buf, body, &st); err != nil {
 				return st, err
 			}
-		case fDone:
+		case wire.Done:
 			if len(body) != 0 {
 				return st, fmt.Errorf("%w: DONE of %d bytes in a fetch", ErrProtocol, len(body))
 			}
 			st.Verified = true
-			return st, f.send(fDoneAck, 0)
-		case fError:
+			return st, f.send(wire.DoneAck, 0)
+		case wire.Error:
 			return st, decodeError(body)
 		default:
 			return st, fmt.Errorf("%w: %s in a fetch", ErrProtocol, t)
@@ -258,7 +259,7 @@ func (s *Server) sendManifest(ctx context.Context, f *framer, src *FileSource, p
 		}
 		f.progress(n)
 		if len(out) == manifestPerFrame*pieceSumLen || time.Since(last) > time.Second {
-			if err := f.send(fManifest, 0, out); err != nil {
+			if err := f.send(wire.Manifest, 0, out); err != nil {
 				return nil, err
 			}
 			out, last = out[:0], time.Now()
@@ -270,7 +271,7 @@ func (s *Server) sendManifest(ctx context.Context, f *framer, src *FileSource, p
 	if len(all) != ps.n*pieceSumLen {
 		all = nil // larger than the whole cache
 	}
-	return all, f.send(fManifest, flagLast, out)
+	return all, f.send(wire.Manifest, wire.FlagLast, out)
 }
 
 // manifestCacheBytes bounds a server's cached manifests (16 bytes per 4 MiB
@@ -319,16 +320,16 @@ func (c *manifestCache) put(key string, sums []byte) {
 }
 
 // servePiece answers one FETCH: the piece's blocks the client lacks or
-// holds differently, as DATA (runs of up to maxDataPayload) and ZERO, then
+// holds differently, as DATA (runs of up to wire.MaxDataPayload) and ZERO, then
 // PIECEEND.
 func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps *fetchPieces, buf, body []byte, st *Stats) error {
-	d := dec{b: body, t: fFetch}
-	k, seed, nbits := d.u32(), d.u64(), d.u32()
-	if d.err == nil && int64(k) >= int64(ps.n) {
+	d := wire.Dec{B: body, T: wire.Fetch}
+	k, seed, nbits := d.U32(), d.U64(), d.U32()
+	if d.Err == nil && int64(k) >= int64(ps.n) {
 		return fmt.Errorf("%w: FETCH of piece %d of %d", ErrProtocol, k, ps.n)
 	}
-	if d.err != nil {
-		return d.err
+	if d.Err != nil {
+		return d.Err
 	}
 	ext, n := ps.piece(int(k))
 	nblocks := int(min(ps.per, ps.nblocks-int64(k)*ps.per))
@@ -337,19 +338,18 @@ func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps 
 		if int(nbits) != nblocks {
 			return fmt.Errorf("%w: FETCH of piece %d with %d blocks, it has %d", ErrProtocol, k, nbits, nblocks)
 		}
-		if !d.need((nblocks + 7) / 8) {
-			return d.err
+		if bitmap = d.Take((nblocks + 7) / 8); d.Err != nil {
+			return d.Err
 		}
-		bitmap, d.b = d.b[:(nblocks+7)/8], d.b[(nblocks+7)/8:]
 	}
 	held := 0
 	for _, c := range bitmap {
 		held += bits.OnesCount8(c)
 	}
-	if len(d.b) != 8*held {
-		return fmt.Errorf("%w: FETCH of piece %d with %d hash bytes for %d blocks held", ErrProtocol, k, len(d.b), held)
+	if len(d.B) != 8*held {
+		return fmt.Errorf("%w: FETCH of piece %d with %d hash bytes for %d blocks held", ErrProtocol, k, len(d.B), held)
 	}
-	theirs := d.b
+	theirs := d.B
 	if err := readPiece(ctx, src, ext, buf[:n], f.m.read); err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps 
 		}
 		hdr := binary.LittleEndian.AppendUint64(nil, uint64(runOff))
 		hdr = binary.LittleEndian.AppendUint32(hdr, uint32(runLen))
-		if err := f.writeFrame(fData, 0, hdr, buf[runAt:runAt+runLen]); err != nil {
+		if err := f.writeFrame(wire.Data, 0, hdr, buf[runAt:runAt+runLen]); err != nil {
 			return err
 		}
 		st.CopiedBytes += runLen
@@ -393,9 +393,9 @@ func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps 
 			z = binary.LittleEndian.AppendUint64(z, uint64(bn))
 			st.ZeroBytes += bn
 			f.progress(bn)
-			return f.writeFrame(fZero, 0, z)
+			return f.writeFrame(wire.Zero, 0, z)
 		}
-		if runLen > 0 && (runOff+runLen != off || runLen+bn > maxDataPayload) {
+		if runLen > 0 && (runOff+runLen != off || runLen+bn > wire.MaxDataPayload) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -412,5 +412,5 @@ func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps 
 	if err != nil {
 		return err
 	}
-	return f.send(fPieceEnd, 0, binary.LittleEndian.AppendUint32(nil, k))
+	return f.send(wire.PieceEnd, 0, binary.LittleEndian.AppendUint32(nil, k))
 }

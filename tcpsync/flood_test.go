@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // countHandler counts log records at WARN or above.
@@ -234,5 +236,5 @@ func TestRefusalIsCheap(t *testing.T) {
 	t.Logf("%d bytes allocated per refused connection; the refusal: %d bytes", per, len(got))
 	require.Less(t, per, uint64(16<<10))
 	require.Len(t, got, 52)
-	require.ErrorIs(t, decodeError(got[headerLen:]), ErrBusy)
+	require.ErrorIs(t, decodeError(got[wire.HeaderLen:]), ErrBusy)
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/qos"
 )
 
@@ -32,11 +33,11 @@ type framer struct {
 	r    *bufio.Reader
 	w    *bufio.Writer
 	rbuf []byte
-	hdr  [headerLen]byte
+	hdr  [wire.HeaderLen]byte
 	// heardFrame is set once a valid frame header arrived: the peer
 	// speaks our protocol (firstBytes is only of use before).
 	heardFrame bool
-	whdr       [headerLen]byte
+	whdr       [wire.HeaderLen]byte
 	in, out    *counter
 	// budget, when positive, is how many more bytes may be read (pre-auth).
 	budget int
@@ -48,35 +49,35 @@ type framer struct {
 	m *meter
 	// mem, when set, is the session's memory budget.
 	mem *sessionMem
-	// keepalive says the peer understands PROGRESS frames (featKeepalive
+	// keepalive says the peer understands PROGRESS frames (wire.FeatKeepalive
 	// in its HELLO).
 	keepalive bool
-	// worked says the peer understands PROGRESS frames with flagWorked
-	// (featWorked in its HELLO).
+	// worked says the peer understands PROGRESS frames with wire.FlagWorked
+	// (wire.FeatWorked in its HELLO).
 	worked bool
-	// wideMaps says the peer takes extent maps of more than maxExtents
-	// entries (featWideMaps in both HELLOs); narrowMaps makes this side
+	// wideMaps says the peer takes extent maps of more than wire.MaxExtents
+	// entries (wire.FeatWideMaps in both HELLOs); narrowMaps makes this side
 	// play an older peer that does not (tests).
 	wideMaps, narrowMaps bool
-	// gmac says frames are tagged with AES-GMAC (featGMAC in both
+	// gmac says frames are tagged with AES-GMAC (wire.FeatGMAC in both
 	// HELLOs); hmacOnly makes this side play an older peer without it
 	// (tests).
 	gmac, hmacOnly bool
-	// busy says the peer takes PROGRESS frames with flagBusy (featBusy in
+	// busy says the peer takes PROGRESS frames with wire.FlagBusy (wire.FeatBusy in
 	// both HELLOs); notBusy makes this side play a peer without it
 	// (tests).
 	busy, notBusy bool
-	// windows says both HELLOs announce featWindows: the maps cross a
+	// windows says both HELLOs announce wire.FeatWindows: the maps cross a
 	// window at a time (window.go); noWindows makes this side play a peer
 	// without it (tests).
 	windows, noWindows bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
-	smac, rmac *macer
+	smac, rmac *wire.MAC
 	// sentBytes and sentSeq are the bytes on the socket and smac's
 	// sequence number at the last flush that emptied the writer.
 	sentBytes int64
 	sentSeq   uint64
-	htag      [headerTagLen]byte
+	htag      [wire.HeaderTagLen]byte
 }
 
 type countingConn struct {
@@ -193,7 +194,7 @@ func newFramer(c net.Conn) *framer {
 	in, out := new(counter), new(counter)
 	cc := countingConn{c, in, out, new(sessionConn)}
 	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: bufio.NewWriterSize(cc, preAuthBuf), in: in, out: out,
-		rbuf: make([]byte, 0, maxPreAuth)}
+		rbuf: make([]byte, 0, wire.MaxPreAuth)}
 }
 
 // grow gives the framer its session buffers, once the peer is
@@ -238,7 +239,7 @@ func (f *framer) firstBytes() []byte {
 // readFrame reads one frame. The body is valid until the next readFrame.
 // Sizes are checked against the type's limit (and the pre-auth budget)
 // before any buffer grows.
-func (f *framer) readFrame() (frameType, uint8, []byte, error) {
+func (f *framer) readFrame() (wire.Type, uint8, []byte, error) {
 	if f.idle > 0 {
 		_ = f.cc.SetReadDeadline(time.Now().Add(f.idle))
 	}
@@ -250,36 +251,36 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 		if _, err := io.ReadFull(f.r, f.htag[:]); err != nil {
 			return 0, 0, nil, fmt.Errorf("reading frame header: %w", unexpected(err))
 		}
-		if !hmac.Equal(f.htag[:], f.rmac.headerTag(f.hdr[:])) {
-			return 0, 0, nil, integrityErr("header", f.rmac.seq)
+		if !hmac.Equal(f.htag[:], f.rmac.HeaderTag(f.hdr[:])) {
+			return 0, 0, nil, integrityErr("header", f.rmac.Seq())
 		}
-		tagLen = bodyTagLen
+		tagLen = wire.BodyTagLen
 	}
-	t, flags, n, err := parseHeader(f.hdr[:])
+	t, flags, n, err := wire.ParseHeader(f.hdr[:])
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	f.heardFrame = true
 	if f.budget > 0 {
-		if headerLen+n > f.budget {
+		if wire.HeaderLen+n > f.budget {
 			return 0, 0, nil, fmt.Errorf("%w: %s frame of %d bytes before authentication (budget %d)", ErrFrameTooLarge, t, n, f.budget)
 		}
-		f.budget -= headerLen + n
+		f.budget -= wire.HeaderLen + n
 	}
 	// The buffer holds header ‖ body ‖ tag, so the body tag is computed
 	// over one slice (GMAC takes its message whole).
-	if cap(f.rbuf) < headerLen+n+tagLen {
-		f.rbuf = make([]byte, 0, max(headerLen+n+tagLen, min(2*cap(f.rbuf), headerLen+maxDataFrame+bodyTagLen)))
+	if cap(f.rbuf) < wire.HeaderLen+n+tagLen {
+		f.rbuf = make([]byte, 0, max(wire.HeaderLen+n+tagLen, min(2*cap(f.rbuf), wire.HeaderLen+wire.MaxDataFrame+wire.BodyTagLen)))
 	}
-	frame := f.rbuf[:headerLen+n+tagLen]
+	frame := f.rbuf[:wire.HeaderLen+n+tagLen]
 	copy(frame, f.hdr[:])
-	body := frame[headerLen:]
+	body := frame[wire.HeaderLen:]
 	if _, err := io.ReadFull(f.r, body); err != nil {
 		return 0, 0, nil, fmt.Errorf("reading %s body: %w", t, unexpected(err))
 	}
 	if f.rmac != nil {
-		seq := f.rmac.seq
-		if !hmac.Equal(body[n:], f.rmac.frameTag(frame[:headerLen+n])) {
+		seq := f.rmac.Seq()
+		if !hmac.Equal(body[n:], f.rmac.FrameTag(frame[:wire.HeaderLen+n])) {
 			return 0, 0, nil, integrityErr(t.String(), seq)
 		}
 	}
@@ -287,21 +288,20 @@ func (f *framer) readFrame() (frameType, uint8, []byte, error) {
 }
 
 // writeFrame buffers one frame; parts are concatenated into its body.
-func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
+func (f *framer) writeFrame(t wire.Type, flags uint8, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
 		n += len(p)
 	}
-	if n > frameLimit(t) || n > math.MaxUint32 {
+	if n > t.Limit() || n > math.MaxUint32 {
 		return fmt.Errorf("internal: %s frame of %d bytes over the limit", t, n)
 	}
-	f.whdr = [headerLen]byte{byte(t), flags}
-	binary.LittleEndian.PutUint32(f.whdr[4:], uint32(n))
+	wire.PutHeader(&f.whdr, t, flags, n)
 	if _, err := f.w.Write(f.whdr[:]); err != nil {
 		return fmt.Errorf("writing %s: %w", t, err)
 	}
 	if f.smac != nil {
-		if _, err := f.w.Write(f.smac.headerTag(f.whdr[:])); err != nil {
+		if _, err := f.w.Write(f.smac.HeaderTag(f.whdr[:])); err != nil {
 			return fmt.Errorf("writing %s: %w", t, err)
 		}
 	}
@@ -311,7 +311,7 @@ func (f *framer) writeFrame(t frameType, flags uint8, parts ...[]byte) error {
 		}
 	}
 	if f.smac != nil {
-		if _, err := f.w.Write(f.smac.bodyTag(f.whdr[:], parts...)); err != nil {
+		if _, err := f.w.Write(f.smac.BodyTag(f.whdr[:], parts...)); err != nil {
 			return fmt.Errorf("writing %s: %w", t, err)
 		}
 	}
@@ -325,13 +325,13 @@ func (f *framer) flush() error {
 	// Every frame tagged so far is on the socket, whole.
 	f.sentBytes = f.out.n.Load()
 	if f.smac != nil {
-		f.sentSeq = f.smac.seq
+		f.sentSeq = f.smac.Seq()
 	}
 	return nil
 }
 
 // send writes one frame and flushes it.
-func (f *framer) send(t frameType, flags uint8, parts ...[]byte) error {
+func (f *framer) send(t wire.Type, flags uint8, parts ...[]byte) error {
 	if err := f.writeFrame(t, flags, parts...); err != nil {
 		return err
 	}
@@ -346,7 +346,7 @@ func (f *framer) sendError(err error) {
 	b := binary.LittleEndian.AppendUint16(nil, errorCode(err))
 	b = append(b, msg...)
 	_ = f.c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	if f.send(fError, 0, b) == nil {
+	if f.send(wire.Error, 0, b) == nil {
 		return
 	}
 	// The session's own writes were cut when it failed (its deadline set
@@ -361,19 +361,19 @@ func (f *framer) sendError(err error) {
 	// good ERROR as a forged frame).
 	f.w.Reset(f.cc)
 	if f.smac != nil && f.out.n.Load() == f.sentBytes {
-		f.smac.seq = f.sentSeq
+		f.smac.SetSeq(f.sentSeq)
 	}
-	_ = f.send(fError, 0, b)
+	_ = f.send(wire.Error, 0, b)
 }
 
 // expect reads the next frame and requires type t; an ERROR frame becomes a
 // *RemoteError.
-func (f *framer) expect(t frameType) (uint8, []byte, error) {
+func (f *framer) expect(t wire.Type) (uint8, []byte, error) {
 	got, flags, body, err := f.readFrame()
 	if err != nil {
 		return 0, nil, err
 	}
-	if got == fError {
+	if got == wire.Error {
 		return 0, nil, decodeError(body)
 	}
 	if got != t {
@@ -405,11 +405,11 @@ func (f *framer) authenticate(token, t []byte, client bool) error {
 	if f.gmac {
 		label = "gmac"
 	}
-	c2s, err := f.newMacer(proof(token, label+" c2s", t))
+	c2s, err := f.newMacer(wire.Proof(token, label+" c2s", t))
 	if err != nil {
 		return err
 	}
-	s2c, err := f.newMacer(proof(token, label+" s2c", t))
+	s2c, err := f.newMacer(wire.Proof(token, label+" s2c", t))
 	if err != nil {
 		return err
 	}
@@ -421,10 +421,10 @@ func (f *framer) authenticate(token, t []byte, client bool) error {
 	return nil
 }
 
-// newMacer returns a macer of the kind the peers agreed on.
-func (f *framer) newMacer(key []byte) (*macer, error) {
+// newMacer returns a wire.MAC of the kind the peers agreed on.
+func (f *framer) newMacer(key []byte) (*wire.MAC, error) {
 	if f.gmac {
-		return newGMACer(key)
+		return wire.NewGMAC(key)
 	}
-	return newMacer(key), nil
+	return wire.NewHMAC(key), nil
 }

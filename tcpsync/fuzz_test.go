@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // streamConn is a net.Conn that reads a fixed byte stream and discards writes.
@@ -47,7 +48,7 @@ func (c *teeConn) Write(b []byte) (int, error) {
 
 // recordSenderStream runs a real sync over net.Pipe and returns the bytes
 // the sender sent: a realistic seed for the receiver fuzzer; with windows,
-// both sides take the maps in windows (featWindows).
+// both sides take the maps in windows (wire.FeatWindows).
 func recordSenderStream(t testing.TB, dir string, l layout.Layout, dstL *layout.Layout, windows ...bool) []byte {
 	src := filepath.Join(dir, "seed-src")
 	layout.Create(t, src, l)
@@ -151,7 +152,7 @@ func fuzzReceive(t *testing.T, dir string, dstL layout.Layout, stream []byte, wi
 }
 
 // FuzzReceiverWindows is FuzzReceiver for a receiver that takes the maps
-// in windows (featWindows).
+// in windows (wire.FeatWindows).
 func FuzzReceiverWindows(f *testing.F) {
 	dir := f.TempDir()
 	small := layout.Layout{Size: 70_000, Data: layout.Ranges(0, 5000, 20_000, 9000, 65_536, 4464)}
@@ -163,47 +164,47 @@ func FuzzReceiverWindows(f *testing.F) {
 
 // FuzzFrame reads frames from arbitrary bytes and decodes every body kind.
 func FuzzFrame(f *testing.F) {
-	f.Add([]byte{byte(fData), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
-	f.Add([]byte{byte(fExtents), flagLast, 0, 0, 3, 0, 0, 0, 1, 0, 0})
-	f.Add([]byte{byte(fError), 0, 0, 0, 4, 0, 0, 0, 2, 0, 'h', 'i'})
-	f.Add([]byte{byte(fHello), 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
-	writeSeed(f, "FuzzFrame", "data", []byte{byte(fData), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{byte(wire.Data), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{byte(wire.Extents), wire.FlagLast, 0, 0, 3, 0, 0, 0, 1, 0, 0})
+	f.Add([]byte{byte(wire.Error), 0, 0, 0, 4, 0, 0, 0, 2, 0, 'h', 'i'})
+	f.Add([]byte{byte(wire.Hello), 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	writeSeed(f, "FuzzFrame", "data", []byte{byte(wire.Data), 0, 0, 0, 12, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr := newFramer(newStreamConn(b))
-		fr.budget = maxPreAuth * 4
+		fr.budget = wire.MaxPreAuth * 4
 		for range 64 {
 			ft, _, body, err := fr.readFrame()
 			if err != nil {
 				return
 			}
-			if len(body) > frameLimit(ft) {
+			if len(body) > ft.Limit() {
 				t.Fatalf("%s body of %d bytes over its limit", ft, len(body))
 			}
-			d := dec{b: body, t: ft}
+			d := wire.Dec{B: body, T: ft}
 			switch ft {
-			case fHello:
-				_, _ = parseHello(body)
-			case fError:
+			case wire.Hello:
+				_, _ = wire.ParseHello(body)
+			case wire.Error:
 				_ = decodeError(body)
-			case fOpen:
-				d.u8()
-				d.u32()
-				d.u32()
-				d.bytes(2 * maxPath)
-				_ = d.end()
-			case fSrcInfo:
-				d.u64()
-				d.u32()
-				d.u32()
-				d.bytes(maxIdentity)
-				_ = d.end()
-			case fDoneAck:
+			case wire.Open:
+				d.U8()
+				d.U32()
+				d.U32()
+				d.Bytes(2 * wire.MaxPath)
+				_ = d.End()
+			case wire.SrcInfo:
+				d.U64()
+				d.U32()
+				d.U32()
+				d.Bytes(wire.MaxIdentity)
+				_ = d.End()
+			case wire.DoneAck:
 				_, _ = parseDoneAck(body)
-			case fWindow:
-				_, _, _ = parseWindow(body, 0, maxSize, 4096)
-			case fData, fZero, fSegEnd, fHashes:
-				for d.err == nil {
-					d.u64()
+			case wire.Window:
+				_, _, _ = wire.ParseWindow(body, 0, wire.MaxSize, 4096)
+			case wire.Data, wire.Zero, wire.SegEnd, wire.Hashes:
+				for d.Err == nil {
+					d.U64()
 				}
 			}
 		}
@@ -213,19 +214,19 @@ func FuzzFrame(f *testing.F) {
 // FuzzHandshake plays arbitrary client bytes against the server handshake:
 // without the token nobody gets through.
 func FuzzHandshake(f *testing.F) {
-	ch := newHello(0).marshal()
+	ch := wire.NewHello(0).Marshal()
 	var seed bytes.Buffer
 	fw := newFramer(&streamConn{r: bytes.NewReader(nil)})
 	fw.w.Reset(&seed)
-	_ = fw.writeFrame(fHello, 0, ch)
-	_ = fw.writeFrame(fAuth, 0, make([]byte, 32))
+	_ = fw.writeFrame(wire.Hello, 0, ch)
+	_ = fw.writeFrame(wire.Auth, 0, make([]byte, 32))
 	_ = fw.flush()
 	writeSeed(f, "FuzzHandshake", "hello-auth", seed.Bytes())
 	f.Add(seed.Bytes())
 	f.Add([]byte("TSYN"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr := newFramer(newStreamConn(b))
-		fr.budget = maxPreAuth
+		fr.budget = wire.MaxPreAuth
 		_, err := serverHandshake(context.Background(), fr, testToken, false, 0)
 		if err == nil {
 			t.Fatal("handshake succeeded without the token")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // helloOnly dials addr and exchanges HELLOs by hand: when it returns, the
@@ -18,9 +20,9 @@ func helloOnly(t *testing.T, addr string) (*framer, []byte, []byte) {
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	f := newFramer(c)
-	ch := newHello(0).marshal()
-	require.NoError(t, f.send(fHello, 0, ch))
-	_, sb, err := f.expect(fHello)
+	ch := wire.NewHello(0).Marshal()
+	require.NoError(t, f.send(wire.Hello, 0, ch))
+	_, sb, err := f.expect(wire.Hello)
 	require.NoError(t, err)
 	return f, ch, bytes.Clone(sb)
 }
@@ -35,15 +37,15 @@ func TestWrongClientProofAlone(t *testing.T) {
 	addr, _ := startServer(t, root, nil)
 	f, ch, sh := helloOnly(t, addr)
 	tr := transcript(f, ch, sh)
-	wrong := proof([]byte("not-the-token-but-as-long-as-one-0123456789"), "client", tr)
-	require.Len(t, wrong, len(proof(testToken, "client", tr)))
-	require.NoError(t, f.send(fAuth, 0, wrong))
-	_, _, err := f.expect(fAuth)
+	wrong := wire.Proof([]byte("not-the-token-but-as-long-as-one-0123456789"), "client", tr)
+	require.Len(t, wrong, len(wire.Proof(testToken, "client", tr)))
+	require.NoError(t, f.send(wire.Auth, 0, wrong))
+	_, _, err := f.expect(wire.Auth)
 	require.ErrorIs(t, err, ErrUnauthorized)
 	require.ErrorContains(t, err, "wrong client proof")
 	// Nothing after it is served.
-	_ = f.send(fOpen, 0, openBody(opPush, 0, 4096, "x"))
-	_, _, err = f.expect(fOpened)
+	_ = f.send(wire.Open, 0, openBody(opPush, 0, 4096, "x"))
+	_, _, err = f.expect(wire.Opened)
 	require.Error(t, err)
 	require.NoFileExists(t, root+"/x")
 
@@ -51,8 +53,8 @@ func TestWrongClientProofAlone(t *testing.T) {
 	// refusal above was the proof's, not the frames'.
 	f, ch, sh = helloOnly(t, addr)
 	tr = transcript(f, ch, sh)
-	require.NoError(t, f.send(fAuth, 0, proof(testToken, "client", tr)))
-	_, sp, err := f.expect(fAuth)
+	require.NoError(t, f.send(wire.Auth, 0, wire.Proof(testToken, "client", tr)))
+	_, sp, err := f.expect(wire.Auth)
 	require.NoError(t, err)
-	require.Equal(t, proof(testToken, "server", tr), sp)
+	require.Equal(t, wire.Proof(testToken, "server", tr), sp)
 }

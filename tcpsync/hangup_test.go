@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -97,7 +98,7 @@ func TestHangupHintOnlyWhenAlwaysTheSame(t *testing.T) {
 		first := n.Add(1) == 1
 		go func() {
 			defer s.Close()
-			_, _ = io.ReadFull(s, make([]byte, headerLen+helloLen))
+			_, _ = io.ReadFull(s, make([]byte, wire.HeaderLen+wire.HelloLen))
 			if first {
 				_, _ = s.Write(refusal())
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -58,7 +59,7 @@ func srcInfoBody(size uint64, bs uint32, ident string) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, size)
 	b = binary.LittleEndian.AppendUint32(b, bs)
 	b = binary.LittleEndian.AppendUint32(b, 0)
-	return appendBytes(b, []byte(ident))
+	return wire.AppendBytes(b, []byte(ident))
 }
 
 func dstInfoBody(size uint64, resume uint64) []byte {
@@ -92,16 +93,16 @@ func TestEarlyDoneAckEndsPull(t *testing.T) {
 	const n = 8
 	for range n {
 		f, c := rawSession(t, addr, testToken)
-		require.NoError(t, f.send(fOpen, 0, openBody(opPull, 0, 4096, "img")))
-		_, _, err := f.expect(fOpened)
+		require.NoError(t, f.send(wire.Open, 0, openBody(opPull, 0, 4096, "img")))
+		_, _, err := f.expect(wire.Opened)
 		require.NoError(t, err)
-		_, _, err = f.expect(fSrcInfo)
+		_, _, err = f.expect(wire.SrcInfo)
 		require.NoError(t, err)
 		_, err = readMap(f, srcMap.Size())
 		require.NoError(t, err)
-		require.NoError(t, f.writeFrame(fDstInfo, 0, dstInfoBody(uint64(srcMap.Size()), 0)))
+		require.NoError(t, f.writeFrame(wire.DstInfo, 0, dstInfoBody(uint64(srcMap.Size()), 0)))
 		sendMapRaw(t, f, srcMap)
-		require.NoError(t, f.send(fDoneAck, 0, make([]byte, 24)))
+		require.NoError(t, f.send(wire.DoneAck, 0, make([]byte, 24)))
 		time.AfterFunc(500*time.Millisecond, func() { c.Close() })
 	}
 	evs := waitSessions(t, ends, n, 30*time.Second)
@@ -152,19 +153,19 @@ func TestPushFacingEarlyDoneAck(t *testing.T) {
 	srcMap, _, err := sparse.ReadMap(t.Context(), src)
 	require.NoError(t, err)
 	addr := hostileServer(t, func(f *framer, c net.Conn) {
-		if _, _, err := f.expect(fOpen); err != nil {
+		if _, _, err := f.expect(wire.Open); err != nil {
 			return
 		}
-		_ = f.send(fOpened, 0)
-		if _, _, err := f.expect(fSrcInfo); err != nil {
+		_ = f.send(wire.Opened, 0)
+		if _, _, err := f.expect(wire.SrcInfo); err != nil {
 			return
 		}
 		if _, err := readMap(f, srcMap.Size()); err != nil {
 			return
 		}
-		_ = f.writeFrame(fDstInfo, 0, dstInfoBody(uint64(srcMap.Size()), 0))
+		_ = f.writeFrame(wire.DstInfo, 0, dstInfoBody(uint64(srcMap.Size()), 0))
 		_ = sendMap(f, srcMap)
-		_ = f.send(fDoneAck, 0, make([]byte, 24))
+		_ = f.send(wire.DoneAck, 0, make([]byte, 24))
 		time.Sleep(500 * time.Millisecond)
 	})
 	o := clientOpts()
@@ -196,15 +197,15 @@ func TestDripStalls(t *testing.T) {
 	})
 	f, c := rawSession(t, addr, testToken)
 	require.NoError(t, c.SetDeadline(time.Time{}))
-	require.NoError(t, f.send(fOpen, 0, openBody(opPush, 0, 4096, "img")))
-	_, _, err := f.expect(fOpened)
+	require.NoError(t, f.send(wire.Open, 0, openBody(opPush, 0, 4096, "img")))
+	_, _, err := f.expect(wire.Opened)
 	require.NoError(t, err)
 	const size = 64 << 20
-	require.NoError(t, f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, "")))
+	require.NoError(t, f.writeFrame(wire.SrcInfo, 0, srcInfoBody(size, 4096, "")))
 	m, err := sparse.NewMap(size, sparse.Extent{Off: 0, Len: size})
 	require.NoError(t, err)
 	sendMapRaw(t, f, m)
-	_, _, err = f.expect(fDstInfo)
+	_, _, err = f.expect(wire.DstInfo)
 	require.NoError(t, err)
 	_, err = readMap(f, 0)
 	require.NoError(t, err)
@@ -217,7 +218,7 @@ func TestDripStalls(t *testing.T) {
 			frame.b = frame.b[:0]
 			b := binary.LittleEndian.AppendUint64(nil, off)
 			b = binary.LittleEndian.AppendUint64(b, 4096)
-			if f.send(fZero, 0, b) != nil {
+			if f.send(wire.Zero, 0, b) != nil {
 				return
 			}
 			for _, x := range frame.b {
@@ -249,14 +250,14 @@ func TestPullFacingDrip(t *testing.T) {
 	m, err := sparse.NewMap(size, sparse.Extent{Off: 0, Len: size})
 	require.NoError(t, err)
 	addr := hostileServer(t, func(f *framer, c net.Conn) {
-		if _, _, err := f.expect(fOpen); err != nil {
+		if _, _, err := f.expect(wire.Open); err != nil {
 			return
 		}
-		_ = f.send(fOpened, 0)
-		_ = f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, ""))
+		_ = f.send(wire.Opened, 0)
+		_ = f.writeFrame(wire.SrcInfo, 0, srcInfoBody(size, 4096, ""))
 		_ = sendMap(f, m)
 		_ = f.flush()
-		_, body, err := f.expect(fDstInfo)
+		_, body, err := f.expect(wire.DstInfo)
 		if err != nil || len(body) < 8 {
 			return
 		}
@@ -269,7 +270,7 @@ func TestPullFacingDrip(t *testing.T) {
 			frame.b = frame.b[:0]
 			b := binary.LittleEndian.AppendUint64(nil, off)
 			b = binary.LittleEndian.AppendUint64(b, 4096)
-			if f.send(fZero, 0, b) != nil {
+			if f.send(wire.Zero, 0, b) != nil {
 				return
 			}
 			for _, x := range frame.b {

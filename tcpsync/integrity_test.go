@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -177,8 +178,8 @@ func TestOpenThenDisconnectLeavesNoFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "old"), []byte("old contents"), 0o644))
 	for _, name := range []string{"new.img", "old"} {
 		f, c := rawSession(t, addr, testToken)
-		require.NoError(t, f.send(fOpen, 0, openBody(opPush, 0, 4096, name)))
-		_, _, err := f.expect(fOpened)
+		require.NoError(t, f.send(wire.Open, 0, openBody(opPush, 0, 4096, name)))
+		_, _, err := f.expect(wire.Opened)
 		require.NoError(t, err)
 		c.Close()
 		ev := waitSession(t, ends)

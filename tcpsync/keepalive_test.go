@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -51,7 +52,7 @@ func TestLongReadBackStaysAlive(t *testing.T) {
 
 // TestProgressFramesChecked: a receiver's PROGRESS frames cannot buy a
 // sender time it did not announce or earn: only after DONE, from a peer
-// with featKeepalive, counting up, never past the source's data.
+// with wire.FeatKeepalive, counting up, never past the source's data.
 func TestProgressFramesChecked(t *testing.T) {
 	m, err := sparse.NewMap(4<<20, sparse.Extent{Off: 0, Len: 1 << 20})
 	require.NoError(t, err)
@@ -65,11 +66,11 @@ func TestProgressFramesChecked(t *testing.T) {
 	require.NoError(t, s.onProgress(0, body(1<<20)))
 	s.f.keepalive = false
 	require.ErrorIs(t, s.onProgress(0, body(1<<20)), ErrProtocol, "not announced")
-	require.ErrorIs(t, s.onProgress(flagWorked|2, body(0)), ErrProtocol, "unknown flags")
+	require.ErrorIs(t, s.onProgress(wire.FlagWorked|2, body(0)), ErrProtocol, "unknown flags")
 }
 
 // TestWorkedFramesChecked: PROGRESS of work (a receiver waiting on its
-// budget) is taken any time from a peer with featWorked, counting up,
+// budget) is taken any time from a peer with wire.FeatWorked, counting up,
 // never past twice the source's data plus what was sent to it; only what
 // it adds is progress.
 func TestWorkedFramesChecked(t *testing.T) {
@@ -79,14 +80,14 @@ func TestWorkedFramesChecked(t *testing.T) {
 	s := &sender{f: &framer{wd: wd, out: new(counter)}, plan: &plan{blocks: m}, dataTotal: m.Bytes()}
 	s.f.out.n.Store(100) // sent so far
 	body := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
-	require.ErrorIs(t, s.onProgress(flagWorked, body(4096)), ErrProtocol, "not announced")
+	require.ErrorIs(t, s.onProgress(wire.FlagWorked, body(4096)), ErrProtocol, "not announced")
 	s.f.worked = true
-	require.NoError(t, s.onProgress(flagWorked, body(512<<10)), "before DONE")
+	require.NoError(t, s.onProgress(wire.FlagWorked, body(512<<10)), "before DONE")
 	require.Equal(t, int64(512<<10), wd.moved.Load())
-	require.ErrorIs(t, s.onProgress(flagWorked, body(256<<10)), ErrProtocol, "counting down")
-	require.ErrorIs(t, s.onProgress(flagWorked, body(2<<20+101)), ErrProtocol, "past twice the data and what was sent")
+	require.ErrorIs(t, s.onProgress(wire.FlagWorked, body(256<<10)), ErrProtocol, "counting down")
+	require.ErrorIs(t, s.onProgress(wire.FlagWorked, body(2<<20+101)), ErrProtocol, "past twice the data and what was sent")
 	s.doneSent.Store(true)
-	require.NoError(t, s.onProgress(flagWorked, body(2<<20+100)), "after DONE")
+	require.NoError(t, s.onProgress(wire.FlagWorked, body(2<<20+100)), "after DONE")
 	require.Equal(t, int64(2<<20+100), wd.moved.Load(), "progress is what the frames add")
 	require.Zero(t, s.readBackSeen, "work is no read-back")
 }

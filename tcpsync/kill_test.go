@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -160,7 +161,7 @@ func TestVerificationCatchesChangingSource(t *testing.T) {
 func TestIdleSessionDropped(t *testing.T) {
 	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.IdleTimeout = 300 * time.Millisecond; s.HandshakeTimeout = 300 * time.Millisecond })
 	f, c := rawSession(t, addr, testToken)
-	_, _, err := f.expect(fOpen)
+	_, _, err := f.expect(wire.Open)
 	require.Error(t, err)
 	// The server's cut, not our own 20 s deadline (rawSession's) ending
 	// the wait: no wall-clock bound needed.

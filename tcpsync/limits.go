@@ -3,10 +3,12 @@ package tcpsync
 import (
 	"fmt"
 	"sync"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // Memory budgets. A session's memory is what it was given up front (its
-// fixed buffers) plus, with windows (featWindows), windowMemory once, or,
+// fixed buffers) plus, with windows (wire.FeatWindows), windowMemory once, or,
 // with an older peer, what its peer's whole extent map costs, reserved as the
 // map's bytes arrive (a claimed extent count is checked against the
 // session's budget, never reserved). The peer's claims (a file size, a
@@ -23,10 +25,10 @@ const (
 	// copies included: its encoding (up to 20 bytes), the decoded map and
 	// the plan's derived maps and prefix counts (16 bytes each).
 	extentCost = 20 + 8*16
-	// defaultSessionMemory lets a map of 2*maxExtents through (~310 MiB)
-	// from a peer with featWideMaps: the limit of a map's length is then
+	// defaultSessionMemory lets a map of 2*wire.MaxExtents through (~310 MiB)
+	// from a peer with wire.FeatWideMaps: the limit of a map's length is then
 	// this budget (Server.MaxSessionMemory), not a count.
-	defaultSessionMemory = sessionFixed + 2*maxExtents*extentCost + 1<<20
+	defaultSessionMemory = sessionFixed + 2*wire.MaxExtents*extentCost + 1<<20
 	// defaultServerMemory is the server-wide budget (1 GiB).
 	defaultServerMemory = 1 << 30
 )

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"slices"
 	"syscall"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // opList asks the server for the names of the regular files in a
@@ -17,7 +19,7 @@ const opList = 3
 // The limits of one listing: it fits one OPENED frame.
 const (
 	maxListNames = 4096
-	maxListBytes = maxFrame - 1024
+	maxListBytes = wire.MaxFrame - 1024
 )
 
 // ErrListTooLong is returned for a directory whose listing does not fit
@@ -36,10 +38,10 @@ func List(ctx context.Context, addr, dir string, o *Options) ([]string, error) {
 	}
 	var names []string
 	_, err := withRetries(ctx, addr, o, func(ctx context.Context, c *Options, f *framer, seed uint64) (Stats, error) {
-		if err := f.send(fOpen, 0, openBody(opList, 0, 0, dir)); err != nil {
+		if err := f.send(wire.Open, 0, openBody(opList, 0, 0, dir)); err != nil {
 			return Stats{}, err
 		}
-		_, body, err := f.expect(fOpened)
+		_, body, err := f.expect(wire.Opened)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -50,23 +52,23 @@ func List(ctx context.Context, addr, dir string, o *Options) ([]string, error) {
 }
 
 func decodeList(body []byte) ([]string, error) {
-	d := dec{b: body, t: fOpened}
-	n := d.u32()
-	if d.err == nil && n > maxListNames {
+	d := wire.Dec{B: body, T: wire.Opened}
+	n := d.U32()
+	if d.Err == nil && n > maxListNames {
 		return nil, fmt.Errorf("%w: listing of %d names (limit %d)", ErrProtocol, n, maxListNames)
 	}
 	names := make([]string, 0, min(n, maxListNames))
 	for range n {
-		name := string(d.bytes(maxComponent))
-		if d.err != nil {
-			return nil, d.err
+		name := string(d.Bytes(wire.MaxComponent))
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		if err := ValidateName(name); err != nil {
 			return nil, fmt.Errorf("%w: listed name: %w", ErrProtocol, err)
 		}
 		names = append(names, name)
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return nil, err
 	}
 	return names, nil
@@ -108,7 +110,7 @@ func (s *Server) listDir(ctx context.Context, dir string) ([]byte, error) {
 	slices.Sort(names)
 	b := binary.LittleEndian.AppendUint32(make([]byte, 0, size), uint32(len(names)))
 	for _, n := range names {
-		b = appendBytes(b, []byte(n))
+		b = wire.AppendBytes(b, []byte(n))
 	}
 	return b, nil
 }

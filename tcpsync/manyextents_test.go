@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -27,7 +28,7 @@ func (s wideSource) Extents(context.Context) (sparse.Map, error) {
 	return sparse.NewMap(s.Size(), xs...)
 }
 
-// TestTooManyExtentsSaidAtOnce: to an older peer (no featWideMaps, played
+// TestTooManyExtentsSaidAtOnce: to an older peer (no wire.FeatWideMaps, played
 // by the client here) a source with more extents than its map limit fails
 // its push at the first attempt, with the limit and the way around it in
 // the error, and is not retried (issue 26: it used to be retried 5 times
@@ -41,7 +42,7 @@ func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	var r retries
 	o.OnRetry = r.on
 	o.hooks = &testHooks{narrowMaps: true}
-	st, err := Push(t.Context(), addr, wideSource{n: maxExtents + 1}, "wide.img", o)
+	st, err := Push(t.Context(), addr, wideSource{n: wire.MaxExtents + 1}, "wide.img", o)
 	require.ErrorIs(t, err, ErrTooManyExtents)
 	require.ErrorContains(t, err, "1048577 data extents, and one map carries at most 1048576 to this peer (an older sparsesync, without wide maps): upgrade the peer, copy it with sparsesync local")
 	require.Empty(t, r.errs, "a permanent refusal is not retried")
@@ -50,7 +51,7 @@ func TestTooManyExtentsSaidAtOnce(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(root, "wide.img"), "an abandoned push leaves no file")
 }
 
-// TestOlderPeerKeepsWholeMaps: a client without featWindows (an older
+// TestOlderPeerKeepsWholeMaps: a client without wire.FeatWindows (an older
 // peer, played here) gets today's behaviour exactly: whole maps up front,
 // within the server's session budget. With a small budget (18 MiB) a map
 // of 100,000 extents is refused at once, naming the budget and the way

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -88,32 +89,32 @@ func claimPush(t *testing.T, c net.Conn, name string, size uint64, m []byte) err
 	if _, err := clientHandshake(t.Context(), f, testToken, false); err != nil {
 		return err
 	}
-	if err := f.send(fOpen, 0, openBody(opPush, 0, 4096, name)); err != nil {
+	if err := f.send(wire.Open, 0, openBody(opPush, 0, 4096, name)); err != nil {
 		return err
 	}
-	if _, _, err := f.expect(fOpened); err != nil {
+	if _, _, err := f.expect(wire.Opened); err != nil {
 		return err
 	}
-	if err := f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, "")); err != nil {
+	if err := f.writeFrame(wire.SrcInfo, 0, srcInfoBody(size, 4096, "")); err != nil {
 		return err
 	}
 	// Write the map from another goroutine: the server may answer (and
 	// stop reading) before it is all sent.
 	go func() {
 		for len(m) > 0 {
-			n := min(len(m), maxFrame)
+			n := min(len(m), wire.MaxFrame)
 			var fl uint8
 			if n == len(m) {
-				fl = flagLast
+				fl = wire.FlagLast
 			}
-			if f.writeFrame(fExtents, fl, m[:n]) != nil {
+			if f.writeFrame(wire.Extents, fl, m[:n]) != nil {
 				return
 			}
 			m = m[n:]
 		}
 		_ = f.flush()
 	}()
-	_, _, err := f.expect(fDstInfo)
+	_, _, err := f.expect(wire.DstInfo)
 	return err
 }
 
@@ -160,8 +161,8 @@ func TestClaimedSizeCostsNothing(t *testing.T) {
 // TestHugeMapRefusedBeforeDecoding is hole 3: 16 sessions at once send a
 // 20 MiB map announcing 10.5 M extents. The count is checked in the first
 // frame, before anything is buffered or decoded: each costs one frame. With
-// wide maps (featWideMaps) the count is bounded by the session's memory
-// budget, not by maxExtents: the refusal says so.
+// wide maps (wire.FeatWideMaps) the count is bounded by the session's memory
+// budget, not by wire.MaxExtents: the refusal says so.
 func TestHugeMapRefusedBeforeDecoding(t *testing.T) {
 	addr, _ := startServer(t, t.TempDir(), nil)
 	const count = 10_500_000
@@ -177,14 +178,14 @@ func TestHugeMapRefusedBeforeDecoding(t *testing.T) {
 }
 
 // TestMapsWithinServerBudget: 16 sessions at once send the largest map
-// allowed (maxExtents); with a server budget of 384 MiB only those that fit
+// allowed (wire.MaxExtents); with a server budget of 384 MiB only those that fit
 // proceed, the others are refused as busy, and the heap stays bounded by
 // the budget (twice it, for garbage the collector has not yet reclaimed).
 func TestMapsWithinServerBudget(t *testing.T) {
 	const budget = 384 << 20
 	addr, _ := startServer(t, t.TempDir(), func(s *Server) { s.MaxMemory = budget })
-	m := encodedMap(2*maxExtents, maxExtents)
-	errs, grew := claimAll(t, addr, 16, 2*maxExtents, m)
+	m := encodedMap(2*wire.MaxExtents, wire.MaxExtents)
+	errs, grew := claimAll(t, addr, 16, 2*wire.MaxExtents, m)
 	var ok, busy int
 	for _, err := range errs {
 		switch {
@@ -207,7 +208,7 @@ func TestMapsWithinServerBudget(t *testing.T) {
 		// while the answer is busy (bounded; not a timing assertion).
 		var err error
 		for try := 0; try < 200; try++ {
-			errs, _ := claimAll(t, addr, 1, 2*maxExtents, m)
+			errs, _ := claimAll(t, addr, 1, 2*wire.MaxExtents, m)
 			if err = errs[0]; !errorsIs(err, ErrBusy) {
 				break
 			}
@@ -228,14 +229,14 @@ func TestPullFacingClaimedSize(t *testing.T) {
 	m, err := sparse.NewMap(size, sparse.Extent{Off: 0, Len: size})
 	require.NoError(t, err)
 	addr := hostileServer(t, func(f *framer, c net.Conn) {
-		if _, _, err := f.expect(fOpen); err != nil {
+		if _, _, err := f.expect(wire.Open); err != nil {
 			return
 		}
-		_ = f.send(fOpened, 0)
-		_ = f.writeFrame(fSrcInfo, 0, srcInfoBody(size, 4096, ""))
+		_ = f.send(wire.Opened, 0)
+		_ = f.writeFrame(wire.SrcInfo, 0, srcInfoBody(size, 4096, ""))
 		_ = sendMap(f, m)
 		_ = f.flush()
-		_, _, _ = f.expect(fDstInfo)
+		_, _, _ = f.expect(wire.DstInfo)
 		time.Sleep(time.Second)
 	})
 	local := t.TempDir()

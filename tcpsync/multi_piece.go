@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -70,10 +71,10 @@ func (m *multi) work(ctx context.Context, i int, f *framer) (err error) {
 			if err := m.queue.failed(); err != nil {
 				return err
 			}
-			if err := f.send(fDone, 0); err != nil {
+			if err := f.send(wire.Done, 0); err != nil {
 				return err
 			}
-			_, _, err := f.expect(fDoneAck)
+			_, _, err := f.expect(wire.DoneAck)
 			return err
 		}
 		w := pending[0]
@@ -126,7 +127,7 @@ func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, 
 	b := binary.LittleEndian.AppendUint32(nil, uint32(k))
 	b = binary.LittleEndian.AppendUint64(b, m.seed)
 	b = binary.LittleEndian.AppendUint32(b, uint32(nb))
-	if err := f.send(fFetch, 0, b, bitmap, hashes); err != nil {
+	if err := f.send(wire.Fetch, 0, b, bitmap, hashes); err != nil {
 		return w, err
 	}
 	return w, nil
@@ -143,14 +144,14 @@ func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
 			return err
 		}
 		switch t {
-		case fData, fZero:
+		case wire.Data, wire.Zero:
 			if err := m.onRange(f, w, t, body); err != nil {
 				return err
 			}
-		case fPieceEnd:
-			d := dec{b: body, t: t}
-			k := d.u32()
-			if err := d.end(); err != nil {
+		case wire.PieceEnd:
+			d := wire.Dec{B: body, T: t}
+			k := d.U32()
+			if err := d.End(); err != nil {
 				return err
 			}
 			if int(k) != w.k {
@@ -160,7 +161,7 @@ func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
 				return fmt.Errorf("%w: piece %d (offset %d, %d bytes)", ErrPieceMismatch, w.k, w.ext[0].Off, w.n)
 			}
 			return nil
-		case fError:
+		case wire.Error:
 			return decodeError(body)
 		default:
 			return fmt.Errorf("%w: %s while awaiting piece %d", ErrProtocol, t, w.k)
@@ -170,23 +171,23 @@ func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
 
 // onRange applies a DATA or ZERO range of the source to w's buffer: whole
 // blocks of the piece, each sent at most once.
-func (m *multi) onRange(f *framer, w *want, t frameType, body []byte) error {
-	d := dec{b: body, t: t}
+func (m *multi) onRange(f *framer, w *want, t wire.Type, body []byte) error {
+	d := wire.Dec{B: body, T: t}
 	var off, n uint64
 	var raw []byte
-	if t == fData {
-		off, n = d.u64(), uint64(d.u32())
-		raw, d.b = d.b, nil
-		if d.err == nil && uint64(len(raw)) != n {
+	if t == wire.Data {
+		off, n = d.U64(), uint64(d.U32())
+		raw, d.B = d.B, nil
+		if d.Err == nil && uint64(len(raw)) != n {
 			return fmt.Errorf("%w: DATA of %d bytes says %d", ErrProtocol, len(raw), n)
 		}
 	} else {
-		off, n = d.u64(), d.u64()
+		off, n = d.U64(), d.U64()
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return err
 	}
-	o, l, err := offLen(t, off, n, m.agreed.size)
+	o, l, err := wire.OffLen(t, off, n, m.agreed.size)
 	if err != nil {
 		return err
 	}
@@ -200,7 +201,7 @@ func (m *multi) onRange(f *framer, w *want, t frameType, body []byte) error {
 			return fmt.Errorf("%w: %s at %d of %d bytes splits or repeats a block of piece %d", ErrProtocol, t, o, l, w.k)
 		}
 		w.sent[b] = true
-		if t == fData {
+		if t == wire.Data {
 			copy(w.buf[at:at+bn], raw[boff-o:boff-o+bn])
 		} else {
 			clear(w.buf[at : at+bn])
@@ -215,7 +216,7 @@ func (m *multi) onRange(f *framer, w *want, t frameType, body []byte) error {
 	if done != l {
 		return fmt.Errorf("%w: %s at %d of %d bytes outside piece %d", ErrProtocol, t, o, l, w.k)
 	}
-	if t == fData {
+	if t == wire.Data {
 		w.copied += l
 	} else {
 		w.zeroed += l

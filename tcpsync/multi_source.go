@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // runSource is one source's session: its statement, then pieces until
@@ -39,7 +41,7 @@ func (m *multi) runSource(ctx context.Context, i int) {
 		}
 		if !m.ready || !m.chosen[i] {
 			// Dropped, or the pull failed: end the session politely.
-			_ = f.send(fDone, 0)
+			_ = f.send(wire.Done, 0)
 			return Stats{}, nil
 		}
 		took = true
@@ -77,24 +79,24 @@ var errIdle = errors.New("tcpsync: no data for the idle timeout")
 
 // readHead opens the fetch and reads the source's statement.
 func (m *multi) readHead(ctx context.Context, f *framer, remote string) (*fetchHead, error) {
-	if err := f.send(fOpen, 0, openBody(opFetch, 0, uint32(m.c.BlockSize), remote)); err != nil {
+	if err := f.send(wire.Open, 0, openBody(opFetch, 0, uint32(m.c.BlockSize), remote)); err != nil {
 		return nil, err
 	}
-	if _, _, err := f.expect(fOpened); err != nil {
+	if _, _, err := f.expect(wire.Opened); err != nil {
 		return nil, err
 	}
-	_, body, err := f.expect(fSrcInfo)
+	_, body, err := f.expect(wire.SrcInfo)
 	if err != nil {
 		return nil, err
 	}
-	d := dec{b: body, t: fSrcInfo}
-	size, bs, _ := d.u64(), d.u32(), d.u32()
-	_ = d.bytes(maxIdentity)
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.SrcInfo}
+	size, bs, _ := d.U64(), d.U32(), d.U32()
+	_ = d.Bytes(wire.MaxIdentity)
+	if err := d.End(); err != nil {
 		return nil, err
 	}
-	if size > maxSize {
-		return nil, fmt.Errorf("%w: source size %d over the limit %d", ErrProtocol, size, int64(maxSize))
+	if size > wire.MaxSize {
+		return nil, fmt.Errorf("%w: source size %d over the limit %d", ErrProtocol, size, int64(wire.MaxSize))
 	}
 	if int(bs) != m.c.BlockSize {
 		return nil, fmt.Errorf("%w: block size %d, asked for %d", ErrProtocol, bs, m.c.BlockSize)
@@ -106,7 +108,7 @@ func (m *multi) readHead(ctx context.Context, f *framer, remote string) (*fetchH
 	h := &fetchHead{size: int64(size), bs: int64(bs), m: sm}
 	ps := newFetchPieces(sm, h.bs)
 	for {
-		flags, body, err := f.expect(fManifest)
+		flags, body, err := f.expect(wire.Manifest)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +125,7 @@ func (m *multi) readHead(ctx context.Context, f *framer, remote string) (*fetchH
 			f.progress(n)
 			h.manifest = append(h.manifest, pieceSum(b[:pieceSumLen]))
 		}
-		if flags&flagLast != 0 {
+		if flags&wire.FlagLast != 0 {
 			break
 		}
 	}

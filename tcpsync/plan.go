@@ -5,10 +5,11 @@ import (
 	"sort"
 
 	"github.com/sparsesync/sparsesync/internal/destplan"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// chunk is a run of up to chunkBlocks consecutive source-data blocks: the
+// chunk is a run of up to wire.ChunkBlocks consecutive source-data blocks: the
 // unit of hierarchical compare, of verification and of resume.
 type chunk struct {
 	start, end int64           // span: from the first block's start to the last block's end
@@ -69,7 +70,7 @@ func planFor(in destplan.Input) (*plan, error) {
 		p.cum[i] = p.nblocks
 		p.nblocks += blocksIn(e.Len, in.Unit)
 	}
-	p.nchunks = int((p.nblocks + chunkBlocks - 1) / chunkBlocks)
+	p.nchunks = int((p.nblocks + wire.ChunkBlocks - 1) / wire.ChunkBlocks)
 	return p, nil
 }
 
@@ -85,8 +86,8 @@ func (p *plan) blockOff(b int64) (int, int64) {
 // chunk computes chunk k (0 <= k < nchunks).
 func (p *plan) chunk(k int) chunk {
 	var c chunk
-	first := int64(k) * chunkBlocks
-	left := min(int64(chunkBlocks), p.nblocks-first)
+	first := int64(k) * wire.ChunkBlocks
+	left := min(int64(wire.ChunkBlocks), p.nblocks-first)
 	ext := p.blocks.Extents()
 	i, off := p.blockOff(first)
 	for ; left > 0 && i < len(ext); i++ {
@@ -122,8 +123,8 @@ func (p *plan) chunkAt(off int64) int {
 	if ext[i].Off <= off {
 		b += (off - ext[i].Off) / p.bs
 	}
-	k := int(b / chunkBlocks)
-	if b%chunkBlocks == 0 && ext[i].Off > off {
+	k := int(b / wire.ChunkBlocks)
+	if b%wire.ChunkBlocks == 0 && ext[i].Off > off {
 		return -1 // in the hole before a chunk's first block
 	}
 	return k
@@ -135,7 +136,7 @@ func (p *plan) nextCmpChunk(k int) int {
 	if k >= p.nchunks {
 		return p.nchunks
 	}
-	_, start := p.blockOff(int64(k) * chunkBlocks)
+	_, start := p.blockOff(int64(k) * wire.ChunkBlocks)
 	j := sort.Search(len(p.cmp), func(j int) bool { return p.cmp[j].End() > start })
 	if j == len(p.cmp) {
 		return p.nchunks
@@ -156,5 +157,5 @@ func (p *plan) firstChunkAfter(off int64) (int, error) {
 }
 
 func validBlockSize(bs uint32) bool {
-	return bs >= minBlock && bs <= maxBlock && bs&(bs-1) == 0
+	return bs >= wire.MinBlock && bs <= wire.MaxBlock && bs&(bs-1) == 0
 }

@@ -87,10 +87,10 @@ type testHooks struct {
 	// worker goroutines): a test slows the storage down with it.
 	afterReadBackRead func()
 	// narrowMaps makes the client play an older peer, without
-	// featWideMaps.
+	// wire.FeatWideMaps.
 	narrowMaps bool
 	// hmacOnly makes its side (a client, or a server) play an older
-	// peer that tags frames with HMAC-SHA256 only, without featGMAC.
+	// peer that tags frames with HMAC-SHA256 only, without wire.FeatGMAC.
 	hmacOnly bool
 	// notBusy makes its side play a peer without featBusy (no busy
 	// PROGRESS frames either way).
@@ -98,7 +98,7 @@ type testHooks struct {
 	// agreedMAC, on a client, learns after each handshake whether the
 	// peers agreed on GMAC.
 	agreedMAC func(gmac bool)
-	// noWindows makes the client play a peer without featWindows (whole
+	// noWindows makes the client play a peer without wire.FeatWindows (whole
 	// maps up front).
 	noWindows bool
 	// sessionMemory, when positive, is the client's session memory

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -56,7 +57,7 @@ func readBackOnlyWritten(t *testing.T, windows bool) {
 	addr, srv := startServer(t, root, func(s *Server) { srv = s })
 	ends := sessionEnds(srv)
 	const size, bs = 8 << 40, 1 << 20
-	const chunk = chunkBlocks * bs
+	const chunk = wire.ChunkBlocks * bs
 	rchar := procReadBytes()
 
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -68,25 +69,25 @@ func readBackOnlyWritten(t *testing.T, windows bool) {
 	seed, err := clientHandshake(t.Context(), f, testToken, false)
 	require.NoError(t, err)
 	require.Equal(t, windows, f.windows)
-	require.NoError(t, f.send(fOpen, 0, openBody(opPush, openReadBack, bs, "claimed")))
-	_, _, err = f.expect(fOpened)
+	require.NoError(t, f.send(wire.Open, 0, openBody(opPush, openReadBack, bs, "claimed")))
+	_, _, err = f.expect(wire.Opened)
 	require.NoError(t, err)
 	all := []sparse.Extent{{Off: 0, Len: size}}
 	if windows {
-		require.NoError(t, f.send(fSrcInfo, 0, binary.LittleEndian.AppendUint64(srcInfoBody(size, bs, ""), size)))
-		_, _, err := f.expect(fDstInfo)
+		require.NoError(t, f.send(wire.SrcInfo, 0, binary.LittleEndian.AppendUint64(srcInfoBody(size, bs, ""), size)))
+		_, _, err := f.expect(wire.DstInfo)
 		require.NoError(t, err)
-		w, err := windowFrame(0, size, all)
+		w, err := wire.WindowFrame(0, size, all)
 		require.NoError(t, err)
-		require.NoError(t, f.send(fWindow, 0, w))
-		_, _, err = f.expect(fWindow) // the new target's empty piece
+		require.NoError(t, f.send(wire.Window, 0, w))
+		_, _, err = f.expect(wire.Window) // the new target's empty piece
 		require.NoError(t, err)
 	} else {
-		require.NoError(t, f.writeFrame(fSrcInfo, 0, srcInfoBody(size, bs, "")))
+		require.NoError(t, f.writeFrame(wire.SrcInfo, 0, srcInfoBody(size, bs, "")))
 		m, err := sparse.FromExtents(size, all)
 		require.NoError(t, err)
 		sendMapRaw(t, f, m)
-		_, dst, err := f.expect(fDstInfo)
+		_, dst, err := f.expect(wire.DstInfo)
 		require.NoError(t, err)
 		_, err = readMap(f, int64(binary.LittleEndian.Uint64(dst))) // the new target's empty map
 		require.NoError(t, err)
@@ -103,24 +104,24 @@ func readBackOnlyWritten(t *testing.T, windows bool) {
 		if k == 0 {
 			b := binary.LittleEndian.AppendUint64(nil, 0)
 			b = binary.LittleEndian.AppendUint32(b, bs)
-			require.NoError(t, f.writeFrame(fData, 0, b, data))
+			require.NoError(t, f.writeFrame(wire.Data, 0, b, data))
 			start, d = bs, sum
 		}
 		z := binary.LittleEndian.AppendUint64(nil, uint64(start))
 		z = binary.LittleEndian.AppendUint64(z, uint64((k+1)*chunk-start))
-		require.NoError(t, f.writeFrame(fZero, 0, z))
+		require.NoError(t, f.writeFrame(wire.Zero, 0, z))
 		se := binary.LittleEndian.AppendUint32(nil, uint32(k))
 		se = append(se, 0)
 		se = binary.LittleEndian.AppendUint64(se, 0)
 		se = binary.LittleEndian.AppendUint64(se, d.a)
 		se = binary.LittleEndian.AppendUint64(se, d.b)
-		require.NoError(t, f.writeFrame(fSegEnd, 0, se))
+		require.NoError(t, f.writeFrame(wire.SegEnd, 0, se))
 	}
 	done := binary.LittleEndian.AppendUint64(nil, size)
 	done = binary.LittleEndian.AppendUint64(done, sum.a)
 	done = binary.LittleEndian.AppendUint64(done, sum.b)
-	require.NoError(t, f.send(fDone, 0, done))
-	_, _, err = f.expect(fDoneAck)
+	require.NoError(t, f.send(wire.Done, 0, done))
+	_, _, err = f.expect(wire.DoneAck)
 	require.NoError(t, err, "the claimed file is verified by reading what was written")
 	sent := f.out.n.Load() - in
 	ev := waitSessions(t, ends, 1, time.Minute)[0]

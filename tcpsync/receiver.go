@@ -9,6 +9,7 @@ import (
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/internal/destplan"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -24,7 +25,7 @@ type receiver struct {
 	// queue runs (whileBusy); nil otherwise.
 	busyPut func() error
 	// worked is the data applied (DATA, ZERO) and compared so far; with
-	// the bytes received, it is what flagWorked PROGRESS frames report.
+	// the bytes received, it is what wire.FlagWorked PROGRESS frames report.
 	worked atomic.Int64
 
 	t      *target
@@ -49,11 +50,11 @@ type receiver struct {
 		off int64
 		at  time.Time
 	}
-	dec     decoder
+	dec     wire.Decoder
 	scratch []byte
 	blk     *blockhash.Hasher
 	dk      *digestKey // the apply goroutine's
-	// With featWindows (receiver_window.go): the chunks of windows before
+	// With wire.FeatWindows (receiver_window.go): the chunks of windows before
 	// the current one (plan's chunk j is chunk base+j), the current
 	// window [winLo, winHi), the target's walker and size at the start,
 	// whether it may hide allocations, and the plans for hashAhead.
@@ -97,31 +98,31 @@ type ownHashes struct {
 // receiveTarget runs the receiver's side of one sync.
 func receiveTarget(ctx context.Context, f *framer, t *target, p syncParams) (st Stats, err error) {
 	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed), dk: newDigestKey(p.seed)}
-	defer r.dec.close()
+	defer r.dec.Close()
 	err = r.run(ctx)
 	return r.st, err
 }
 
 func (r *receiver) run(ctx context.Context) error {
-	_, body, err := r.f.expectPast(fSrcInfo)
+	_, body, err := r.f.expectPast(wire.SrcInfo)
 	if err != nil {
 		return err
 	}
-	d := dec{b: body, t: fSrcInfo}
-	size, bs, flags := d.u64(), d.u32(), d.u32()
-	ident := string(d.bytes(maxIdentity))
-	var total uint64 // with featWindows: the source's data blocks
+	d := wire.Dec{B: body, T: wire.SrcInfo}
+	size, bs, flags := d.U64(), d.U32(), d.U32()
+	ident := string(d.Bytes(wire.MaxIdentity))
+	var total uint64 // with wire.FeatWindows: the source's data blocks
 	if r.f.windows {
-		total = d.u64()
+		total = d.U64()
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return err
 	}
-	if size > maxSize {
-		return fmt.Errorf("%w: source size %d over the limit %d", ErrProtocol, size, int64(maxSize))
+	if size > wire.MaxSize {
+		return fmt.Errorf("%w: source size %d over the limit %d", ErrProtocol, size, int64(wire.MaxSize))
 	}
 	if !validBlockSize(bs) {
-		return fmt.Errorf("%w: block size %d (want a power of two in [%d, %d])", ErrProtocol, bs, minBlock, maxBlock)
+		return fmt.Errorf("%w: block size %d (want a power of two in [%d, %d])", ErrProtocol, bs, wire.MinBlock, wire.MaxBlock)
 	}
 	r.p.bs = int64(bs)
 	fullCompare := r.p.fullCompare || flags&1 != 0
@@ -188,7 +189,7 @@ func (r *receiver) run(ctx context.Context) error {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(r.dstMap.Size()))
 	b = append(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, uint64(resume))
-	if err := r.f.writeFrame(fDstInfo, 0, b); err != nil {
+	if err := r.f.writeFrame(wire.DstInfo, 0, b); err != nil {
 		return err
 	}
 	if err := sendMap(r.f, r.dstMap); err != nil {
@@ -249,10 +250,10 @@ func (r *receiver) quick(dataBytes int64) error {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(r.st.Size))
 	b = append(b, 1)
 	b = binary.LittleEndian.AppendUint64(b, 0)
-	if err := r.f.send(fDstInfo, 0, b); err != nil {
+	if err := r.f.send(wire.DstInfo, 0, b); err != nil {
 		return err
 	}
-	if _, _, err := r.f.expect(fDone); err != nil {
+	if _, _, err := r.f.expect(wire.Done); err != nil {
 		return err
 	}
 	r.st.QuickCheck, r.st.Verified = true, true
@@ -260,7 +261,7 @@ func (r *receiver) quick(dataBytes int64) error {
 	r.st.DataBytes = dataBytes
 	r.st.UnchangedBytes = r.st.DataBytes
 	r.t.discard()
-	return r.f.send(fDoneAck, 0, make([]byte, 24))
+	return r.f.send(wire.DoneAck, 0, make([]byte, 24))
 }
 
 // stream handles the data phase: frames in, answers out through a writer
@@ -284,7 +285,7 @@ func (r *receiver) stream(ctx context.Context) error {
 		// A receiver holding to a budget may apply or compare data
 		// slower than the sender's idle timeout allows for an answer (its
 		// socket buffers hold megabytes): it tells the sender it works.
-		stopKA := r.keepalive(gctx, q, func() int64 { return r.worked.Load() + r.f.in.n.Load() }, flagWorked, r.f.worked && r.f.m.on())
+		stopKA := r.keepalive(gctx, q, func() int64 { return r.worked.Load() + r.f.in.n.Load() }, wire.FlagWorked, r.f.worked && r.f.m.on())
 		err := r.apply(gctx, q, own)
 		stopKA()
 		if err == nil {
@@ -302,7 +303,7 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	defer close(out)
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
-	buf := make([]byte, maxDataPayload)
+	buf := make([]byte, wire.MaxDataPayload)
 	for {
 		var j planJob
 		var ok bool

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pierrec/lz4/v4"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -20,19 +21,19 @@ func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) e
 			return err
 		}
 		switch t {
-		case fData:
+		case wire.Data:
 			err = r.onData(flags, body)
-		case fZero:
+		case wire.Zero:
 			err = r.onZero(body)
-		case fSegEnd:
+		case wire.SegEnd:
 			err = r.onSegEnd(ctx, q, own, body)
-		case fFixEnd:
+		case wire.FixEnd:
 			err = r.onFixEnd(body)
-		case fDone:
+		case wire.Done:
 			return r.onDone(ctx, q, body)
-		case fWindow:
+		case wire.Window:
 			err = r.onWindow(ctx, q, body)
-		case fError:
+		case wire.Error:
 			return decodeError(body)
 		default:
 			err = fmt.Errorf("%w: unexpected %s from the sender", ErrProtocol, t)
@@ -46,11 +47,11 @@ func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) e
 // span validates a DATA or ZERO range: block-aligned, inside one unsettled
 // chunk, and either clear of its compare blocks (first pass) or inside them
 // (fix-up after our HASHES).
-func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chunk, error) {
+func (r *receiver) span(t wire.Type, off, n uint64) (int64, int64, *rstate, *chunk, error) {
 	if r.plan == nil {
 		return 0, 0, nil, nil, fmt.Errorf("%w: %s before any WINDOW", ErrProtocol, t)
 	}
-	o, l, err := offLen(t, off, n, r.plan.size)
+	o, l, err := wire.OffLen(t, off, n, r.plan.size)
 	if err != nil {
 		return 0, 0, nil, nil, err
 	}
@@ -107,22 +108,22 @@ func (r *receiver) span(t frameType, off, n uint64) (int64, int64, *rstate, *chu
 }
 
 func (r *receiver) onData(flags uint8, body []byte) error {
-	d := dec{b: body, t: fData}
-	off, rawLen := d.u64(), d.u32()
-	if d.err != nil {
-		return d.err
+	d := wire.Dec{B: body, T: wire.Data}
+	off, rawLen := d.U64(), d.U32()
+	if d.Err != nil {
+		return d.Err
 	}
-	if rawLen == 0 || rawLen > maxDataPayload {
-		return fmt.Errorf("%w: DATA of %d bytes (limit %d)", ErrProtocol, rawLen, maxDataPayload)
+	if rawLen == 0 || rawLen > wire.MaxDataPayload {
+		return fmt.Errorf("%w: DATA of %d bytes (limit %d)", ErrProtocol, rawLen, wire.MaxDataPayload)
 	}
-	o, l, st, _, err := r.span(fData, off, uint64(rawLen))
+	o, l, st, _, err := r.span(wire.Data, off, uint64(rawLen))
 	if err != nil {
 		return err
 	}
-	if r.scratch == nil && flags&flagCodecMask != 0 {
-		r.scratch = make([]byte, max(maxDataPayload, lz4.CompressBlockBound(maxDataPayload)))
+	if r.scratch == nil && flags&wire.FlagCodecMask != 0 {
+		r.scratch = make([]byte, max(wire.MaxDataPayload, lz4.CompressBlockBound(wire.MaxDataPayload)))
 	}
-	raw, err := r.dec.decompress(flags, d.b, int(l), r.scratch)
+	raw, err := r.dec.Decompress(flags, d.B, int(l), r.scratch)
 	if err != nil {
 		return err
 	}
@@ -169,12 +170,12 @@ func (r *receiver) writeData(raw []byte, off int64) error {
 }
 
 func (r *receiver) onZero(body []byte) error {
-	d := dec{b: body, t: fZero}
-	off, n := d.u64(), d.u64()
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.Zero}
+	off, n := d.U64(), d.U64()
+	if err := d.End(); err != nil {
 		return err
 	}
-	o, l, _, _, err := r.span(fZero, off, n)
+	o, l, _, _, err := r.span(wire.Zero, off, n)
 	if err != nil {
 		return err
 	}
@@ -199,10 +200,10 @@ func (r *receiver) onZero(body []byte) error {
 }
 
 func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes, body []byte) error {
-	d := dec{b: body, t: fSegEnd}
-	k, hasCmp, cmpSum := d.u32(), d.u8(), d.u64()
-	sd := digest{d.u64(), d.u64()}
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.SegEnd}
+	k, hasCmp, cmpSum := d.U32(), d.U8(), d.U64()
+	sd := digest{d.U64(), d.U64()}
+	if err := d.End(); err != nil {
 		return err
 	}
 	if r.plan == nil || int(k) != r.next || int(k) >= r.base+r.plan.nchunks {
@@ -238,7 +239,7 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 		if r.p.progress != nil {
 			r.p.progress.Done.Add(cmpBytes(c))
 		}
-		a := q.frame(fResult)
+		a := q.frame(wire.Result)
 		a.u32(k)
 		if err := q.put(ctx, a); err != nil {
 			return err
@@ -251,7 +252,7 @@ func (r *receiver) onSegEnd(ctx context.Context, q *sendq, own <-chan *ownHashes
 	r.pend[int(k)] = st
 	st.pending = o
 	st.replaced = make([]bool, c.ncmp)
-	a := q.frame(fHashes)
+	a := q.frame(wire.Hashes)
 	a.u32(k)
 	a.u32(uint32(len(o.seeded)))
 	a.payload = hb
@@ -267,9 +268,9 @@ func cmpBytes(c *chunk) int64 {
 }
 
 func (r *receiver) onFixEnd(body []byte) error {
-	d := dec{b: body, t: fFixEnd}
-	k := d.u32()
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.FixEnd}
+	k := d.U32()
+	if err := d.End(); err != nil {
 		return err
 	}
 	st := r.pend[int(k)]
@@ -361,10 +362,10 @@ func (r *receiver) checkpoint(force bool) {
 }
 
 func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
-	d := dec{b: body, t: fDone}
-	size := d.u64()
-	sd := digest{d.u64(), d.u64()}
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.Done}
+	size := d.U64()
+	sd := digest{d.U64(), d.U64()}
+	if err := d.End(); err != nil {
 		return err
 	}
 	end := r.base
@@ -394,7 +395,7 @@ func (r *receiver) onDone(ctx context.Context, q *sendq, body []byte) error {
 	}
 	r.st.Verified = true
 	r.t.unlock()
-	a := q.frame(fDoneAck)
+	a := q.frame(wire.DoneAck)
 	a.u64(uint64(r.st.PunchedBytes))
 	a.u64(uint64(r.st.CopiedBytes))
 	a.u64(uint64(r.st.UnchangedBytes))

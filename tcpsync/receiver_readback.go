@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -19,7 +20,7 @@ const readBackSize = 4 << 20
 //
 // A read-back can outlast the idle timeout (a large image, slow storage):
 // the bytes it reads are progress for this side's watchdog, and a peer
-// that understands them (featKeepalive) gets a PROGRESS frame with the
+// that understands them (wire.FeatKeepalive) gets a PROGRESS frame with the
 // bytes read so far every keepaliveEvery, which its watchdog and read
 // deadline take as progress.
 func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
@@ -34,7 +35,7 @@ func (r *receiver) readBack(ctx context.Context, q *sendq, whole digest) error {
 	}
 	r.p.hooks.finalCheck(f)
 	// What the target holds, as stored: the read-back reads its data
-	// within the source's blocks (with featWindows, all of it, a window at
+	// within the source's blocks (with wire.FeatWindows, all of it, a window at
 	// a time). A hole reads as zeros and zero blocks add
 	// nothing to the digest, so the result is the digest of every source
 	// block, at the cost of the data this receiver wrote or compared (in
@@ -134,14 +135,14 @@ func (r *receiver) checkOutsideData(ctx context.Context, f *os.File, held sparse
 const keepaliveEvery = time.Second
 
 // keepalive sends PROGRESS frames with done() and flags, while the
-// read-back (or, with flagWorked, the whole sync) runs, if on (the peer
+// read-back (or, with wire.FlagWorked, the whole sync) runs, if on (the peer
 // understands them); stop ends it (and waits for it).
 func (r *receiver) keepalive(ctx context.Context, q *sendq, done func() int64, flags uint8, on bool) (stop func()) {
 	if !on {
 		return func() {}
 	}
 	return r.f.everyKeepalive(func() error {
-		a := q.frame(fProgress)
+		a := q.frame(wire.Progress)
 		a.flags = flags
 		a.u64(uint64(done()))
 		return q.put(ctx, a)

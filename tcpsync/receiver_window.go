@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// runWindowed is the receiver's side with featWindows, once SRCINFO is in
+// runWindowed is the receiver's side with wire.FeatWindows, once SRCINFO is in
 // and the sidecar read: DSTINFO without a map, the target shaped, then the
 // stream, in which each WINDOW from the sender is answered with the
 // target's own piece (onWindow). total is the source's data blocks, as
@@ -48,7 +49,7 @@ func (r *receiver) runWindowed(ctx context.Context, old *sidecar, ident string, 
 	b := binary.LittleEndian.AppendUint64(nil, uint64(r.dstSize))
 	b = append(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, uint64(resume))
-	if err := r.f.send(fDstInfo, 0, b); err != nil {
+	if err := r.f.send(wire.DstInfo, 0, b); err != nil {
 		return err
 	}
 	if r.p.progress != nil {
@@ -89,7 +90,7 @@ func (r *receiver) onWindow(ctx context.Context, q *sendq, body []byte) error {
 		return fmt.Errorf("%w: WINDOW before the previous window's chunks were settled", ErrProtocol)
 	}
 	lo := r.winHi
-	hi, src, err := parseWindow(body, lo, r.st.Size, r.p.bs)
+	hi, src, err := wire.ParseWindow(body, lo, r.st.Size, r.p.bs)
 	if err != nil {
 		return err
 	}
@@ -113,11 +114,11 @@ func (r *receiver) onWindow(ctx context.Context, q *sendq, body []byte) error {
 	if err := r.punch(ctx, p.punch); err != nil {
 		return err
 	}
-	ans, err := windowFrame(lo, hi, dst)
+	ans, err := wire.WindowFrame(lo, hi, dst)
 	if err != nil {
 		return err
 	}
-	a := q.frame(fWindow)
+	a := q.frame(wire.Window)
 	a.payload = ans
 	if err := q.put(ctx, a); err != nil {
 		return err
@@ -188,7 +189,7 @@ func (r *receiver) punch(ctx context.Context, m sparse.Map) error {
 	return nil
 }
 
-// readBackWindows is the read-back's digest with featWindows: the target's
+// readBackWindows is the read-back's digest with wire.FeatWindows: the target's
 // own data as stored (whole blocks), walked a window at a time. A block of
 // it outside the source's data that is not all zeros changes the digest,
 // as checkOutsideData finds it without windows.

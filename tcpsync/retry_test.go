@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // TestRetryableAllowList: only transient transport failures are retried.
@@ -32,8 +34,8 @@ func TestRetryableAllowList(t *testing.T) {
 		{"EOF after the greeting", wrapped(io.ErrUnexpectedEOF), false, true},
 		{"broken pipe", wrapped(opErr("write", syscall.EPIPE)), false, true},
 		{"read timeout", wrapped(opErr("read", os.ErrDeadlineExceeded)), false, true},
-		{"busy server", remoteError(codeBusy, "too many"), false, true},
-		{"server shutting down", remoteError(codeShutdown, "bye"), false, true},
+		{"busy server", remoteError(wire.CodeBusy, "too many"), false, true},
+		{"server shutting down", remoteError(wire.CodeShutdown, "bye"), false, true},
 		{"refused first dial", &dialError{opErr("dial", syscall.ECONNREFUSED)}, false, false},
 		{"refused dial after a dropped session", &dialError{opErr("dial", syscall.ECONNREFUSED)}, true, true},
 		{"dial timeout", &dialError{opErr("dial", os.ErrDeadlineExceeded)}, false, true},
@@ -47,7 +49,7 @@ func TestRetryableAllowList(t *testing.T) {
 		{"local ENOTDIR", &fs.PathError{Op: "open", Path: "f/x", Err: syscall.ENOTDIR}, false, false},
 		{"local EACCES", &fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, false, false},
 		{"unauthorized", ErrUnauthorized, true, false},
-		{"remote not found", remoteError(codeNotFound, "x"), true, false},
+		{"remote not found", remoteError(wire.CodeNotFound, "x"), true, false},
 		{"verify", ErrVerify, true, false},
 		{"canceled", context.Canceled, true, false},
 		{"unknown error", fmt.Errorf("something else"), true, false},

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // TestPeerErrorTextSanitized: an ERROR frame from a hostile peer carrying
@@ -17,7 +19,7 @@ import (
 // invalid UTF-8 reaches the caller as inert text.
 func TestPeerErrorTextSanitized(t *testing.T) {
 	hostile := "ok\x1b[2J\u009b31m\u202eevil\u2066x\u2069\u200f\xff\ndone"
-	body := binary.LittleEndian.AppendUint16(nil, codeBusy)
+	body := binary.LittleEndian.AppendUint16(nil, wire.CodeBusy)
 	err := decodeError(append(body, hostile...))
 	msg := err.Error()
 	for _, r := range msg {
@@ -76,7 +78,7 @@ func TestRemoteTextWithoutPackageName(t *testing.T) {
 	require.True(t, strings.HasPrefix(re.Msg, "no such remote file"), "server's message %q", re.Msg)
 	require.NotContains(t, re.Msg, "tcpsync: ")
 
-	old := decodeError(append(binary.LittleEndian.AppendUint16(nil, codeNotFound), `tcpsync: no such remote file: "nope.img"`...))
+	old := decodeError(append(binary.LittleEndian.AppendUint16(nil, wire.CodeNotFound), `tcpsync: no such remote file: "nope.img"`...))
 	require.Equal(t, `remote: no such remote file: "nope.img"`, old.Error())
 	require.ErrorIs(t, old, ErrNotFound)
 }

@@ -17,11 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // rawSession dials addr and authenticates with token, returning the framer
 // for tests that speak the protocol by hand: whole maps up front (a peer
-// without featWindows; rawWindowSession speaks windows).
+// without wire.FeatWindows; rawWindowSession speaks windows).
 func rawSession(t *testing.T, addr string, token []byte) (*framer, net.Conn) {
 	t.Helper()
 	return rawSessionWith(t, addr, token, true)
@@ -49,7 +50,7 @@ func readUntilError(f *framer) error {
 		if err != nil {
 			return err
 		}
-		if ft == fError {
+		if ft == wire.Error {
 			return decodeError(body)
 		}
 	}
@@ -58,8 +59,8 @@ func readUntilError(f *framer) error {
 // rawOpen sends OPEN for name without the client's own validation.
 func rawOpen(t *testing.T, addr string, op uint8, name string) error {
 	f, _ := rawSession(t, addr, testToken)
-	require.NoError(t, f.send(fOpen, 0, openBody(op, 0, 4096, name)))
-	_, _, err := f.expect(fOpened)
+	require.NoError(t, f.send(wire.Open, 0, openBody(op, 0, 4096, name)))
+	_, _, err := f.expect(wire.Opened)
 	return err
 }
 
@@ -193,48 +194,48 @@ func TestBadFramesEndOnlyThatSession(t *testing.T) {
 		name string
 		send func(f *framer) error
 	}{
-		{"unknown type", func(f *framer) error { return f.send(frameType(200), 0, []byte("x")) }},
+		{"unknown type", func(f *framer) error { return f.send(wire.Type(200), 0, []byte("x")) }},
 		{"oversized frame", func(f *framer) error {
 			h := make([]byte, 8)
-			h[0] = byte(fExtents)
+			h[0] = byte(wire.Extents)
 			binary.LittleEndian.PutUint32(h[4:], 1<<30)
 			// A valid header tag: the limit, not the MAC, refuses it.
-			_, err := f.c.Write(append(h, f.smac.headerTag(h)...))
+			_, err := f.c.Write(append(h, f.smac.HeaderTag(h)...))
 			return err
 		}},
-		{"garbage open", func(f *framer) error { return f.send(fOpen, 0, []byte{1, 2, 3}) }},
+		{"garbage open", func(f *framer) error { return f.send(wire.Open, 0, []byte{1, 2, 3}) }},
 		{"huge size", func(f *framer) error {
-			if err := f.send(fOpen, 0, openBody(opPush, 0, 4096, "bad1")); err != nil {
+			if err := f.send(wire.Open, 0, openBody(opPush, 0, 4096, "bad1")); err != nil {
 				return err
 			}
-			if _, _, err := f.expect(fOpened); err != nil {
+			if _, _, err := f.expect(wire.Opened); err != nil {
 				return err
 			}
 			b := binary.LittleEndian.AppendUint64(nil, 1<<62)
 			b = binary.LittleEndian.AppendUint32(b, 4096)
 			b = binary.LittleEndian.AppendUint32(b, 0)
-			return f.send(fSrcInfo, 0, appendBytes(b, nil))
+			return f.send(wire.SrcInfo, 0, wire.AppendBytes(b, nil))
 		}},
 		{"data outside", func(f *framer) error {
-			if err := f.send(fOpen, 0, openBody(opPush, 0, 4096, "bad2")); err != nil {
+			if err := f.send(wire.Open, 0, openBody(opPush, 0, 4096, "bad2")); err != nil {
 				return err
 			}
-			if _, _, err := f.expect(fOpened); err != nil {
+			if _, _, err := f.expect(wire.Opened); err != nil {
 				return err
 			}
 			b := binary.LittleEndian.AppendUint64(nil, 1<<20)
 			b = binary.LittleEndian.AppendUint32(b, 4096)
 			b = binary.LittleEndian.AppendUint32(b, 0)
-			if err := f.writeFrame(fSrcInfo, 0, appendBytes(b, nil)); err != nil {
+			if err := f.writeFrame(wire.SrcInfo, 0, wire.AppendBytes(b, nil)); err != nil {
 				return err
 			}
 			m := []byte{1, 0x80, 0x80, 0x40, 1, 0, 0x80, 0x20} // size 1 MiB, one extent [0, 4096)
-			if err := f.writeFrame(fExtents, flagLast, m); err != nil {
+			if err := f.writeFrame(wire.Extents, wire.FlagLast, m); err != nil {
 				return err
 			}
 			d := binary.LittleEndian.AppendUint64(nil, 1<<40)
 			d = binary.LittleEndian.AppendUint32(d, 4096)
-			return f.send(fData, 0, d, make([]byte, 4096))
+			return f.send(wire.Data, 0, d, make([]byte, 4096))
 		}},
 	}
 	var wg sync.WaitGroup
@@ -280,14 +281,14 @@ func TestSilentClientDropped(t *testing.T) {
 	require.NoError(t, err)
 	defer c2.Close()
 	h := make([]byte, 8)
-	h[0] = byte(fHello)
+	h[0] = byte(wire.Hello)
 	binary.LittleEndian.PutUint32(h[4:], 60000)
 	_, err = c2.Write(h)
 	require.NoError(t, err)
 	require.NoError(t, c2.SetReadDeadline(time.Now().Add(10*time.Second)))
 	b, _ := io.ReadAll(c2)
 	require.GreaterOrEqual(t, len(b), 8)
-	require.Equal(t, byte(fError), b[0])
+	require.Equal(t, byte(wire.Error), b[0])
 }
 
 func TestConnectionCaps(t *testing.T) {

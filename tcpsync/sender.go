@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 const (
@@ -64,12 +66,12 @@ type sender struct {
 	// readBackSeen is what the receiver's PROGRESS frames reported read
 	// back so far (the answer reader's).
 	readBackSeen int64
-	// workedSeen is what its flagWorked PROGRESS frames reported.
+	// workedSeen is what its wire.FlagWorked PROGRESS frames reported.
 	workedSeen int64
 	// dataTotal is the source's data blocks (the bound of the receiver's
 	// PROGRESS frames).
 	dataTotal int64
-	// With featWindows: how the source's extents are walked, where the
+	// With wire.FeatWindows: how the source's extents are walked, where the
 	// first window starts (the resume offset), the destination's size,
 	// and the receiver's WINDOW answers (body copies) for the producer.
 	walk    extentWalk
@@ -102,7 +104,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 		}
 	}
 	size := s.src.Size()
-	if size < 0 || size > maxSize {
+	if size < 0 || size > wire.MaxSize {
 		return s.st, fmt.Errorf("source size %d out of range", size)
 	}
 	if s.f.windows {
@@ -119,7 +121,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if srcMap.Size() != size {
 		return s.st, fmt.Errorf("%w: extent map of size %d for a source of %d", ErrSourceChanged, srcMap.Size(), size)
 	}
-	if err := s.f.writeFrame(fSrcInfo, 0, s.srcInfo(size)); err != nil {
+	if err := s.f.writeFrame(wire.SrcInfo, 0, s.srcInfo(size)); err != nil {
 		return s.st, err
 	}
 	if err := sendMap(s.f, srcMap); err != nil {
@@ -137,7 +139,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if err != nil || quick {
 		return s.st, err
 	}
-	if dstSize > maxSize || resume > uint64(size) {
+	if dstSize > wire.MaxSize || resume > uint64(size) {
 		return s.st, fmt.Errorf("%w: DSTINFO size %d / resume %d out of range", ErrProtocol, dstSize, resume)
 	}
 	dstMap, err := readMap(s.f, int64(dstSize))
@@ -164,8 +166,8 @@ func (s *sender) srcInfo(size int64) []byte {
 	if id, ok := s.src.(Identifier); ok {
 		ident = id.Identity()
 	}
-	if len(ident) > maxIdentity {
-		ident = ident[:maxIdentity]
+	if len(ident) > wire.MaxIdentity {
+		ident = ident[:wire.MaxIdentity]
 	}
 	var flags uint32
 	if s.p.fullCompare {
@@ -174,7 +176,7 @@ func (s *sender) srcInfo(size int64) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(size))
 	b = binary.LittleEndian.AppendUint32(b, uint32(s.p.bs))
 	b = binary.LittleEndian.AppendUint32(b, flags)
-	return appendBytes(b, []byte(ident))
+	return wire.AppendBytes(b, []byte(ident))
 }
 
 // stream sends chunks from first on, with the answers handled concurrently.
@@ -185,7 +187,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 	stop := unblock(gctx, s.f.cc)
 	defer stop()
 	s.q = newSendq(s.f, 256)
-	s.pool = newBufPool(nBuffers, maxDataPayload)
+	s.pool = newBufPool(nBuffers, wire.MaxDataPayload)
 	s.slots = make(chan struct{}, window)
 	fixes := make(chan fixJob, window+1)
 	acks := make(chan doneAck, 1)
@@ -222,7 +224,7 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 			}
 		}
 		s.doneSent.Store(true)
-		o := s.q.frame(fDone)
+		o := s.q.frame(wire.Done)
 		o.u64(uint64(s.st.Size))
 		o.u64(total.a)
 		o.u64(total.b)
@@ -257,13 +259,13 @@ func (s *sender) stream(ctx context.Context, first int) (Stats, error) {
 // whether the quick check matched, in which case the sync ends here
 // (data gives the source's data blocks, for the stats).
 func (s *sender) dstInfo(ctx context.Context, data func() int64) (uint64, bool, uint64, error) {
-	_, body, err := s.f.expectPast(fDstInfo)
+	_, body, err := s.f.expectPast(wire.DstInfo)
 	if err != nil {
 		return 0, false, 0, err
 	}
-	d := dec{b: body, t: fDstInfo}
-	dstSize, quick, resume := d.u64(), d.u8(), d.u64()
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.DstInfo}
+	dstSize, quick, resume := d.U64(), d.U8(), d.U64()
+	if err := d.End(); err != nil {
 		return 0, false, 0, err
 	}
 	if quick != 0 {
@@ -281,10 +283,10 @@ func (s *sender) finish(ctx context.Context, total digest) (doneAck, error) {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(s.st.Size))
 	b = binary.LittleEndian.AppendUint64(b, total.a)
 	b = binary.LittleEndian.AppendUint64(b, total.b)
-	if err := s.f.send(fDone, 0, b); err != nil {
+	if err := s.f.send(wire.Done, 0, b); err != nil {
 		return doneAck{}, err
 	}
-	_, body, err := s.f.expect(fDoneAck)
+	_, body, err := s.f.expect(wire.DoneAck)
 	if err != nil {
 		return doneAck{}, err
 	}
@@ -296,7 +298,7 @@ func (s *sender) finish(ctx context.Context, total digest) (doneAck, error) {
 }
 
 func parseDoneAck(body []byte) (doneAck, error) {
-	d := dec{b: body, t: fDoneAck}
-	a := doneAck{d.u64(), d.u64(), d.u64()}
-	return a, d.end()
+	d := wire.Dec{B: body, T: wire.DoneAck}
+	a := doneAck{d.U64(), d.U64(), d.U64()}
+	return a, d.End()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -23,10 +24,10 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			return err
 		}
 		switch t {
-		case fResult:
-			d := dec{b: body, t: t}
-			k := d.u32()
-			if err := d.end(); err != nil {
+		case wire.Result:
+			d := wire.Dec{B: body, T: t}
+			k := d.U32()
+			if err := d.End(); err != nil {
 				return err
 			}
 			in, err := s.takeHashes(k)
@@ -36,17 +37,17 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			s.unchanged(&in.c)
 			s.f.progress(int64(in.c.ncmp) * s.p.bs)
 			<-s.slots
-		case fHashes:
-			d := dec{b: body, t: t}
-			k, n := d.u32(), d.u32()
-			if d.err == nil && uint64(n)*8 != uint64(len(d.b)) {
-				return fmt.Errorf("%w: HASHES announces %d hashes in %d bytes", ErrProtocol, n, len(d.b))
+		case wire.Hashes:
+			d := wire.Dec{B: body, T: t}
+			k, n := d.U32(), d.U32()
+			if d.Err == nil && uint64(n)*8 != uint64(len(d.B)) {
+				return fmt.Errorf("%w: HASHES announces %d hashes in %d bytes", ErrProtocol, n, len(d.B))
 			}
 			theirs := make([]uint64, n)
 			for i := range theirs {
-				theirs[i] = d.u64()
+				theirs[i] = d.U64()
 			}
-			if err := d.end(); err != nil {
+			if err := d.End(); err != nil {
 				return err
 			}
 			select {
@@ -54,7 +55,7 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			default:
 				return fmt.Errorf("%w: more HASHES than chunks in flight", ErrProtocol)
 			}
-		case fDoneAck:
+		case wire.DoneAck:
 			// A DONEACK before our DONE would leave the producer waiting
 			// for answers nobody reads: the session ends here instead.
 			if !s.doneSent.Load() {
@@ -66,11 +67,11 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			}
 			acks <- a
 			return nil
-		case fProgress:
+		case wire.Progress:
 			if err := s.onProgress(flags, body); err != nil {
 				return err
 			}
-		case fWindow:
+		case wire.Window:
 			if !s.f.windows {
 				return fmt.Errorf("%w: WINDOW from a peer that did not announce windows", ErrProtocol)
 			}
@@ -79,7 +80,7 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 			default:
 				return fmt.Errorf("%w: WINDOW the sender did not ask for", ErrProtocol)
 			}
-		case fError:
+		case wire.Error:
 			return decodeError(body)
 		default:
 			return fmt.Errorf("%w: unexpected %s from the receiver", ErrProtocol, t)
@@ -92,18 +93,18 @@ func (s *sender) readAnswers(ctx context.Context, fixes chan<- fixJob, acks chan
 // the source's data blocks. What it adds is progress for the watchdog
 // (and its arrival rearms the read deadline).
 //
-// With flagWorked, from a peer that announced them, at any time: the
+// With wire.FlagWorked, from a peer that announced them, at any time: the
 // bytes the receiver received, applied or compared, counting up and never
 // past what this side sent plus twice the source's data blocks (a
 // compared block that differs is applied too). It is progress as well: a receiver held to a slow budget answers
 // late, and says meanwhile that it works.
 func (s *sender) onProgress(flags uint8, body []byte) error {
-	d := dec{b: body, t: fProgress}
-	n := d.u64()
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.Progress}
+	n := d.U64()
+	if err := d.End(); err != nil {
 		return err
 	}
-	if flags == flagBusy {
+	if flags == wire.FlagBusy {
 		if !s.f.busy {
 			return fmt.Errorf("%w: busy PROGRESS from a peer that did not announce it", ErrProtocol)
 		}
@@ -113,7 +114,7 @@ func (s *sender) onProgress(flags uint8, body []byte) error {
 		s.f.progress(minProgress)
 		return nil
 	}
-	if flags == flagWorked {
+	if flags == wire.FlagWorked {
 		if !s.f.worked {
 			return fmt.Errorf("%w: PROGRESS of work from a peer that did not announce it", ErrProtocol)
 		}
@@ -216,7 +217,7 @@ func (s *sender) fixer(ctx context.Context, fixes <-chan fixJob) error {
 		if err := flush(); err != nil {
 			return err
 		}
-		o := s.q.frame(fFixEnd)
+		o := s.q.frame(wire.FixEnd)
 		o.u32(job.k)
 		if err := s.q.put(ctx, o); err != nil {
 			return err

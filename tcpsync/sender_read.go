@@ -10,12 +10,13 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/qos"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // produce reads every chunk from first on (every window's, with
-// featWindows), sends data the receiver lacks and zero markers, and queues
+// wire.FeatWindows), sends data the receiver lacks and zero markers, and queues
 // SEGEND with the compare and digest sums.
 func (s *sender) produce(ctx context.Context, first int) (digest, error) {
 	ps := &prodState{hasher: blockhash.New(s.p.seed), sumHasher: blockhash.New(s.p.seed), dk: newDigestKey(s.p.seed),
@@ -167,7 +168,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 		s.hashes[uint32(k)] = inflight{c: cv, hashes: mine}
 		s.mu.Unlock()
 	}
-	o := s.q.frame(fSegEnd)
+	o := s.q.frame(wire.SegEnd)
 	o.u32(uint32(k))
 	var cmpSum uint64
 	if c.ncmp > 0 {
@@ -186,7 +187,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 	return cdig, nil
 }
 
-// piece is one read: a span of at most maxDataPayload bytes covering
+// piece is one read: a span of at most wire.MaxDataPayload bytes covering
 // source-data extents separated by small holes.
 type piece struct {
 	start, end int64
@@ -212,7 +213,7 @@ func autoDecide(on bool, sent int64, elapsed, blocked time.Duration) bool {
 }
 
 // pieces cuts a chunk's data extents into reads: large extents into
-// pieces of most bytes (at most maxDataPayload), small neighbours merged
+// pieces of most bytes (at most wire.MaxDataPayload), small neighbours merged
 // into one read.
 func pieces(ext []sparse.Extent, most int64) []piece {
 	var out []piece
@@ -263,7 +264,7 @@ func readFull(r io.ReaderAt, b []byte, off int64) error {
 // sendData queues a DATA frame pointing into pb (compressed into a copy if
 // that pays).
 func (s *sender) sendData(ctx context.Context, enc *encoder, pb *pbuf, raw []byte, off int64, codec Compression) error {
-	o := s.q.frame(fData)
+	o := s.q.frame(wire.Data)
 	o.u64(uint64(off))
 	o.u32(uint32(len(raw)))
 	s.copied.Add(int64(len(raw)))
@@ -298,7 +299,7 @@ func (s *sender) sendZero(ctx context.Context, off, n int64) error {
 	if s.p.progress != nil {
 		s.p.progress.Done.Add(n)
 	}
-	o := s.q.frame(fZero)
+	o := s.q.frame(wire.Zero)
 	o.u64(uint64(off))
 	o.u64(uint64(n))
 	return s.q.put(ctx, o)
@@ -311,7 +312,7 @@ func (s *sender) sendZero(ctx context.Context, off, n int64) error {
 // of a second of the rate, well within its read deadline.
 func (s *sender) readPiece() int64 {
 	b := s.f.m.budget()
-	p := int64(maxDataPayload)
+	p := int64(wire.MaxDataPayload)
 	for _, l := range []*qos.Limiter{b.Read, b.Wire} {
 		if lp := l.Piece(); lp > 0 {
 			p = min(p, max(lp/s.p.bs*s.p.bs, s.p.bs))

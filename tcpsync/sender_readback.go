@@ -3,16 +3,17 @@ package tcpsync
 import (
 	"context"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // prefixDigest reads the source's chunks below first (those a resume
-// skips; with featWindows, its data below the resume offset, a window at
+// skips; with wire.FeatWindows, its data below the resume offset, a window at
 // a time) and returns their digest, computed as produce does, so a
 // read-back sync's DONE covers the whole file.
 func (s *sender) prefixDigest(ctx context.Context, first int) (digest, error) {
 	var total digest
-	buf := make([]byte, maxDataPayload)
+	buf := make([]byte, wire.MaxDataPayload)
 	if !s.f.windows {
 		for k := range first {
 			d, err := s.digestBlocks(ctx, s.plan.chunk(k).ext, buf)

@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// runWindowed is the sender's side with featWindows: SRCINFO carries the
+// runWindowed is the sender's side with wire.FeatWindows: SRCINFO carries the
 // source's data-block bytes (counted as the walk streams, for progress and
 // the bounds of the receiver's PROGRESS) and no map; DSTINFO carries none
 // either; the maps then cross a window at a time (produceWindows).
@@ -30,7 +31,7 @@ func (s *sender) runWindowed(ctx context.Context, size int64) (Stats, error) {
 		return s.st, err
 	}
 	b := binary.LittleEndian.AppendUint64(s.srcInfo(size), uint64(total))
-	if err := s.f.send(fSrcInfo, 0, b); err != nil {
+	if err := s.f.send(wire.SrcInfo, 0, b); err != nil {
 		return s.st, err
 	}
 	s.st.Size, s.dataTotal = size, total
@@ -41,7 +42,7 @@ func (s *sender) runWindowed(ctx context.Context, size int64) (Stats, error) {
 	if err != nil || quick {
 		return s.st, err
 	}
-	if dstSize > maxSize || resume > uint64(size) || (resume%uint64(s.p.bs) != 0 && resume != uint64(size)) {
+	if dstSize > wire.MaxSize || resume > uint64(size) || (resume%uint64(s.p.bs) != 0 && resume != uint64(size)) {
 		return s.st, fmt.Errorf("%w: DSTINFO size %d / resume %d out of range", ErrProtocol, dstSize, resume)
 	}
 	s.dstSize, s.resume = int64(dstSize), int64(resume)
@@ -68,11 +69,11 @@ func (s *sender) produceWindows(ctx context.Context, ps *prodState) (digest, err
 		if err != nil {
 			return total, err
 		}
-		body, err := windowFrame(lo, hi, ext)
+		body, err := wire.WindowFrame(lo, hi, ext)
 		if err != nil {
 			return total, err
 		}
-		o := s.q.frame(fWindow)
+		o := s.q.frame(wire.Window)
 		o.payload = body
 		if err := s.q.put(ctx, o); err != nil {
 			return total, err
@@ -83,7 +84,7 @@ func (s *sender) produceWindows(ctx context.Context, ps *prodState) (digest, err
 		case <-ctx.Done():
 			return total, context.Cause(ctx)
 		}
-		whi, dst, err := parseWindow(ans, lo, hi, s.p.bs)
+		whi, dst, err := wire.ParseWindow(ans, lo, hi, s.p.bs)
 		if err != nil {
 			return total, err
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // TestErrorAfterDroppedFramesKeepsItsTag: a session whose writes were cut
@@ -37,17 +39,17 @@ func TestErrorAfterDroppedFramesKeepsItsTag(t *testing.T) {
 	require.NoError(t, server.authenticate(testToken, transcript, false))
 	require.NoError(t, client.authenticate(testToken, transcript, true))
 
-	require.NoError(t, server.send(fOpened, 0))
-	_, _, err = client.expect(fOpened)
+	require.NoError(t, server.send(wire.Opened, 0))
+	_, _, err = client.expect(wire.Opened)
 	require.NoError(t, err)
 
 	// The session is cut: its next frame is tagged, then dropped unsent.
 	require.NoError(t, sc.SetWriteDeadline(time.Now().Add(-time.Second)))
-	require.Error(t, server.send(fDstInfo, 0, make([]byte, 17)))
+	require.Error(t, server.send(wire.DstInfo, 0, make([]byte, 17)))
 	server.sendError(ErrShutdown)
 
 	require.NoError(t, cc.SetReadDeadline(time.Now().Add(10*time.Second)))
-	_, _, err = client.expect(fDstInfo)
+	_, _, err = client.expect(wire.DstInfo)
 	require.False(t, errors.Is(err, ErrIntegrity), "the ERROR read as a forged frame: %v", err)
 	require.ErrorIs(t, err, ErrShutdown)
 }

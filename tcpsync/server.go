@@ -14,6 +14,7 @@ import (
 	"time"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/qos"
 	"golang.org/x/sys/unix"
 )
@@ -370,17 +371,17 @@ func (c *prefixConn) Read(b []byte) (int, error) {
 // HELLO header is answered with a plaintext ERROR (errNeedsTLS); anything
 // else is handed on, those bytes first.
 func plaintextHello(ctx context.Context, c net.Conn) (net.Conn, error) {
-	var h [headerLen]byte
+	var h [wire.HeaderLen]byte
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		return nil, fmt.Errorf("TLS handshake: %w", unexpected(err))
 	}
-	if h != [headerLen]byte{byte(fHello), 0, 0, 0, helloLen} {
+	if h != [wire.HeaderLen]byte{byte(wire.Hello), 0, 0, 0, wire.HelloLen} {
 		return &prefixConn{Conn: c, pre: h[:]}, nil
 	}
 	msg := wireText(errNeedsTLS)
 	b := binary.LittleEndian.AppendUint16(h[:0:0], errorCode(errNeedsTLS))
 	b = append(b, msg...)
-	frame := append([]byte{byte(fError), 0, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(b)))...)
+	frame := append([]byte{byte(wire.Error), 0, 0, 0}, binary.LittleEndian.AppendUint32(nil, uint32(len(b)))...)
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = c.Write(append(frame, b...))
 	linger(ctx, c)

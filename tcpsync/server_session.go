@@ -10,6 +10,7 @@ import (
 	"time"
 
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +34,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	}
 	f := newFramer(c)
 	*fp = f
-	f.budget = maxPreAuth
+	f.budget = wire.MaxPreAuth
 	f.hmacOnly = s.hooks != nil && s.hooks.hmacOnly
 	f.notBusy = s.hooks != nil && s.hooks.notBusy
 	seed, err := serverHandshake(ctx, f, s.token(), s.NoAuth, s.FailDelay)
@@ -45,7 +46,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 
 	// OPEN is due within the handshake deadline (still armed from accept):
 	// an authenticated peer cannot hold a connection by saying nothing.
-	_, body, err := f.expect(fOpen)
+	_, body, err := f.expect(wire.Open)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -64,10 +65,10 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	if err := f.mem.reserve(sessionFixed, "the session's buffers"); err != nil {
 		return Stats{}, err
 	}
-	d := dec{b: body, t: fOpen}
-	op, flags, bs := d.u8(), d.u32(), d.u32()
-	name := string(d.bytes(2 * maxPath)) // longer names get ValidateName's error
-	if err := d.end(); err != nil {
+	d := wire.Dec{B: body, T: wire.Open}
+	op, flags, bs := d.U8(), d.U32(), d.U32()
+	name := string(d.Bytes(2 * wire.MaxPath)) // longer names get ValidateName's error
+	if err := d.End(); err != nil {
 		return Stats{}, err
 	}
 	ev.Path = sanitize(name)
@@ -81,7 +82,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 			return Stats{}, err
 		}
 		defer t.close()
-		if err := f.send(fOpened, 0); err != nil {
+		if err := f.send(wire.Opened, 0); err != nil {
 			return Stats{}, err
 		}
 		return receiveTarget(ctx, f, t, p)
@@ -97,7 +98,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 			return Stats{}, err
 		}
 		defer file.Close()
-		if err := f.send(fOpened, 0); err != nil {
+		if err := f.send(wire.Opened, 0); err != nil {
 			return Stats{}, err
 		}
 		return sendSource(ctx, f, src, p)
@@ -110,7 +111,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		if err != nil {
 			return Stats{}, err
 		}
-		return Stats{}, f.send(fOpened, 0, body)
+		return Stats{}, f.send(wire.Opened, 0, body)
 	}
 	return Stats{}, fmt.Errorf("%w: unknown operation %d", ErrProtocol, op)
 }
@@ -131,7 +132,7 @@ func ValidateName(name string) error {
 	switch {
 	case name == "":
 		return bad("empty")
-	case len(name) > maxPath:
+	case len(name) > wire.MaxPath:
 		return bad("longer than 4096 bytes")
 	case strings.HasPrefix(name, "/"):
 		return bad("absolute")
@@ -152,7 +153,7 @@ func ValidateName(name string) error {
 			return bad("empty component")
 		case comp == "." || comp == "..":
 			return bad("dot component")
-		case len(comp) > maxComponent:
+		case len(comp) > wire.MaxComponent:
 			return bad("component longer than 255 bytes")
 		}
 	}
@@ -209,5 +210,5 @@ func openBody(op uint8, flags uint32, bs uint32, name string) []byte {
 	b := []byte{op}
 	b = binary.LittleEndian.AppendUint32(b, flags)
 	b = binary.LittleEndian.AppendUint32(b, bs)
-	return appendBytes(b, []byte(name))
+	return wire.AppendBytes(b, []byte(name))
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
 // tamperProxy forwards one connection at a time to target and lets edit
@@ -99,7 +101,7 @@ func copyEdit(dst, src net.Conn, edit func(pos int64, b []byte)) {
 
 // handshakeBytes is what a client sends before frames are authenticated:
 // HELLO (8 + 41) and AUTH (8 + 32).
-const handshakeBytes = 8 + helloLen + 8 + 32
+const handshakeBytes = 8 + wire.HelloLen + 8 + 32
 
 // tamperCase pushes src to name through a proxy running edit, with the
 // target holding old before, and checks the integrity error and the
@@ -270,7 +272,7 @@ func TestTamperAfterCommit(t *testing.T) {
 		if len(b) < 56 {
 			return
 		}
-		if f := b[len(b)-56:]; f[0] == byte(fDoneAck) && binary.LittleEndian.Uint32(f[4:]) == 24 {
+		if f := b[len(b)-56:]; f[0] == byte(wire.DoneAck) && binary.LittleEndian.Uint32(f[4:]) == 24 {
 			f[55] ^= 1
 			flipped.Store(true)
 		}

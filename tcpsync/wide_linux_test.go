@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -23,7 +24,7 @@ import (
 const heavyEnv = "SPARSESYNC_HEAVY"
 
 // wideN is more data extents than one map may carry to an older peer
-// (maxExtents): the 1,100,000.
+// (wire.MaxExtents): the 1,100,000.
 const wideN = 1_100_000
 
 // wideImage is a synthetic source of n data extents of 1 KiB, each
@@ -148,7 +149,7 @@ func TestWideMapPushPull(t *testing.T) {
 	require.NoError(t, os.Mkdir(local, 0o755))
 	addr, _ := startServer(t, root, func(s *Server) { s.IdleTimeout = 5 * time.Minute })
 	src := wideImage{n: wideN}
-	require.Greater(t, src.n, maxExtents)
+	require.Greater(t, src.n, wire.MaxExtents)
 	ctx := t.Context()
 
 	o := clientOpts()

@@ -2,17 +2,17 @@ package tcpsync
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
 
 	"github.com/sparsesync/sparsesync/internal/destplan"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// Windows of the maps (featWindows). Instead of both whole maps up front,
+// Windows of the maps (wire.FeatWindows). Instead of both whole maps up front,
 // the two sides walk the file in windows [lo, hi): the sender sends its
 // data extents from lo on in one WINDOW frame, closing the window once
 // their encoding passes windowBudget (at the next block boundary); the
@@ -27,13 +27,10 @@ const (
 	// the window closes (at the next block boundary): some 4,000 to
 	// 8,000 extents.
 	windowBudget = 16 << 10
-	// maxWindowMap is the most a WINDOW frame's map may take (its body
-	// less lo and hi); a longer one is refused before it is decoded.
-	maxWindowMap = 32 << 10
 	// windowMemory is what a windowed session charges its budget, once,
 	// for the two maps of a window and the window's plan: a map of
-	// maxWindowMap bytes holds at most maxWindowMap/2 extents.
-	windowMemory = 2 * (maxWindowMap / 2) * extentCost
+	// wire.MaxWindowMap bytes holds at most wire.MaxWindowMap/2 extents.
+	windowMemory = 2 * (wire.MaxWindowMap / 2) * extentCost
 )
 
 // extentWalk calls fn for the data extents that end after from, in
@@ -65,7 +62,7 @@ func collectWindow(ctx context.Context, walk extentWalk, lo, end, bs int64) ([]s
 			return nil
 		}
 		ext = append(ext, e)
-		n += uvarintLen(uint64(e.Off-prev)) + uvarintLen(uint64(e.Len))
+		n += wire.UvarintLen(uint64(e.Off-prev)) + wire.UvarintLen(uint64(e.Len))
 		prev = e.End()
 		if !closed && n >= windowBudget {
 			closed = true
@@ -86,7 +83,7 @@ func collectWindow(ctx context.Context, walk extentWalk, lo, end, bs int64) ([]s
 // fits a WINDOW frame (a window closes near windowBudget, so only extents
 // split afterwards, or crowded in one block, get here), at block boundaries.
 func fitWindow(ext []sparse.Extent, lo, hi, bs int64) ([]sparse.Extent, int64, error) {
-	for windowMapLen(ext, hi) > maxWindowMap {
+	for wire.WindowMapLen(ext, hi) > wire.MaxWindowMap {
 		mid := ext[len(ext)/2]
 		cut := mid.Off / bs * bs
 		if cut <= lo {
@@ -95,7 +92,7 @@ func fitWindow(ext []sparse.Extent, lo, hi, bs int64) ([]sparse.Extent, int64, e
 		kept := clipExtents(ext, cut)
 		if cut >= hi || len(kept) == len(ext) {
 			return nil, 0, fmt.Errorf("%w: more data extents in the block of %d bytes at %d than one window of the map "+
-				"carries (%d bytes of map): sync with a smaller block size", ErrTooManyExtents, bs, cut-bs, maxWindowMap)
+				"carries (%d bytes of map): sync with a smaller block size", ErrTooManyExtents, bs, cut-bs, wire.MaxWindowMap)
 		}
 		ext, hi = kept, cut
 	}
@@ -113,65 +110,6 @@ func clipExtents(ext []sparse.Extent, end int64) []sparse.Extent {
 }
 
 func alignUp(n, bs int64) int64 { return (n + bs - 1) / bs * bs }
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for ; v >= 0x80; v >>= 7 {
-		n++
-	}
-	return n
-}
-
-// windowMapLen is the encoded size of a map of size hi holding ext.
-func windowMapLen(ext []sparse.Extent, hi int64) int {
-	n := 1 + uvarintLen(uint64(hi)) + uvarintLen(uint64(len(ext)))
-	var prev int64
-	for _, e := range ext {
-		n += uvarintLen(uint64(e.Off-prev)) + uvarintLen(uint64(e.Len))
-		prev = e.End()
-	}
-	return n
-}
-
-// windowFrame is a WINDOW body: lo, hi and the map of size hi holding ext.
-func windowFrame(lo, hi int64, ext []sparse.Extent) ([]byte, error) {
-	m, err := sparse.NewMap(hi, ext...)
-	if err != nil {
-		return nil, err
-	}
-	b := binary.LittleEndian.AppendUint64(nil, uint64(lo))
-	b = binary.LittleEndian.AppendUint64(b, uint64(hi))
-	return m.AppendBinary(b)
-}
-
-// parseWindow decodes a WINDOW body from the peer: the window must start at
-// lo (windows come in order, none overlapping or skipped), end after it
-// within most, at a multiple of bs unless at most, and its extents lie in
-// it. The map's length is bounded by the frame's (64 KiB): decoding it
-// allocates no more than that justifies.
-func parseWindow(body []byte, lo, most, bs int64) (int64, []sparse.Extent, error) {
-	d := dec{b: body, t: fWindow}
-	wlo, whi := d.u64(), d.u64()
-	if d.err != nil {
-		return 0, nil, d.err
-	}
-	if wlo != uint64(lo) || whi <= wlo || whi > uint64(most) || (whi%uint64(bs) != 0 && whi != uint64(most)) {
-		return 0, nil, fmt.Errorf("%w: WINDOW [%d,%d), expected one from %d to at most %d at a multiple of %d",
-			ErrProtocol, wlo, whi, lo, most, bs)
-	}
-	if len(d.b) > maxWindowMap {
-		return 0, nil, fmt.Errorf("%w: WINDOW map of %d bytes (limit %d)", ErrProtocol, len(d.b), maxWindowMap)
-	}
-	m, err := sparse.DecodeMap(d.b)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: WINDOW map: %w", ErrProtocol, err)
-	}
-	hi := int64(whi)
-	if m.Size() != hi || (m.Len() > 0 && m.Extents()[0].Off < lo) {
-		return 0, nil, fmt.Errorf("%w: WINDOW map of size %d with extents outside [%d,%d)", ErrProtocol, m.Size(), lo, hi)
-	}
-	return hi, m.Extents(), nil
-}
 
 // windowPlan is newPlan over the window [lo, hi): src holds the source's
 // extents there, dst the destination's (of size dstSize). The maps newPlan

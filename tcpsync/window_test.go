@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -111,7 +112,7 @@ func TestCollectWindow(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, hi, lo)
 		require.True(t, hi%bs == 0 || hi == m.Size(), "window end %d", hi)
-		require.LessOrEqual(t, windowMapLen(ext, hi), maxWindowMap)
+		require.LessOrEqual(t, wire.WindowMapLen(ext, hi), wire.MaxWindowMap)
 		for _, e := range ext {
 			require.True(t, e.Off >= lo && e.End() <= hi, "extent %v in [%d,%d)", e, lo, hi)
 		}
@@ -124,47 +125,6 @@ func TestCollectWindow(t *testing.T) {
 	require.Equal(t, m.Extents(), joined.Extents())
 }
 
-// TestParseWindowRefuses: a WINDOW from the peer must start where the last
-// one ended, end after it (within the bound, at a block boundary unless at
-// the bound) and hold extents only there, in a map of its end's size.
-func TestParseWindowRefuses(t *testing.T) {
-	const bs = 4096
-	frame := func(lo, hi uint64, m []byte) []byte {
-		b := binary.LittleEndian.AppendUint64(nil, lo)
-		return append(binary.LittleEndian.AppendUint64(b, hi), m...)
-	}
-	enc := func(size int64, xs ...sparse.Extent) []byte {
-		m, err := sparse.NewMap(size, xs...)
-		require.NoError(t, err)
-		b, err := m.MarshalBinary()
-		require.NoError(t, err)
-		return b
-	}
-	ok := frame(8192, 16384, enc(16384, sparse.Extent{Off: 8192, Len: 100}))
-	hi, ext, err := parseWindow(ok, 8192, 1<<20, bs)
-	require.NoError(t, err)
-	require.Equal(t, int64(16384), hi)
-	require.Equal(t, []sparse.Extent{{Off: 8192, Len: 100}}, ext)
-	for _, tc := range []struct {
-		name string
-		body []byte
-	}{
-		{"not where the last ended", frame(4096, 16384, enc(16384))},
-		{"overlapping the last", frame(0, 16384, enc(16384))},
-		{"empty", frame(8192, 8192, enc(8192))},
-		{"past the bound", frame(8192, 2<<20, enc(2<<20))},
-		{"not at a block boundary", frame(8192, 10000, enc(10000))},
-		{"map of another size", frame(8192, 16384, enc(20480))},
-		{"extent before the window", frame(8192, 16384, enc(16384, sparse.Extent{Off: 4096, Len: 8192}))},
-		{"no map", frame(8192, 16384, nil)},
-		{"truncated", ok[:10]},
-		{"map claims more extents than bytes", frame(8192, 16384, []byte{1, 0x80, 0x80, 1, 0xff, 0xff, 0x03})},
-	} {
-		_, _, err := parseWindow(tc.body, 8192, 1<<20, bs)
-		require.ErrorIs(t, err, ErrProtocol, tc.name)
-	}
-}
-
 // TestHostileWindowsRefused: a client that speaks windows by hand and
 // breaks their rules (data before any window, a window that does not start
 // where the last ended, overlaps it, comes before the last one's chunks are
@@ -174,12 +134,12 @@ func TestHostileWindowsRefused(t *testing.T) {
 	addr, _ := startServer(t, t.TempDir(), nil)
 	const size, bs = 1 << 20, 4096
 	win := func(lo, hi int64, xs ...sparse.Extent) []byte {
-		b, err := windowFrame(lo, hi, xs)
+		b, err := wire.WindowFrame(lo, hi, xs)
 		require.NoError(t, err)
 		return b
 	}
 	type step struct {
-		t    frameType
+		t    wire.Type
 		body []byte
 	}
 	data := binary.LittleEndian.AppendUint64(nil, 0)
@@ -190,40 +150,40 @@ func TestHostileWindowsRefused(t *testing.T) {
 		steps []step
 		want  error
 	}{
-		{"data before any window", []step{{fData, data}}, ErrProtocol},
-		{"window not at the start", []step{{fWindow, win(4096, size)}}, ErrProtocol},
-		{"window past the size", []step{{fWindow, win(0, 2*size)}}, ErrProtocol},
-		{"overlapping window", []step{{fWindow, win(0, 65536)}, {fWindow, win(0, 131072)}}, ErrProtocol},
-		{"window skipping ahead", []step{{fWindow, win(0, 65536)}, {fWindow, win(131072, size)}}, ErrProtocol},
-		{"window before the last one settled", []step{{fWindow, win(0, 65536, sparse.Extent{Off: 0, Len: 4096})},
-			{fWindow, win(65536, size)}}, ErrProtocol},
-		{"window after the last", []step{{fWindow, win(0, size)}, {fWindow, win(size, size+4096)}}, ErrProtocol},
-		{"window over a frame", []step{{fWindow, make([]byte, maxFrame+1)}}, ErrFrameTooLarge},
-		{"window map over its limit", []step{{fWindow, append(win(0, size), make([]byte, maxWindowMap)...)}}, ErrProtocol},
+		{"data before any window", []step{{wire.Data, data}}, ErrProtocol},
+		{"window not at the start", []step{{wire.Window, win(4096, size)}}, ErrProtocol},
+		{"window past the size", []step{{wire.Window, win(0, 2*size)}}, ErrProtocol},
+		{"overlapping window", []step{{wire.Window, win(0, 65536)}, {wire.Window, win(0, 131072)}}, ErrProtocol},
+		{"window skipping ahead", []step{{wire.Window, win(0, 65536)}, {wire.Window, win(131072, size)}}, ErrProtocol},
+		{"window before the last one settled", []step{{wire.Window, win(0, 65536, sparse.Extent{Off: 0, Len: 4096})},
+			{wire.Window, win(65536, size)}}, ErrProtocol},
+		{"window after the last", []step{{wire.Window, win(0, size)}, {wire.Window, win(size, size+4096)}}, ErrProtocol},
+		{"window over a frame", []step{{wire.Window, make([]byte, wire.MaxFrame+1)}}, ErrFrameTooLarge},
+		{"window map over its limit", []step{{wire.Window, append(win(0, size), make([]byte, wire.MaxWindowMap)...)}}, ErrProtocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := rawSessionWith(t, addr, testToken, false)
 			require.True(t, f.windows)
-			require.NoError(t, f.send(fOpen, 0, openBody(opPush, 0, bs, "w")))
-			_, _, err := f.expect(fOpened)
+			require.NoError(t, f.send(wire.Open, 0, openBody(opPush, 0, bs, "w")))
+			_, _, err := f.expect(wire.Opened)
 			require.NoError(t, err)
-			require.NoError(t, f.send(fSrcInfo, 0, binary.LittleEndian.AppendUint64(srcInfoBody(size, bs, ""), 4096)))
-			_, _, err = f.expect(fDstInfo)
+			require.NoError(t, f.send(wire.SrcInfo, 0, binary.LittleEndian.AppendUint64(srcInfoBody(size, bs, ""), 4096)))
+			_, _, err = f.expect(wire.DstInfo)
 			require.NoError(t, err)
 			for i, s := range tc.steps {
-				if len(s.body) > maxFrame {
+				if len(s.body) > wire.MaxFrame {
 					// writeFrame refuses it: the header by hand, with a
 					// valid tag (the limit, not the MAC, refuses it).
-					h := make([]byte, headerLen)
+					h := make([]byte, wire.HeaderLen)
 					h[0] = byte(s.t)
 					binary.LittleEndian.PutUint32(h[4:], uint32(len(s.body)))
-					_, err = f.c.Write(append(h, f.smac.headerTag(h)...))
+					_, err = f.c.Write(append(h, f.smac.HeaderTag(h)...))
 				} else {
 					err = f.send(s.t, 0, s.body)
 				}
 				require.NoError(t, err)
 				if i < len(tc.steps)-1 {
-					_, _, err = f.expect(fWindow) // the server's answer to a valid window
+					_, _, err = f.expect(wire.Window) // the server's answer to a valid window
 					require.NoError(t, err)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/coldread"
+	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -53,7 +54,7 @@ func (p *bufPool) put(b *pbuf) { p.free <- b }
 
 // outFrame is a frame queued for the writer goroutine.
 type outFrame struct {
-	t       frameType
+	t       wire.Type
 	flags   uint8
 	head    [48]byte
 	headN   int
@@ -83,7 +84,7 @@ func newSendq(f *framer, depth int) *sendq {
 	return &sendq{ch: make(chan *outFrame, depth), f: f, pool: sync.Pool{New: func() any { return new(outFrame) }}}
 }
 
-func (q *sendq) frame(t frameType) *outFrame {
+func (q *sendq) frame(t wire.Type) *outFrame {
 	o := q.pool.Get().(*outFrame)
 	*o = outFrame{t: t}
 	return o
@@ -144,28 +145,28 @@ func (q *sendq) run(ctx context.Context) error {
 }
 
 // sendMap sends an encoded map as EXTENTS frames, in pieces of one frame.
-// A peer with featWideMaps takes a map of any length its session memory
+// A peer with wire.FeatWideMaps takes a map of any length its session memory
 // budget holds (and refuses a larger one, permanently, naming its budget);
-// to an older peer a map of more than maxExtents is refused here, before a
+// to an older peer a map of more than wire.MaxExtents is refused here, before a
 // byte is sent.
 func sendMap(f *framer, m sparse.Map) error {
-	if n := m.Len(); n > maxExtents && !f.wideMaps {
+	if n := m.Len(); n > wire.MaxExtents && !f.wideMaps {
 		return fmt.Errorf("%w: %d data extents, and one map carries at most %d to this peer (an older sparsesync, "+
 			"without wide maps): upgrade the peer, copy it with sparsesync local, "+
-			"or write the image less fragmented (for example qemu-img convert) and push that", ErrTooManyExtents, n, maxExtents)
+			"or write the image less fragmented (for example qemu-img convert) and push that", ErrTooManyExtents, n, wire.MaxExtents)
 	}
 	b, err := m.MarshalBinary()
 	if err != nil {
 		return err
 	}
-	const piece = maxFrame
+	const piece = wire.MaxFrame
 	for {
 		n := min(len(b), piece)
 		var flags uint8
 		if n == len(b) {
-			flags = flagLast
+			flags = wire.FlagLast
 		}
-		if err := f.writeFrame(fExtents, flags, b[:n]); err != nil {
+		if err := f.writeFrame(wire.Extents, flags, b[:n]); err != nil {
 			return err
 		}
 		b = b[n:]
@@ -177,8 +178,8 @@ func sendMap(f *framer, m sparse.Map) error {
 
 // readMap reads EXTENTS frames into a map of the announced size. The
 // first frame's header (version, size, extent count) is checked before
-// anything is buffered: the count against maxExtents (for a peer without
-// featWideMaps; else against the size) and against the session's memory
+// anything is buffered: the count against wire.MaxExtents (for a peer without
+// wire.FeatWideMaps; else against the size) and against the session's memory
 // budget (a claim that could never fit is refused; it is
 // not reserved), the bytes that follow against what that count can take.
 // Memory is reserved as the bytes arrive, for the extents they can encode
@@ -190,12 +191,12 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 	var b []byte
 	var count, want, hdr, charged int64
 	for {
-		flags, body, err := f.expect(fExtents)
+		flags, body, err := f.expect(wire.Extents)
 		if err != nil {
 			return sparse.Map{}, err
 		}
-		last := flags&flagLast != 0
-		if !last && len(body) != maxFrame {
+		last := flags&wire.FlagLast != 0
+		if !last && len(body) != wire.MaxFrame {
 			return sparse.Map{}, fmt.Errorf("%w: EXTENTS frame of %d bytes before the last", ErrProtocol, len(body))
 		}
 		if b == nil {
@@ -237,7 +238,7 @@ func readMap(f *framer, size int64) (sparse.Map, error) {
 
 // mapHeader reads the version, size and extent count at the start of an
 // encoded map (sparse's encoding) and checks them before any allocation:
-// the count is at most maxExtents from a peer without featWideMaps, and at
+// the count is at most wire.MaxExtents from a peer without wire.FeatWideMaps, and at
 // most the size (each extent holds a byte) from one with it.
 func mapHeader(b []byte, size int64, wide bool) (count int64, n int, err error) {
 	bad := func(why string) (int64, int, error) {
@@ -261,8 +262,8 @@ func mapHeader(b []byte, size int64, wide bool) (count int64, n int, err error) 
 	}
 	n += k
 	switch {
-	case c > maxExtents && !wide:
-		return bad(fmt.Sprintf("%d extents (limit %d without wide maps)", c, maxExtents))
+	case c > wire.MaxExtents && !wide:
+		return bad(fmt.Sprintf("%d extents (limit %d without wide maps)", c, wire.MaxExtents))
 	case c > uint64(size):
 		return bad(fmt.Sprintf("%d extents in %d bytes", c, size))
 	}

@@ -1,4 +1,4 @@
-package tcpsync
+package wire
 
 import (
 	"crypto/aes"
@@ -6,15 +6,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash"
 )
-
-// ErrIntegrity means a frame after the handshake failed its authentication
-// tag: it was changed, dropped, reordered, replayed or forged on the way.
-// Nothing of it was used.
-var ErrIntegrity = errors.New("tcpsync: integrity check failed: a frame was changed on the way")
 
 // Frame authentication. After the handshake every frame carries two tags
 // under a key per direction, derived from the token and the transcript
@@ -29,22 +23,22 @@ var ErrIntegrity = errors.New("tcpsync: integrity check failed: a frame was chan
 // before the length is trusted: a changed length is caught at once, never
 // read as a wait for bytes that do not come.
 //
-// MAC is AES-256-GMAC when both HELLOs announce featGMAC: GCM with no
+// MAC is AES-256-GMAC when both HELLOs announce FeatGMAC: GCM with no
 // plaintext and the message as its additional data, under a 96-bit nonce
 // of the kind byte, three zero bytes and seq, which is unique for the key
 // (a key serves one direction of one session, seq never wraps within a
 // session: it would take 2^64 frames). With AES-NI and carry-less
 // multiplication it tags about 4x faster than HMAC-SHA256 with SHA-NI
-// (BenchmarkFrameMAC). A peer without featGMAC gets HMAC-SHA256:
+// (BenchmarkFrameMAC). A peer without FeatGMAC gets HMAC-SHA256:
 // HMAC(key, kind ‖ seq ‖ message), as before the feature.
 const (
-	headerTagLen = 8
-	bodyTagLen   = 16
+	HeaderTagLen = 8  // bytes of a header tag
+	BodyTagLen   = 16 // bytes of a body tag
 )
 
-// macer computes one direction's tags. Not safe for concurrent use: a
+// MAC computes one direction's tags. Not safe for concurrent use: a
 // direction is written by one goroutine and read by one.
-type macer struct {
+type MAC struct {
 	h     hash.Hash   // HMAC-SHA256; nil when g is set
 	g     cipher.AEAD // AES-256-GCM used as GMAC
 	seq   uint64
@@ -52,15 +46,15 @@ type macer struct {
 	pre   [9]byte
 	nonce [12]byte
 	// msg gathers header ‖ body for GMAC when the body comes in parts
-	// (at most a DATA frame and its header: within sessionFixed).
+	// (at most a DATA frame and its header).
 	msg []byte
 }
 
-// newMacer returns an HMAC-SHA256 macer under key.
-func newMacer(key []byte) *macer { return &macer{h: hmac.New(sha256.New, key)} }
+// NewHMAC returns an HMAC-SHA256 MAC under key.
+func NewHMAC(key []byte) *MAC { return &MAC{h: hmac.New(sha256.New, key)} }
 
-// newGMACer returns an AES-256-GMAC macer under key (32 bytes).
-func newGMACer(key []byte) (*macer, error) {
+// NewGMAC returns an AES-256-GMAC MAC under key (32 bytes).
+func NewGMAC(key []byte) (*MAC, error) {
 	b, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, fmt.Errorf("frame MAC key: %w", err)
@@ -69,12 +63,12 @@ func newGMACer(key []byte) (*macer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("frame MAC key: %w", err)
 	}
-	return &macer{g: g}, nil
+	return &MAC{g: g}, nil
 }
 
 // tag computes the tag of kind at the current seq over msg, which is
 // whole when body is nil, else followed by the parts of body.
-func (m *macer) tag(kind byte, msg []byte, body [][]byte) []byte {
+func (m *MAC) tag(kind byte, msg []byte, body [][]byte) []byte {
 	if m.g != nil {
 		m.nonce[0] = kind
 		binary.LittleEndian.PutUint64(m.nonce[4:], m.seq)
@@ -100,33 +94,42 @@ func (m *macer) tag(kind byte, msg []byte, body [][]byte) []byte {
 	return m.sum
 }
 
-func (m *macer) headerTag(hdr []byte) []byte {
-	return m.tag('H', hdr, nil)[:headerTagLen]
+// Seq is the number of the frame whose tags come next (frames of the
+// direction counted from 0).
+func (m *MAC) Seq() uint64 { return m.seq }
+
+// SetSeq makes seq the next frame's sequence number: a sender whose
+// tagged frames were dropped unsent (a writer's buffer discarded) tags
+// its next frame as the first of them, which the peer expects.
+func (m *MAC) SetSeq(seq uint64) { m.seq = seq }
+
+// HeaderTag returns the header tag of the frame with header hdr.
+func (m *MAC) HeaderTag(hdr []byte) []byte {
+	return m.tag('H', hdr, nil)[:HeaderTagLen]
 }
 
-// bodyTag returns the body tag of the frame with header hdr and a body of
+// BodyTag returns the body tag of the frame with header hdr and a body of
 // parts, and moves to the next frame.
-func (m *macer) bodyTag(hdr []byte, parts ...[]byte) []byte {
+func (m *MAC) BodyTag(hdr []byte, parts ...[]byte) []byte {
 	t := m.tag('B', hdr, parts)
 	m.seq++
-	return t[:bodyTagLen]
+	return t[:BodyTagLen]
 }
 
-// frameTag returns the body tag of a frame held whole as header ‖ body
+// FrameTag returns the body tag of a frame held whole as header ‖ body
 // (a received frame: nothing to gather), and moves to the next frame.
-func (m *macer) frameTag(frame []byte) []byte {
+func (m *MAC) FrameTag(frame []byte) []byte {
 	t := m.tag('B', frame, nil)
 	m.seq++
-	return t[:bodyTagLen]
+	return t[:BodyTagLen]
 }
 
-func integrityErr(what string, seq uint64) error {
-	return fmt.Errorf("%w (%s of frame %d)", ErrIntegrity, what, seq)
-}
-
-// digestSeed derives the key of the end-to-end digest from the session
-// seed (itself secret to anyone without the token).
-func digestSeed(seed uint64) uint64 {
-	s := sha256.Sum256(binary.LittleEndian.AppendUint64([]byte("tcpsync/1 digest"), seed))
-	return binary.LittleEndian.Uint64(s[:])
+// Proof is HMAC-SHA256(token, "tcpsync/1 " ‖ label ‖ t): the proofs of
+// the token in AUTH frames and the keys of the tags, derived from the
+// token and the transcript t.
+func Proof(token []byte, label string, t []byte) []byte {
+	m := hmac.New(sha256.New, token)
+	m.Write([]byte("tcpsync/1 " + label))
+	m.Write(t)
+	return m.Sum(nil)
 }
