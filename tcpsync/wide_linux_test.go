@@ -217,7 +217,7 @@ func TestWindowsHoldMemoryFixed(t *testing.T) {
 	require.Greater(t, int64(4*n)*extentCost, int64(budget-sessionFixed), "the larger map whole is over the budget")
 	ctx := t.Context()
 	push := func(src wideImage, name string) uint64 {
-		stop := liveWatch(t)
+		stop := liveWatchGC(t)
 		st, err := Push(ctx, addr, src, name, o)
 		grew := stop()
 		require.NoError(t, err)
@@ -232,7 +232,7 @@ func TestWindowsHoldMemoryFixed(t *testing.T) {
 	big := push(wideImage{n: 4 * n, step: step}, "big.img")
 
 	pull := func(src wideImage, name string) uint64 {
-		stop := liveWatch(t)
+		stop := liveWatchGC(t)
 		st, err := Pull(ctx, addr, name, filepath.Join(local, name), o)
 		grew := stop()
 		require.NoError(t, err)
