@@ -16,6 +16,17 @@ import (
 // MinTokenLen is the least number of bytes a token must have.
 const MinTokenLen = 32
 
+// agree takes what the peer's HELLO announced: a feature is on when both
+// sides announce it (ourFeatures leaves out what this side plays without).
+func (f *framer) agree(peer uint32) {
+	f.keepalive = peer&wire.FeatKeepalive != 0
+	f.worked = peer&wire.FeatWorked != 0
+	f.wideMaps = peer&wire.FeatWideMaps != 0 && !f.narrowMaps
+	f.gmac = peer&wire.FeatGMAC != 0 && !f.hmacOnly
+	f.busy = peer&wire.FeatBusy != 0 && !f.notBusy
+	f.windows = peer&wire.FeatWindows != 0 && !f.narrowMaps && !f.noWindows
+}
+
 // ourFeatures is what our HELLO announces: everything, less wide maps
 // when f plays an older peer (tests).
 func ourFeatures(f *framer, noAuth bool) uint32 {
@@ -75,12 +86,7 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if err != nil {
 		return 0, err
 	}
-	f.keepalive = srv.Features&wire.FeatKeepalive != 0
-	f.worked = srv.Features&wire.FeatWorked != 0
-	f.wideMaps = srv.Features&wire.FeatWideMaps != 0 && !f.narrowMaps
-	f.gmac = srv.Features&wire.FeatGMAC != 0 && !f.hmacOnly
-	f.busy = srv.Features&wire.FeatBusy != 0 && !f.notBusy
-	f.windows = srv.Features&wire.FeatWindows != 0 && !f.narrowMaps && !f.noWindows
+	f.agree(srv.Features)
 	t := transcript(f, ch, sh)
 	if srv.Features&wire.FeatNoAuth != 0 {
 		if !noAuth {
@@ -122,12 +128,7 @@ func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, 
 	if err != nil {
 		return 0, err
 	}
-	f.keepalive = cli.Features&wire.FeatKeepalive != 0
-	f.worked = cli.Features&wire.FeatWorked != 0
-	f.wideMaps = cli.Features&wire.FeatWideMaps != 0 && !f.narrowMaps
-	f.gmac = cli.Features&wire.FeatGMAC != 0 && !f.hmacOnly
-	f.busy = cli.Features&wire.FeatBusy != 0 && !f.notBusy
-	f.windows = cli.Features&wire.FeatWindows != 0 && !f.narrowMaps && !f.noWindows
+	f.agree(cli.Features)
 	sh := wire.NewHello(ourFeatures(f, noAuth)).Marshal()
 	if err := f.send(wire.Hello, 0, sh); err != nil {
 		return 0, err
