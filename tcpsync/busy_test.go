@@ -49,18 +49,25 @@ func TestLongPhasesStayAlive(t *testing.T) {
 		// the pushed source's walk.
 		serverFaults, clientFaults *wtarget.Faults
 		walk                       bool
+		// olderToo also runs the case with the client playing a peer
+		// without featBusy, which must fail (one case per side).
+		olderToo bool
 	}{
-		{name: "push, slow fdatasync at commit", push: true, serverFaults: slow(wtarget.OpFdatasync)},
+		{name: "push, slow fdatasync at commit", push: true, serverFaults: slow(wtarget.OpFdatasync), olderToo: true},
 		{name: "push --atomic, slow fsync before the read-back and at commit", push: true, atomic: true, serverFaults: slow(wtarget.OpFsync)},
 		{name: "pull, slow fdatasync at commit", clientFaults: slow(wtarget.OpFdatasync)},
-		{name: "push, slow walk of the source", push: true, walk: true},
+		{name: "push, slow walk of the source", push: true, walk: true, olderToo: true},
 	} {
 		for _, older := range []bool{false, true} {
+			if older && !tc.olderToo {
+				continue
+			}
 			name := tc.name
 			if older {
 				name += ", older peer"
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel() // each waits out its slow phase: together, not one after another
 				root, local := t.TempDir(), t.TempDir()
 				var ends <-chan SessionEvent
 				addr, _ := startServer(t, root, func(s *Server) {

@@ -39,11 +39,11 @@ func Parse(s string) (int64, error) {
 		}
 	}
 	if !decimal(t) {
-		return 0, fmt.Errorf("invalid size %q: want %s", s, Syntax)
+		return 0, fmt.Errorf("invalid size %q", s)
 	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || v*mult >= 1<<62 {
-		return 0, fmt.Errorf("invalid size %q: want %s", s, Syntax)
+		return 0, fmt.Errorf("invalid size %q", s)
 	}
 	n := int64(math.Round(v * mult))
 	if v > 0 && n == 0 {
