@@ -34,10 +34,14 @@ func liveWatch(t *testing.T) (stop func() uint64) {
 
 // liveWatchGC is liveWatch with a collection forced every 20 ms, so the
 // live heap is measured at a steady pace whatever the pacer and the load
-// do: without it a sync whose buffers came and went between two of the
-// pacer's collections measured a tenth of its real peak (seen under load).
+// do, from a baseline without pooled buffers.
 func liveWatchGC(t *testing.T) (stop func() uint64) {
 	t.Helper()
+	// Two collections first: a sync.Pool keeps its buffers through one
+	// (its victim cache), and a baseline holding the last sync's pooled
+	// buffers measured the next one at a sixth of its growth.
+	runtime.GC()
+	runtime.GC()
 	stopWatch := metricWatch(t, "/gc/heap/live:bytes")
 	done := make(chan struct{})
 	var wg sync.WaitGroup

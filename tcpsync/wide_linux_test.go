@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -199,6 +200,9 @@ func TestWideMapPushPull(t *testing.T) {
 // bytes; the live heap (runtime/metrics, sampled with a GC every 10% of
 // growth) grows as much for 4N extents as for N.
 func TestWindowsHoldMemoryFixed(t *testing.T) {
+	if os.Getenv(heavyEnv) == "" {
+		t.Skipf("measures the heap of four syncs with a collection every 20 ms; %s=1 runs it (CI does)", heavyEnv)
+	}
 	loopfs.NeedRoot(t)
 	t.Setenv("TMPDIR", "/dev/shm") // the loop image in memory: 240,000 writes of 1 KiB
 	mnt := loopfs.MountWith(t, loopfs.Ext4, 1<<30, "-b", "1024")
@@ -216,14 +220,25 @@ func TestWindowsHoldMemoryFixed(t *testing.T) {
 	const n = 25_000
 	require.Greater(t, int64(4*n)*extentCost, int64(budget-sessionFixed), "the larger map whole is over the budget")
 	ctx := t.Context()
+	// Each sync twice, the smaller growth kept: what the process's other
+	// goroutines (earlier tests' servers winding down) allocate meanwhile
+	// only adds to one measurement.
 	push := func(src wideImage, name string) uint64 {
-		stop := liveWatchGC(t)
-		st, err := Push(ctx, addr, src, name, o)
-		grew := stop()
+		var least uint64 = math.MaxUint64
+		for range 2 {
+			stop := liveWatchGC(t)
+			st, err := Push(ctx, addr, src, name, o)
+			least = min(least, stop())
+			require.NoError(t, err)
+			require.True(t, st.Verified)
+			requireWide(t, filepath.Join(root, name), src)
+			require.NoError(t, os.Remove(filepath.Join(root, name)))
+			_ = os.Remove(filepath.Join(root, name) + sidecarSuffix)
+		}
+		st, err := Push(ctx, addr, src, name, o) // the copy the pulls read
 		require.NoError(t, err)
 		require.True(t, st.Verified)
-		requireWide(t, filepath.Join(root, name), src)
-		return grew
+		return least
 	}
 	// An extent every 8 KiB: each in a block of its own (4 KiB), so the
 	// plans hold as many extents as the maps.
@@ -232,13 +247,19 @@ func TestWindowsHoldMemoryFixed(t *testing.T) {
 	big := push(wideImage{n: 4 * n, step: step}, "big.img")
 
 	pull := func(src wideImage, name string) uint64 {
-		stop := liveWatchGC(t)
-		st, err := Pull(ctx, addr, name, filepath.Join(local, name), o)
-		grew := stop()
-		require.NoError(t, err)
-		require.True(t, st.Verified)
-		requireWide(t, filepath.Join(local, name), src)
-		return grew
+		var least uint64 = math.MaxUint64
+		for range 2 {
+			dst := filepath.Join(local, name)
+			stop := liveWatchGC(t)
+			st, err := Pull(ctx, addr, name, dst, o)
+			least = min(least, stop())
+			require.NoError(t, err)
+			require.True(t, st.Verified)
+			requireWide(t, dst, src)
+			require.NoError(t, os.Remove(dst))
+			_ = os.Remove(dst + sidecarSuffix)
+		}
+		return least
 	}
 	pulledSmall := pull(wideImage{n: n, step: step}, "small.img")
 	pulledBig := pull(wideImage{n: 4 * n, step: step}, "big.img")
