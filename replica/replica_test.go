@@ -203,6 +203,9 @@ func TestUnmapPunches(t *testing.T) {
 }
 
 func TestCounterExact(t *testing.T) {
+	// 64 writers at once, a tenth of the writes unaligned: 16,000 writes show
+	// the count exact as well as 64,000 did, in a quarter of the time.
+	const writesPerWorker = 250
 	for _, mode := range []CounterMode{CounterOn, CounterPerWrite} {
 		t.Run(mode.String(), func(t *testing.T) {
 			dir := t.TempDir()
@@ -212,8 +215,8 @@ func TestCounterExact(t *testing.T) {
 			for w := range 64 {
 				wg.Go(func() {
 					b := alignedBuf(BlockSize)
-					for i := range 1000 {
-						off := int64((w*1000+i)%(64<<20/BlockSize)) * BlockSize
+					for i := range writesPerWorker {
+						off := int64((w*writesPerWorker+i)%(64<<20/BlockSize)) * BlockSize
 						if i%10 == 0 {
 							_, err := r.WriteAt(b[:100], off+1) // unaligned
 							require.NoError(t, err)
@@ -228,14 +231,14 @@ func TestCounterExact(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			require.Equal(t, int64(64000), r.Revision())
+			require.Equal(t, int64(64*writesPerWorker), r.Revision())
 			require.NoError(t, r.Close())
 			n, err := readRevisionCounter(filepath.Join(dir, RevisionCounterFile))
 			require.NoError(t, err)
-			require.Equal(t, int64(64000), n)
+			require.Equal(t, int64(64*writesPerWorker), n)
 			r, err = Open(dir, nil)
 			require.NoError(t, err)
-			require.Equal(t, int64(64000), r.Revision())
+			require.Equal(t, int64(64*writesPerWorker), r.Revision())
 			require.Equal(t, mode, r.CounterMode())
 			require.NoError(t, r.Close())
 		})

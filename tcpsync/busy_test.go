@@ -36,6 +36,7 @@ func (s *slowWalkSource) WalkExtents(ctx context.Context, from int64, fn func(sp
 // peer it works (wire.FeatBusy). With a peer that plays one without the
 // feature, the same sync fails on the idle timeout.
 func TestLongPhasesStayAlive(t *testing.T) {
+	t.Parallel() // it waits on slowed storage or a rate: beside the other waiting tests
 	const idle = time.Second
 	const phase = 3*idle + idle/2
 	slow := func(op wtarget.Op) *wtarget.Faults {

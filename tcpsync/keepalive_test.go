@@ -21,6 +21,7 @@ import (
 // read deadline and its watchdog) alive: the pull succeeds, verified and
 // read back, where a read-back longer than the idle timeout used to fail.
 func TestLongReadBackStaysAlive(t *testing.T) {
+	t.Parallel() // it waits on slowed storage or a rate: beside the other waiting tests
 	const idle = time.Second
 	root, local := t.TempDir(), t.TempDir()
 	var ends <-chan SessionEvent
@@ -98,6 +99,7 @@ func TestWorkedFramesChecked(t *testing.T) {
 // idle timeouts of 1 s on both sides, and the sync succeeds, verified, read
 // back and atomic, at its first attempt.
 func TestLongAtomicReadBackStaysAlive(t *testing.T) {
+	t.Parallel() // it waits on slowed storage or a rate: beside the other waiting tests
 	const idle = time.Second
 	for _, push := range []bool{true, false} {
 		name := map[bool]string{true: "push", false: "pull"}[push]

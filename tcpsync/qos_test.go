@@ -183,6 +183,7 @@ func TestServerBudgetSharedBySessions(t *testing.T) {
 // its read deadlines pushed back), and its DATA frames are cut so that
 // each reaches the peer well within the peer's read deadline.
 func TestSlowLimitIsNoStall(t *testing.T) {
+	t.Parallel() // it waits on slowed storage or a rate: beside the other waiting tests
 	const idle = 2 * time.Second
 	for _, side := range []string{"client", "server"} {
 		t.Run(side, func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 // succeeds, the rebuilt replica's volume equal to the source's, and no
 // session ends with an error on the server.
 func TestRebuildLongReadBackStaysAlive(t *testing.T) {
+	t.Parallel() // it waits on slowed storage or a rate: beside the other waiting tests
 	const idle = time.Second
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
