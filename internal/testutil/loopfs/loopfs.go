@@ -69,7 +69,8 @@ func NeedRoot(t testing.TB) {
 // Mount makes a fresh filesystem of the given kind and size (bytes; the
 // backing image is sparse, so only what is written costs disk space), mounts
 // it on a loop device in direct I/O mode and returns the mount point. tmpfs is a private tmpfs mount of that size
-// when running as root, otherwise a directory under /dev/shm.
+// when running as root, otherwise a directory under /dev/shm. A test's image
+// lives in memory (see imageDir); a benchmark's on the disk of TMPDIR.
 func Mount(t testing.TB, kind Kind, size int64) string {
 	t.Helper()
 	return MountWith(t, kind, size)
@@ -92,7 +93,7 @@ func MountWith(t testing.TB, kind Kind, size int64, mkfsOpts ...string) string {
 		mount(t, mnt, "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10), "tmpfs", mnt)
 		return mnt
 	}
-	img := filepath.Join(dir, "fs.img")
+	img := filepath.Join(imageDir(t), "fs.img")
 	f, err := os.Create(img)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package loopfs
+
+import "testing"
+
+// imageDir is where a loop filesystem's image goes: loop filesystems are
+// Linux-only, so elsewhere this is never reached with an image to make.
+func imageDir(t testing.TB) string { return t.TempDir() }
