@@ -232,7 +232,7 @@ func runCrash(t *testing.T, mode CounterMode) {
 		// Wait until the child writes, then let it run 10-150 ms.
 		var l crashLog
 		ready := false
-		for deadline := time.Now().Add(10 * time.Second); !ready && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(childWait); !ready && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
 			if _, err := os.Stat(filepath.Join(root, "log")); err == nil {
 				_, ready = readCrashLog(t, filepath.Join(root, "log"))
@@ -245,7 +245,7 @@ func runCrash(t *testing.T, mode CounterMode) {
 		}
 		// On a loaded machine the first acknowledgement can take longer than
 		// the random delay below: wait for one so every kill tests something.
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(childWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			if l, _ = readCrashLog(t, filepath.Join(root, "log")); len(l.acked) > 0 {
 				break
 			}
@@ -290,3 +290,8 @@ func runCrash(t *testing.T, mode CounterMode) {
 
 func TestCrashCounterOn(t *testing.T)         { runCrash(t, CounterOn) }
 func TestCrashCounterOffSalvage(t *testing.T) { runCrash(t, CounterOff) }
+
+// childWait bounds how long a crash test waits for its child to start
+// writing. It is long because only a broken child waits it out, and a
+// machine at ten times the load it can carry takes seconds to start one.
+const childWait = time.Minute

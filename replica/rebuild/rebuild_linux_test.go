@@ -180,7 +180,7 @@ func TestRebuildKilled(t *testing.T) {
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Start())
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		for deadline := time.Now().Add(childWait); ; time.Sleep(2 * time.Millisecond) {
 			if _, err := os.Stat(ready); err == nil {
 				break
 			}

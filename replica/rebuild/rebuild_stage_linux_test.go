@@ -297,7 +297,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 			}
 			return string(state) == "D"
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(childWait); ; time.Sleep(time.Millisecond) {
 			if _, err := os.Stat(spec.Ready); err == nil {
 				break
 			}
@@ -346,3 +346,8 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 		})
 	}
 }
+
+// childWait bounds how long a test waits for its child to start. It is long
+// because only a broken child waits it out, and a machine at ten times the
+// load it can carry takes seconds to start one.
+const childWait = time.Minute
