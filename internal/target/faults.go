@@ -21,6 +21,9 @@ const (
 	OpFsync                      // Commit/Publish of an atomic temporary file
 	OpRename                     // Commit/Publish: the rename over the destination
 	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject)
+	OpClone                      // Clone (FICLONE: a whole-file reflink)
+	OpCloneRange                 // CloneRange (FICLONERANGE), and clone probes (File.Injector)
+	OpCopyRange                  // one copy_file_range call (CopyFileRange)
 )
 
 func (o Op) String() string {
@@ -39,6 +42,12 @@ func (o Op) String() string {
 		return "rename"
 	case OpSidecarWrite:
 		return "sidecar write"
+	case OpClone:
+		return "ficlone"
+	case OpCloneRange:
+		return "ficlonerange"
+	case OpCopyRange:
+		return "copy_file_range"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
@@ -54,10 +63,17 @@ type Fault struct {
 	N int
 	// Err is the error the call returns (wrapped as the real one would
 	// be, so errors.Is finds it); nil means EIO, or for a short write
-	// io.ErrShortWrite.
+	// io.ErrShortWrite. For OpClone, OpCloneRange and OpCopyRange it is
+	// the errno the system call returns instead of running, and the kernel
+	// copy layer (internal/kcopy) sorts it as it would the real one: EXDEV
+	// or EOPNOTSUPP mean "cannot, fall back", ENOSPC or EIO a failure
+	// (EIO falls back from a first copy_file_range), EINTR is retried;
+	// io.EOF makes copy_file_range copy 0 bytes.
 	Err error
 	// Short makes a failing OpWrite write its first Short bytes for real
-	// before it returns Err: a short write.
+	// before it returns Err: a short write. With OpCopyRange and no Err,
+	// the call copies at most Short bytes for real and succeeds: a short
+	// copy, which the caller must continue.
 	Short int
 	// Delay makes the matching call wait that long first: a slow disk.
 	// With Delay and no Err the call then runs for real and succeeds.
@@ -73,12 +89,25 @@ type Faults struct {
 	rules []Fault
 	calls []int // matching calls seen, per rule
 	hits  int
+	seen  map[Op]int // every call, per Op
 }
 
 // NewFaults returns an injector with the given rules; the first rule that
 // fires on a call decides it.
 func NewFaults(rules ...Fault) *Faults {
-	return &Faults{rules: rules, calls: make([]int, len(rules))}
+	return &Faults{rules: rules, calls: make([]int, len(rules)), seen: map[Op]int{}}
+}
+
+// Calls reports how many calls of op the Files made so far, whether or
+// not a rule fired: a test sees which method ran. NewFaults() with no
+// rule only counts.
+func (f *Faults) Calls(op Op) int {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen[op]
 }
 
 // Hits reports how many calls a rule fired on so far (failed, or only
@@ -106,9 +135,13 @@ func (f *Faults) fire(op Op, name string) (Fault, bool) {
 		}
 	}
 	if r.Err == nil {
-		r.Err = syscall.EIO
-		if op == OpWrite && r.Short > 0 {
+		switch {
+		case op == OpCopyRange && r.Short > 0:
+			return r, true // a short copy, no error
+		case op == OpWrite && r.Short > 0:
 			r.Err = io.ErrShortWrite
+		default:
+			r.Err = syscall.EIO
 		}
 	}
 	return r, true
@@ -121,6 +154,7 @@ func (f *Faults) match(op Op, name string) (Fault, bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.seen[op]++
 	for i, r := range f.rules {
 		if r.Op != op || !matches(r.Path, name) {
 			continue
