@@ -163,7 +163,9 @@ func seedFromOld(dst string, t *target.File, log *slog.Logger) error {
 		return nil
 	}
 	if err != nil {
-		return &fs.PathError{Op: "ficlone", Path: t.TempName(), Err: err}
+		// The temporary name is ours and gone after the failure: name the
+		// destination the user gave.
+		return &fs.PathError{Op: "ficlone old version for", Path: t.Name(), Err: err}
 	}
 	return nil
 }
