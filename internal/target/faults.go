@@ -78,6 +78,12 @@ type Fault struct {
 	// Delay makes the matching call wait that long first: a slow disk.
 	// With Delay and no Err the call then runs for real and succeeds.
 	Delay time.Duration
+	// When, if set, is asked on every call that matches Op and Path,
+	// before the call is counted: the rule applies (counts toward N, and
+	// may fire) only while it returns true. It runs outside the
+	// injector's lock and may block: a test turns a fault on after its
+	// setup phase (as pebble's errorfs.Toggle), or holds a call there.
+	When func() bool
 }
 
 // Faults injects errors into the operations of the Files created with it
@@ -152,11 +158,21 @@ func (f *Faults) match(op Op, name string) (Fault, bool) {
 	if f == nil {
 		return Fault{}, false
 	}
+	// The rules never change: ask their When before taking the lock.
+	var off []bool
+	for i, r := range f.rules {
+		if r.When != nil && r.Op == op && matches(r.Path, name) && !r.When() {
+			if off == nil {
+				off = make([]bool, len(f.rules))
+			}
+			off[i] = true
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen[op]++
 	for i, r := range f.rules {
-		if r.Op != op || !matches(r.Path, name) {
+		if r.Op != op || !matches(r.Path, name) || (off != nil && off[i]) {
 			continue
 		}
 		f.calls[i]++
@@ -186,7 +202,15 @@ func (t *File) Inject(op Op, name string) error {
 	if t == nil {
 		return nil
 	}
-	if r, ok := t.faults.fire(op, name); ok {
+	return t.faults.Inject(op, name)
+}
+
+// Inject is the seam for a writer whose files do not go through a File
+// (the replica format's own images, counter and header): it counts a call
+// of op on name and returns the error of the rule that fires (after its
+// Delay), else nil. The caller treats the error as the operation failing.
+func (f *Faults) Inject(op Op, name string) error {
+	if r, ok := f.fire(op, name); ok {
 		return r.Err
 	}
 	return nil
