@@ -29,6 +29,8 @@ func TestSeedKernelCopyRules(t *testing.T) {
 		// range needs a second call), every later one fails.
 		{name: "eopnotsupp-after-data-fails", faults: []wtarget.Fault{
 			{Op: wtarget.OpCopyRange, N: 1, Short: 4096}, {Op: wtarget.OpCopyRange, Err: unix.EOPNOTSUPP}}, wantErr: true},
+		// A full disk at the first call: a real error, no fallback.
+		{name: "enospc-fails", faults: []wtarget.Fault{{Op: wtarget.OpCopyRange, Err: unix.ENOSPC}}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, local := t.TempDir(), t.TempDir()
@@ -48,6 +50,7 @@ func TestSeedKernelCopyRules(t *testing.T) {
 			require.Positive(t, faults.Hits(), "no copy_file_range call was faulted")
 			if tc.wantErr {
 				require.Error(t, err)
+				require.Contains(t, err.Error(), "img", "the error names the target")
 				after, rerr := os.ReadFile(filepath.Join(root, "img"))
 				require.NoError(t, rerr)
 				require.Equal(t, before, after, "a failed atomic push changed the target")
