@@ -20,7 +20,7 @@ const (
 	OpFdatasync                  // Sync, and Commit/Publish in place
 	OpFsync                      // Commit/Publish of an atomic temporary file
 	OpRename                     // Commit/Publish: the rename over the destination
-	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject)
+	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject, Faults.Inject)
 	OpClone                      // Clone (FICLONE: a whole-file reflink)
 	OpCloneRange                 // CloneRange (FICLONERANGE), and clone probes (File.Injector)
 	OpCopyRange                  // one copy_file_range call (CopyFileRange)
