@@ -82,7 +82,7 @@ const depsRules = `
 	  internal/patternfile,
 	  sparse;
 
-	sparse < internal/target;
+	internal/kcopy, sparse < internal/target;
 	golang.org/x/sys/unix, sparse < internal/syncmark;
 
 	# The one rule of what to copy, compare and punch: pure.

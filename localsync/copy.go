@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparsesync/sparsesync/internal/kcopy"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -158,13 +157,15 @@ func seedFromOld(dst string, t *target.File, log *slog.Logger) error {
 	if st, err := old.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		return nil
 	}
-	handled, err := kcopy.CloneFile(old, t.OS())
+	handled, err := t.Clone(old)
 	if !handled {
 		log.Debug("localsync: cannot clone the old destination, copying in full", "path", dst, "err", err)
 		return nil
 	}
 	if err != nil {
-		return &fs.PathError{Op: "ficlone", Path: t.TempName(), Err: err}
+		// The temporary name is ours and gone after the failure: name the
+		// destination the user gave.
+		return &fs.PathError{Op: "ficlone old version for", Path: t.Name(), Err: err}
 	}
 	return nil
 }

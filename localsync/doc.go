@@ -27,8 +27,9 @@
 // ErrMethodFailed. ENOSPC, EDQUOT and any other errno always stop the copy
 // (a real EIO shows again in the read/write fallback). Whether both files
 // are on one filesystem is learnt from the errno, never from st_dev
-// (overlayfs). Tests observe which method ran through kcopy's syscall hooks
-// (export_linux_test.go).
+// (overlayfs). Every kernel call into the destination goes through
+// internal/target's File, so tests observe which method ran and inject
+// errnos through its Faults (Faults.Calls, OpClone, OpCopyRange).
 //
 // # Incremental re-sync
 //

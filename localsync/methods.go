@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 
 	"github.com/sparsesync/sparsesync/internal/kcopy"
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // cloneWhole tries FICLONE onto the empty destination. done reports that
 // the copy is complete.
 func (e *engine) cloneWhole() (done bool, err error) {
-	handled, err := kcopy.CloneFile(e.src, e.dst.OS())
+	handled, err := e.dst.Clone(e.src)
 	switch {
 	case handled && err == nil:
 		e.cloned.Add(e.total)
@@ -40,14 +41,15 @@ func (e *engine) probeClone() error {
 	if e.size == 0 {
 		return nil
 	}
-	tmp, err := os.OpenFile(filepath.Dir(e.dst.OS().Name()), os.O_RDWR|oTmpfile, 0o600)
+	dir := filepath.Dir(e.dst.OS().Name())
+	tmp, err := os.OpenFile(dir, os.O_RDWR|oTmpfile, 0o600)
 	if err != nil {
-		return &fs.PathError{Op: "reflink probe", Path: filepath.Dir(e.dst.OS().Name()), Err: err}
+		return &fs.PathError{Op: "reflink probe", Path: dir, Err: err}
 	}
 	defer tmp.Close()
 	// One block, or the whole file when it is smaller (a range ending at
 	// the source's end of file need not be aligned).
-	handled, err := kcopy.CloneRange(e.src, tmp, 0, min(e.size, 4096))
+	handled, err := kcopy.CloneRange(e.src, tmp, 0, min(e.size, 4096), e.dst.Injector(target.OpCloneRange))
 	if !handled {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: %w", ErrReflinkUnsupported, err)}
 	}
@@ -132,7 +134,7 @@ func (e *engine) viaClone(off, n int64) (ok bool, err error) {
 	if e.clone.state.Load() == stUnknown {
 		e.clone.mu.Lock()
 		if e.clone.state.Load() == stUnknown {
-			handled, err := kcopy.CloneRange(e.src, e.dst.OS(), off, n)
+			handled, err := e.dst.CloneRange(e.src, off, n)
 			if !handled {
 				e.clone.state.Store(stUnsupported)
 				e.clone.mu.Unlock()
@@ -148,7 +150,7 @@ func (e *engine) viaClone(off, n int64) (ok bool, err error) {
 	if e.clone.state.Load() == stUnsupported {
 		return false, nil
 	}
-	handled, err := kcopy.CloneRange(e.src, e.dst.OS(), off, n)
+	handled, err := e.dst.CloneRange(e.src, off, n)
 	if !handled {
 		e.log.Debug("localsync: FICLONERANGE refused a range", "off", off, "len", n, "err", err)
 		return false, nil
@@ -171,7 +173,7 @@ func (e *engine) viaCopyRange(off, n int64) (done int64, ok bool, err error) {
 	if e.cfr.state.Load() == stUnknown {
 		e.cfr.mu.Lock()
 		if e.cfr.state.Load() == stUnknown {
-			w, handled, err := kcopy.CopyFileRange(e.src, e.dst.OS(), off, n)
+			w, handled, err := e.dst.CopyFileRange(e.src, off, n)
 			if !handled || (err == nil && w == 0) {
 				e.cfr.state.Store(stUnsupported)
 				e.cfr.mu.Unlock()
@@ -193,7 +195,7 @@ func (e *engine) viaCopyRange(off, n int64) (done int64, ok bool, err error) {
 	if done == n {
 		return done, true, nil
 	}
-	w, handled, err := kcopy.CopyRange(e.ctx, e.src, e.dst.OS(), off+done, n-done)
+	w, handled, err := kcopy.CopyRange(e.ctx, e.src, e.dst, off+done, n-done)
 	done += w
 	switch {
 	case err != nil && err == e.ctx.Err():

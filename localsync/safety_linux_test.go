@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/sparse"
@@ -29,25 +30,25 @@ import (
 
 const mib = int64(1) << 20
 
-// calls counts the fast-path syscalls a copy makes and the errnos they
-// return, through the hooks in export_linux_test.go.
-type calls struct {
-	ficlone, ficloneRange, cfr atomic.Int64
+// calls counts the fast-path syscalls that copies made with its options
+// make, through internal/target's Faults (a seam with no rule only counts).
+type calls struct{ f *target.Faults }
+
+func recordCalls(*testing.T) calls { return calls{target.NewFaults()} }
+
+// opts returns o (nil: the defaults) with the counter installed.
+func (c calls) opts(o *Options) *Options {
+	var x Options
+	if o != nil {
+		x = *o
+	}
+	x.faults = c.f
+	return &x
 }
 
-func recordCalls(t *testing.T) *calls {
-	t.Helper()
-	c := &calls{}
-	f, fr, cr := *IoctlFicloneHook, *IoctlFicloneRangeHook, *CopyFileRangeHook
-	t.Cleanup(func() { *IoctlFicloneHook, *IoctlFicloneRangeHook, *CopyFileRangeHook = f, fr, cr })
-	*IoctlFicloneHook = func(d, s int) error { c.ficlone.Add(1); return f(d, s) }
-	*IoctlFicloneRangeHook = func(d int, v *unix.FileCloneRange) error { c.ficloneRange.Add(1); return fr(d, v) }
-	*CopyFileRangeHook = func(rfd int, roff *int64, wfd int, woff *int64, n int, fl int) (int, error) {
-		c.cfr.Add(1)
-		return cr(rfd, roff, wfd, woff, n, fl)
-	}
-	return c
-}
+func (c calls) ficlone() int64      { return int64(c.f.Calls(target.OpClone)) }
+func (c calls) ficloneRange() int64 { return int64(c.f.Calls(target.OpCloneRange)) }
+func (c calls) cfr() int64          { return int64(c.f.Calls(target.OpCopyRange)) }
 
 func sum(t *testing.T, path string) [32]byte {
 	t.Helper()
@@ -82,15 +83,15 @@ func TestCrossFilesystem(t *testing.T) {
 			src, dst := filepath.Join(a, "src"), filepath.Join(b, "dst")
 			layout.Create(t, src, sample)
 			c := recordCalls(t)
-			st, err := Copy(t.Context(), src, dst, nil)
+			st, err := Copy(t.Context(), src, dst, c.opts(nil))
 			require.NoError(t, err)
 			checkCopy(t, src, dst)
 			require.Equal(t, MethodReadWrite, st.Method)
 			require.Equal(t, sample.DataBytes(), st.CopiedBytes)
 			if p[1].Reflink() {
-				require.Equal(t, int64(1), c.ficlone.Load(), "FICLONE tried once")
+				require.Equal(t, int64(1), c.ficlone(), "FICLONE tried once")
 			}
-			require.Equal(t, int64(1), c.cfr.Load(), "copy_file_range tried once, then dropped")
+			require.Equal(t, int64(1), c.cfr(), "copy_file_range tried once, then dropped")
 			// Re-sync across filesystems: nothing to write.
 			st, err = Copy(t.Context(), src, dst, nil)
 			require.NoError(t, err)
@@ -111,10 +112,10 @@ func TestReflinkShares(t *testing.T) {
 			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 			layout.Create(t, src, sample)
 			c := recordCalls(t)
-			st, err := Copy(t.Context(), src, dst, &Options{Reflink: ReflinkAlways})
+			st, err := Copy(t.Context(), src, dst, c.opts(&Options{Reflink: ReflinkAlways}))
 			require.NoError(t, err)
-			require.Equal(t, int64(1), c.ficlone.Load())
-			require.Zero(t, c.cfr.Load())
+			require.Equal(t, int64(1), c.ficlone())
+			require.Zero(t, c.cfr())
 			require.Equal(t, MethodReflink, st.Method)
 			checkCopy(t, src, dst)
 			requireAllShared(t, dst)
@@ -127,12 +128,12 @@ func TestReflinkShares(t *testing.T) {
 			_, err = f.WriteAt(bytes.Repeat([]byte{7}, 2*int(mib)), 0)
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
-			st, err = Copy(t.Context(), src, dst, nil)
+			st, err = Copy(t.Context(), src, dst, c.opts(nil))
 			require.NoError(t, err)
 			checkCopy(t, src, dst)
 			require.Equal(t, MethodReflink, st.Method)
-			require.Positive(t, c.ficloneRange.Load())
-			require.Equal(t, int64(1), c.ficlone.Load())
+			require.Positive(t, c.ficloneRange())
+			require.Equal(t, int64(1), c.ficlone())
 			requireAllShared(t, dst)
 		})
 	}
@@ -162,65 +163,48 @@ func TestFallbackRules(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.XFS, gib)
 	src := filepath.Join(dir, "src")
 	layout.Create(t, src, sample)
+	// clone fails both reflinks with errno, as a filesystem without them.
+	clone := func(errno error) []target.Fault {
+		return []target.Fault{{Op: target.OpClone, Err: errno}, {Op: target.OpCloneRange, Err: errno}}
+	}
+	noClone := clone(unix.EXDEV)
+	cfr := func(f ...target.Fault) []target.Fault {
+		for i := range f {
+			f[i].Op = target.OpCopyRange
+		}
+		return append(append([]target.Fault(nil), noClone...), f...)
+	}
+	// firstShort lets the first copy_file_range copy 4 KiB for real: data
+	// has moved when the next call fails.
+	firstShort := target.Fault{N: 1, Short: 4096}
 	cases := []struct {
 		name      string
-		ficlone   error
-		range_    error
-		cfr       func(real func() (int, error), call int64) (int, error)
+		faults    []target.Fault
 		method    Method
 		wantErr   error
-		noCFR     bool
 		wantNoDst bool
 	}{
-		{name: "exdev-clone", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodCopyRange},
-		{name: "eopnotsupp-clone", ficlone: unix.EOPNOTSUPP, range_: unix.EOPNOTSUPP, method: MethodCopyRange},
-		{name: "enospc-clone-is-fatal", ficlone: unix.ENOSPC, wantErr: syscall.ENOSPC, wantNoDst: true},
-		{name: "eio-clone-is-fatal", ficlone: unix.EIO, wantErr: syscall.EIO, wantNoDst: true},
-		{name: "cfr-einval", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodReadWrite,
-			cfr: func(func() (int, error), int64) (int, error) { return 0, unix.EINVAL }},
-		{name: "cfr-zero-first", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodReadWrite,
-			cfr: func(func() (int, error), int64) (int, error) { return 0, nil }},
+		{name: "exdev-clone", faults: clone(unix.EXDEV), method: MethodCopyRange},
+		{name: "eopnotsupp-clone", faults: clone(unix.EOPNOTSUPP), method: MethodCopyRange},
+		{name: "enospc-clone-is-fatal", faults: []target.Fault{{Op: target.OpClone, Err: unix.ENOSPC}}, wantErr: syscall.ENOSPC, wantNoDst: true},
+		{name: "eio-clone-is-fatal", faults: []target.Fault{{Op: target.OpClone, Err: unix.EIO}}, wantErr: syscall.EIO, wantNoDst: true},
+		{name: "cfr-einval", faults: cfr(target.Fault{Err: unix.EINVAL}), method: MethodReadWrite},
+		// io.EOF: the call copies 0 bytes.
+		{name: "cfr-zero-first", faults: cfr(target.Fault{Err: io.EOF}), method: MethodReadWrite},
 		// EIO before any data: "not handled" as in internal/poll (FUSE, NFS).
-		{name: "cfr-eio-first-falls-back", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodReadWrite,
-			cfr: func(func() (int, error), int64) (int, error) { return 0, unix.EIO }},
-		{name: "cfr-eio-after-data", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: ErrMethodFailed, wantNoDst: true,
-			cfr: func(real func() (int, error), call int64) (int, error) {
-				if call == 1 {
-					return real()
-				}
-				return 0, unix.EIO
-			}},
-		{name: "cfr-enospc-is-fatal", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: syscall.ENOSPC, wantNoDst: true,
-			cfr: func(func() (int, error), int64) (int, error) { return 0, unix.ENOSPC }},
-		{name: "cfr-eintr-retried", ficlone: unix.EXDEV, range_: unix.EXDEV, method: MethodCopyRange,
-			cfr: func(real func() (int, error), call int64) (int, error) {
-				if call%2 == 1 {
-					return 0, unix.EINTR
-				}
-				return real()
-			}},
-		{name: "cfr-einval-after-data", ficlone: unix.EXDEV, range_: unix.EXDEV, wantErr: ErrMethodFailed, wantNoDst: true,
-			cfr: func(real func() (int, error), call int64) (int, error) {
-				if call == 1 {
-					return real()
-				}
-				return 0, unix.EINVAL
-			}},
+		{name: "cfr-eio-first-falls-back", faults: cfr(target.Fault{Err: unix.EIO}), method: MethodReadWrite},
+		{name: "cfr-eio-after-data", faults: cfr(firstShort, target.Fault{Err: unix.EIO}), wantErr: ErrMethodFailed, wantNoDst: true},
+		{name: "cfr-enospc-is-fatal", faults: cfr(target.Fault{Err: unix.ENOSPC}), wantErr: syscall.ENOSPC, wantNoDst: true},
+		// The first and the third call are interrupted.
+		{name: "cfr-eintr-retried", faults: cfr(target.Fault{N: 1, Err: unix.EINTR}, target.Fault{N: 2, Err: unix.EINTR}), method: MethodCopyRange},
+		{name: "cfr-einval-after-data", faults: cfr(firstShort, target.Fault{Err: unix.EINVAL}), wantErr: ErrMethodFailed, wantNoDst: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := filepath.Join(dir, "dst-"+tc.name)
-			f, fr, cr := *IoctlFicloneHook, *IoctlFicloneRangeHook, *CopyFileRangeHook
-			t.Cleanup(func() { *IoctlFicloneHook, *IoctlFicloneRangeHook, *CopyFileRangeHook = f, fr, cr })
-			*IoctlFicloneHook = func(d, s int) error { return tc.ficlone }
-			*IoctlFicloneRangeHook = func(d int, v *unix.FileCloneRange) error { return tc.range_ }
-			var n atomic.Int64
-			if tc.cfr != nil {
-				*CopyFileRangeHook = func(rfd int, roff *int64, wfd int, woff *int64, l int, fl int) (int, error) {
-					return tc.cfr(func() (int, error) { return cr(rfd, roff, wfd, woff, l, fl) }, n.Add(1))
-				}
-			}
-			st, err := Copy(t.Context(), src, dst, nil)
+			faults := target.NewFaults(tc.faults...)
+			st, err := Copy(t.Context(), src, dst, &Options{faults: faults})
+			require.Positive(t, faults.Hits(), "no fault reached a system call")
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				require.Contains(t, err.Error(), dst)
@@ -245,12 +229,12 @@ func TestMethodForced(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			dst := filepath.Join(dir, "dst-"+m.String())
 			c := recordCalls(t)
-			st, err := Copy(t.Context(), src, dst, &Options{Method: m})
+			st, err := Copy(t.Context(), src, dst, c.opts(&Options{Method: m}))
 			require.NoError(t, err)
 			checkCopy(t, src, dst)
 			require.Equal(t, m, st.Method)
-			require.Equal(t, m == MethodReflink, c.ficlone.Load() > 0)
-			require.Equal(t, m == MethodCopyRange, c.cfr.Load() > 0)
+			require.Equal(t, m == MethodReflink, c.ficlone() > 0)
+			require.Equal(t, m == MethodCopyRange, c.cfr() > 0)
 		})
 	}
 	dir2 := loopfs.Mount(t, loopfs.Ext4, gib)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
@@ -382,12 +383,8 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 			dirs := []string{filepath.Join(root, "r0"), filepath.Join(root, "r1"), filepath.Join(root, "r2")}
 			failing := false
 			injected := errors.New("injected EIO")
-			opts := VolumeOptions{Counter: mode, Replica: Options{fault: func(dir, op string) error {
-				if failing && dir == dirs[1] && op == "write" {
-					return injected
-				}
-				return nil
-			}}}
+			opts := VolumeOptions{Counter: mode, Replica: Options{faults: target.NewFaults(target.Fault{
+				Op: target.OpWrite, Path: filepath.Join(dirs[1], "*"), When: func() bool { return failing }, Err: injected})}}
 			v, err := CreateVolume(dirs, 1<<20, &opts)
 			require.NoError(t, err)
 			b := alignedBuf(BlockSize)

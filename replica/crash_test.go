@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // The crash tests run a Volume in a child process (this test binary,
@@ -67,19 +69,22 @@ func TestCrashChild(t *testing.T) {
 	}
 	var seq atomic.Uint64
 	var failOnce sync.Once
-	fault := func(dir, op string) error {
-		if dir != spec.FailDir || op != "write" || seq.Load() < spec.FailAfter {
-			return nil
-		}
-		failOnce.Do(func() {
-			if _, err := logf.Write([]byte("F\n")); err != nil {
-				panic(err)
+	var fault *target.Faults // nil injects nothing
+	if spec.FailDir != "" {
+		fault = target.NewFaults(target.Fault{Op: target.OpWrite, Path: filepath.Join(spec.FailDir, "*"), When: func() bool {
+			if seq.Load() < spec.FailAfter {
+				return false
 			}
-		})
-		return errors.New("injected write failure")
+			failOnce.Do(func() {
+				if _, err := logf.Write([]byte("F\n")); err != nil {
+					panic(err)
+				}
+			})
+			return true
+		}, Err: errors.New("injected write failure")})
 	}
 	// A plain start, as after a clean shutdown: every replica RW.
-	v, err := OpenVolume(spec.Dirs, &VolumeOptions{Counter: spec.Mode, Replica: Options{fault: fault}})
+	v, err := OpenVolume(spec.Dirs, &VolumeOptions{Counter: spec.Mode, Replica: Options{faults: fault}})
 	if err != nil {
 		t.Fatal(err)
 	}

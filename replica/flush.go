@@ -2,6 +2,8 @@ package replica
 
 import (
 	"fmt"
+
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // count records one completed write or unmap.
@@ -9,7 +11,7 @@ func (r *Replica) count() error {
 	if r.mode == CounterOff {
 		return nil
 	}
-	if err := r.injected("counter"); err != nil {
+	if err := r.injected(target.OpSidecarWrite, RevisionCounterFile); err != nil {
 		return fmt.Errorf("revision counter: %w", err)
 	}
 	if r.mode == CounterOn {
@@ -95,7 +97,7 @@ func (r *Replica) sync(clean bool) error {
 	if r.live != nil {
 		s = r.live.n.Load()
 	}
-	if err := r.injected("sync"); err != nil {
+	if err := r.injected(target.OpFdatasync, r.chain[0]); err != nil {
 		return err
 	}
 	if err := r.writeRevisionCounter(s); err != nil {

@@ -3,6 +3,8 @@ package replica
 import (
 	"fmt"
 	"time"
+
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // headerInterval is the least time between two count-only header writes.
@@ -33,7 +35,7 @@ func (r *Replica) headerWriter() {
 			return
 		}
 		r.hwMu.Unlock()
-		err := r.injected("header")
+		err := r.injected(target.OpSidecarWrite, HeaderFile)
 		if err == nil {
 			err = r.writeCount(d, false)
 		}

@@ -2,6 +2,9 @@ package replica
 
 import (
 	"fmt"
+	"path/filepath"
+
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // begin checks an I/O of n bytes at off and takes the I/O gate; the caller
@@ -93,15 +96,14 @@ func (r *Replica) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-func (r *Replica) injected(op string) error {
-	if r.opts.fault == nil {
-		return nil
-	}
-	return r.opts.fault(r.dir, op)
+// injected asks the fault seam (Options.faults) about op on the file name
+// of the replica directory.
+func (r *Replica) injected(op target.Op, name string) error {
+	return r.opts.faults.Inject(op, filepath.Join(r.dir, name))
 }
 
 func (r *Replica) write(p []byte, off, end int64) error {
-	if err := r.injected("write"); err != nil {
+	if err := r.injected(target.OpWrite, r.chain[0]); err != nil {
 		return err
 	}
 	a0, a1 := roundUp(off), roundDown(end)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/dirlock"
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // Create makes a new replica of size bytes (a positive multiple of 4096) in
@@ -253,7 +254,7 @@ func (r *Replica) openHeader(h header, slot int, haveHdr bool, start uint64) err
 	}
 	r.durable.Store(h.writeSeq)
 	h.clean, h.bootID, h.head, h.rcSeq = false, r.bootID, r.head, r.rcSeq.Load()
-	if err := r.injected("header"); err != nil {
+	if err := r.injected(target.OpSidecarWrite, HeaderFile); err != nil {
 		return err
 	}
 	if !haveHdr {

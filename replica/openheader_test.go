@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sparsesync/sparsesync/internal/target"
 )
 
 // copyFlat copies the regular files of dir from into a new directory to
@@ -54,13 +56,13 @@ func TestOpenReplacesLeftoverHeaderWhole(t *testing.T) {
 			names, sha := fileNames(t, dir), exportSHA(t, dir)
 
 			calls := 0
-			r, err = Open(dir, &Options{fault: func(_, op string) error {
-				if op == "header" && calls == 0 {
+			r, err = Open(dir, &Options{faults: target.NewFaults(target.Fault{Op: target.OpSidecarWrite, Path: HeaderFile, When: func() bool {
+				if calls == 0 {
 					copyFlat(t, dir, at)
 				}
 				calls++
-				return nil
-			}})
+				return false
+			}})})
 			require.NoError(t, err)
 			require.NoError(t, r.Close())
 			require.Positive(t, calls, "Open wrote no header")

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -28,11 +29,13 @@ type Options struct {
 	// Longhorn's setting of the same name does (see Unmap).
 	UnmapMarkSnapChainRemoved bool
 
-	// fault, when set, is called before every data write ("write"),
-	// counter update ("counter"), sync ("sync") and replica.hdr write
-	// ("header", Open's first one included) with the replica directory;
-	// its error is treated as that operation failing (tests only).
-	fault func(dir, op string) error
+	// faults, tests only, fails chosen operations through internal/target's
+	// seam: every data write (OpWrite on the head image), counter update
+	// (OpSidecarWrite on revision.counter, CounterPerWrite's and
+	// CounterOn's in-memory one alike), sync (OpFdatasync on the head
+	// image) and replica.hdr write (OpSidecarWrite on replica.hdr, Open's
+	// first one included). Names are paths in the replica directory.
+	faults *target.Faults
 	// rebuilding opens a directory marked Rebuilding (a live rebuild's
 	// write-only member).
 	rebuilding bool

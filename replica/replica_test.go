@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/testutil/lhdir"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
@@ -250,14 +251,11 @@ func TestCounterFaultLatches(t *testing.T) {
 	var fail bool
 	var mu sync.Mutex
 	injected := errors.New("injected counter write failure")
-	r, err := Create(dir, 1<<20, &Options{fault: func(_, op string) error {
+	r, err := Create(dir, 1<<20, &Options{faults: target.NewFaults(target.Fault{Op: target.OpSidecarWrite, Path: RevisionCounterFile, When: func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if fail && op == "counter" {
-			return injected
-		}
-		return nil
-	}})
+		return fail
+	}, Err: injected})})
 	require.NoError(t, err)
 	b := alignedBuf(BlockSize)
 	_, err = r.WriteAt(b, 0)
@@ -292,12 +290,7 @@ func TestHeaderWriteFaultLatches(t *testing.T) {
 	dir := t.TempDir()
 	var fail atomic.Bool
 	injected := errors.New("injected header write failure")
-	r, err := Create(dir, 1<<20, &Options{fault: func(_, op string) error {
-		if fail.Load() && op == "header" {
-			return injected
-		}
-		return nil
-	}})
+	r, err := Create(dir, 1<<20, &Options{faults: target.NewFaults(target.Fault{Op: target.OpSidecarWrite, Path: HeaderFile, When: fail.Load, Err: injected})})
 	require.NoError(t, err)
 	b := alignedBuf(BlockSize)
 	_, err = r.WriteAt(b, 0)
@@ -396,12 +389,10 @@ func TestLonghornDirectory(t *testing.T) {
 func TestFlushGroupCommit(t *testing.T) {
 	dir := t.TempDir()
 	var syncs atomic.Int64
-	r, err := Create(dir, 4<<20, &Options{fault: func(_, op string) error {
-		if op == "sync" {
-			syncs.Add(1)
-		}
-		return nil
-	}})
+	r, err := Create(dir, 4<<20, &Options{faults: target.NewFaults(target.Fault{Op: target.OpFdatasync, When: func() bool {
+		syncs.Add(1)
+		return false
+	}})})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	const flushers = 16
@@ -447,15 +438,13 @@ func TestFlushGroupCommitShares(t *testing.T) {
 	var counting atomic.Bool
 	var syncs atomic.Int64
 	held, release := make(chan struct{}), make(chan struct{})
-	r, err := Create(t.TempDir(), 4<<20, &Options{fault: func(_, op string) error {
-		if op == "sync" && counting.Load() {
-			if syncs.Add(1) == 1 {
-				close(held)
-				<-release
-			}
+	r, err := Create(t.TempDir(), 4<<20, &Options{faults: target.NewFaults(target.Fault{Op: target.OpFdatasync, When: func() bool {
+		if counting.Load() && syncs.Add(1) == 1 {
+			close(held)
+			<-release
 		}
-		return nil
-	}})
+		return false
+	}})})
 	require.NoError(t, err)
 	b := alignedBuf(BlockSize)
 	counting.Store(true)
@@ -499,12 +488,9 @@ func TestSyncFaultLatches(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var fail atomic.Bool
 			injected := errors.New("injected fdatasync failure")
-			r, err := Create(t.TempDir(), 1<<20, &Options{Counter: mode, fault: func(_, op string) error {
-				if fail.Load() && (op == "sync" || op == "counter") {
-					return injected
-				}
-				return nil
-			}})
+			r, err := Create(t.TempDir(), 1<<20, &Options{Counter: mode, faults: target.NewFaults(
+				target.Fault{Op: target.OpFdatasync, When: fail.Load, Err: injected},
+				target.Fault{Op: target.OpSidecarWrite, Path: RevisionCounterFile, When: fail.Load, Err: injected})})
 			require.NoError(t, err)
 			b := alignedBuf(BlockSize)
 			_, err = r.WriteAt(b, 0)

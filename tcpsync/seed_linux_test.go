@@ -8,28 +8,34 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/sparsesync/sparsesync/internal/kcopy"
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 )
 
 // TestSeedKernelCopyRules: an atomic push seeds its temporary file from the
 // old target with internal/kcopy. When copy_file_range cannot (EXDEV before
 // any data) the seed falls back to read/write and the push is exact; when it
 // fails after it has copied data, the push fails and the old target is left
-// as it was, never silently seeded by another method. Not parallel: it
-// swaps kcopy's syscall hook.
+// as it was, never silently seeded by another method. The errnos reach the
+// server's copy_file_range calls through internal/target's Faults (only
+// the atomic push seeds, so only it makes such calls).
 func TestSeedKernelCopyRules(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		fail    func(call int) bool // whether the call-th call fails
-		errno   unix.Errno
+		faults  []wtarget.Fault
 		wantErr bool
 	}{
-		{name: "exdev-falls-back", fail: func(int) bool { return true }, errno: unix.EXDEV},
-		{name: "eopnotsupp-after-data-fails", fail: func(call int) bool { return call > 1 }, errno: unix.EOPNOTSUPP, wantErr: true},
+		{name: "exdev-falls-back", faults: []wtarget.Fault{{Op: wtarget.OpCopyRange, Err: unix.EXDEV}}},
+		// The first call copies 4 KiB for real (a short copy, so that the
+		// range needs a second call), every later one fails.
+		{name: "eopnotsupp-after-data-fails", faults: []wtarget.Fault{
+			{Op: wtarget.OpCopyRange, N: 1, Short: 4096}, {Op: wtarget.OpCopyRange, Err: unix.EOPNOTSUPP}}, wantErr: true},
+		// A full disk at the first call: a real error, no fallback.
+		{name: "enospc-fails", faults: []wtarget.Fault{{Op: wtarget.OpCopyRange, Err: unix.ENOSPC}}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, local := t.TempDir(), t.TempDir()
-			addr, _ := startServer(t, root, nil)
+			faults := wtarget.NewFaults(tc.faults...)
+			addr, _ := startServer(t, root, func(s *Server) { s.faults = faults })
 			src := filepath.Join(local, "src")
 			require.NoError(t, writeImage(src, 16<<20, 0.5, 4, 11))
 			_, err := PushFile(t.Context(), addr, src, "img", clientOpts())
@@ -38,23 +44,13 @@ func TestSeedKernelCopyRules(t *testing.T) {
 			require.NoError(t, err)
 			mutate(t, src, 10, 12)
 
-			real := *kcopy.CopyFileRangeHook
-			t.Cleanup(func() { *kcopy.CopyFileRangeHook = real })
-			calls := 0
-			*kcopy.CopyFileRangeHook = func(rfd int, roff *int64, wfd int, woff *int64, n int, fl int) (int, error) {
-				calls++
-				if tc.fail(calls) {
-					return 0, tc.errno
-				}
-				// A short copy, so that a range needs a second call.
-				return real(rfd, roff, wfd, woff, min(n, 4096), fl)
-			}
 			o := clientOpts()
 			o.Atomic = true
 			_, err = PushFile(t.Context(), addr, src, "img", o)
-			*kcopy.CopyFileRangeHook = real
+			require.Positive(t, faults.Hits(), "no copy_file_range call was faulted")
 			if tc.wantErr {
 				require.Error(t, err)
+				require.Contains(t, err.Error(), "img", "the error names the target")
 				after, rerr := os.ReadFile(filepath.Join(root, "img"))
 				require.NoError(t, rerr)
 				require.Equal(t, before, after, "a failed atomic push changed the target")

@@ -229,7 +229,7 @@ func (t *target) seedExtents(ctx context.Context, ext []sparse.Extent, mt *meter
 			if err := mt.write(n); err != nil {
 				return err
 			}
-			if _, _, err := kcopy.Copy(ctx, t.final, t.w.OS(), t.w, off, n, nil); err != nil {
+			if _, _, err := kcopy.Copy(ctx, t.final, t.w, off, n, nil); err != nil {
 				return fmt.Errorf("seeding %s: %w", t.display, err)
 			}
 			off += n

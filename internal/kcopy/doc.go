@@ -1,7 +1,9 @@
 // Package kcopy is the one kernel-copy layer localsync and tcpsync share:
 // FICLONE and FICLONERANGE (reflinks), copy_file_range with the errno
 // classification of the standard library's internal/poll, and the
-// read/write fallback.
+// read/write fallback. It makes the system calls; the destination is
+// reached through Dst, which internal/target's File satisfies, so that the
+// File's fault injector (Inject) reaches every call.
 //
 // Every function says whether the kernel handled the request. handled false
 // means nothing was written and the caller may fall back to the next method:

@@ -17,18 +17,46 @@ var ErrPartial = errors.New("kcopy: copy_file_range failed after it had copied d
 // copies at most this much per call anyway).
 const MaxCopyRange = 0x7ffff000
 
+// Inject is the test seam on the system calls a copy makes into its
+// destination (internal/target's File passes its Faults through it; nil
+// injects nothing). It is asked before each call, EINTR retries included:
+// a non-nil errno is that call's result and the call is not made; io.EOF
+// makes copy_file_range return 0 bytes (its answer at end of file, and old
+// kernels' across filesystems). Otherwise, for copy_file_range, limit > 0
+// caps the bytes the call asks for: a short copy.
+type Inject func() (limit int64, errno error)
+
+// Dst is the destination of a copy: internal/target's File, whose faults
+// reach every system call, or OS(f) for a bare file. Concurrent calls on
+// disjoint ranges must be safe.
+type Dst interface {
+	io.WriterAt
+	// CopyFileRange makes one copy_file_range call into the destination
+	// (see the package function of that name).
+	CopyFileRange(src *os.File, off, n int64) (written int64, handled bool, err error)
+}
+
+// OS is a bare *os.File as a Dst, with nothing injected.
+func OS(f *os.File) Dst { return osDst{f} }
+
+type osDst struct{ *os.File }
+
+func (d osDst) CopyFileRange(src *os.File, off, n int64) (int64, bool, error) {
+	return CopyFileRange(src, d.File, off, n, nil)
+}
+
 // CopyRange copies [off, off+n) of src to the same offsets of dst with
 // copy_file_range, one call after another. handled false (done 0) means the
 // kernel cannot copy between these files: nothing was written, fall back.
 // Once data has moved, every failure is an error: ErrPartial wrapping the
 // errno for an "unsupported" one, io.ErrUnexpectedEOF when the source ends
 // early (it shrank). ctx is checked between calls.
-func CopyRange(ctx context.Context, src, dst *os.File, off, n int64) (done int64, handled bool, err error) {
+func CopyRange(ctx context.Context, src *os.File, dst Dst, off, n int64) (done int64, handled bool, err error) {
 	for done < n {
 		if err := ctx.Err(); err != nil {
 			return done, true, err
 		}
-		w, ok, err := CopyFileRange(src, dst, off+done, n-done)
+		w, ok, err := dst.CopyFileRange(src, off+done, n-done)
 		switch {
 		case !ok && done == 0:
 			return 0, false, err
@@ -75,20 +103,17 @@ func ReadWrite(ctx context.Context, src io.ReaderAt, dst io.WriterAt, off, n int
 }
 
 // Copy copies [off, off+n) of src to the same offsets of dst: in the kernel
-// where it can (a reflink on XFS and btrfs), else through buf, writing with
-// w (dst itself when nil). buf nil: a buffer of up to 1 MiB is allocated
-// if the fallback runs. It reports how many bytes each way moved.
-func Copy(ctx context.Context, src, dst *os.File, w io.WriterAt, off, n int64, buf []byte) (kernel, copied int64, err error) {
+// where it can (a reflink on XFS and btrfs), else through buf. buf nil: a
+// buffer of up to 1 MiB is allocated if the fallback runs. It reports how
+// many bytes each way moved.
+func Copy(ctx context.Context, src *os.File, dst Dst, off, n int64, buf []byte) (kernel, copied int64, err error) {
 	kernel, handled, err := CopyRange(ctx, src, dst, off, n)
 	if handled {
 		return kernel, 0, err
 	}
-	if w == nil {
-		w = dst
-	}
 	if buf == nil {
 		buf = make([]byte, min(n, 1<<20))
 	}
-	copied, err = ReadWrite(ctx, src, w, off+kernel, n-kernel, buf)
+	copied, err = ReadWrite(ctx, src, dst, off+kernel, n-kernel, buf)
 	return kernel, copied, err
 }

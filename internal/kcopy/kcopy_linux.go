@@ -1,28 +1,20 @@
 package kcopy
 
 import (
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// The syscalls this package makes, as variables so that tests can record
-// which one ran or inject errnos (through the Hook pointers). Nothing else
+// The syscalls this package makes, as variables so that this package's own
+// tests can fake what no real call does (a copy that moves nothing). Other
+// packages inject through Inject (internal/target's Faults). Nothing else
 // assigns them.
 var (
 	ioctlFiclone      = unix.IoctlFileClone
 	ioctlFicloneRange = unix.IoctlFileCloneRange
 	copyFileRange     = unix.CopyFileRange
-)
-
-// Pointers to the syscall hooks, for tests of this module only (the
-// os/export_linux_test.go pattern across a package boundary; the package is
-// internal, so nothing outside the module reaches them). A test swaps one
-// and restores it in t.Cleanup; no test that does may run in parallel.
-var (
-	FicloneHook       = &ioctlFiclone
-	FicloneRangeHook  = &ioctlFicloneRange
-	CopyFileRangeHook = &copyFileRange
 )
 
 // IsUnsupported reports the errnos that mean "this method cannot do it,
@@ -69,13 +61,25 @@ func classify(errno error, eio bool) (bool, error) {
 	return true, errno
 }
 
+// injected asks inject (when set) for a call's fate: its errno, or the
+// limit on its length (0: none).
+func injected(inject Inject) (limit int64, errno error) {
+	if inject == nil {
+		return 0, nil
+	}
+	return inject()
+}
+
 // CloneFile reflinks all of src into dst (FICLONE). handled is false when
 // the filesystem(s) cannot, with nothing written.
-func CloneFile(src, dst *os.File) (handled bool, err error) {
+func CloneFile(src, dst *os.File, inject Inject) (handled bool, err error) {
 	var errno error
 	if err := withFds(src, dst, func(sfd, dfd int) {
 		for {
-			if errno = ioctlFiclone(dfd, sfd); errno != unix.EINTR {
+			if _, errno = injected(inject); errno == nil {
+				errno = ioctlFiclone(dfd, sfd)
+			}
+			if errno != unix.EINTR {
 				return
 			}
 		}
@@ -88,13 +92,16 @@ func CloneFile(src, dst *os.File) (handled bool, err error) {
 // CloneRange reflinks [off, off+n) of src to the same offsets of dst
 // (FICLONERANGE). It is all or nothing for the errnos that mean "cannot":
 // handled false, nothing written.
-func CloneRange(src, dst *os.File, off, n int64) (handled bool, err error) {
+func CloneRange(src, dst *os.File, off, n int64, inject Inject) (handled bool, err error) {
 	var errno error
 	arg := unix.FileCloneRange{Src_offset: uint64(off), Src_length: uint64(n), Dest_offset: uint64(off)}
 	if err := withFds(src, dst, func(sfd, dfd int) {
 		arg.Src_fd = int64(sfd)
 		for {
-			if errno = ioctlFicloneRange(dfd, &arg); errno != unix.EINTR {
+			if _, errno = injected(inject); errno == nil {
+				errno = ioctlFicloneRange(dfd, &arg)
+			}
+			if errno != unix.EINTR {
 				return
 			}
 		}
@@ -110,13 +117,25 @@ func CloneRange(src, dst *os.File, off, n int64) (handled bool, err error) {
 // handled" too, as in internal/poll: some FUSE, NFS and CIFS servers answer
 // copy_file_range with it; a real I/O error then shows again in the
 // read/write fallback, and CopyRange makes it ErrPartial once data moved.
-func CopyFileRange(src, dst *os.File, off, n int64) (written int64, handled bool, err error) {
+func CopyFileRange(src, dst *os.File, off, n int64, inject Inject) (written int64, handled bool, err error) {
 	var w int
 	var errno error
 	if err := withFds(src, dst, func(sfd, dfd int) {
 		roff, woff := off, off
 		for {
-			w, errno = copyFileRange(sfd, &roff, dfd, &woff, int(min(n, MaxCopyRange)), 0)
+			ask := min(n, MaxCopyRange)
+			limit, ierr := injected(inject)
+			switch {
+			case ierr == io.EOF:
+				w, errno = 0, nil
+			case ierr != nil:
+				w, errno = 0, ierr
+			default:
+				if limit > 0 {
+					ask = min(ask, limit)
+				}
+				w, errno = copyFileRange(sfd, &roff, dfd, &woff, int(ask), 0)
+			}
 			if errno != unix.EINTR {
 				return
 			}

@@ -55,7 +55,7 @@ func hookCFR(t *testing.T, fn func(call int, n int, real func() (int, error)) (i
 
 func TestCopyRangeExact(t *testing.T) {
 	src, dst, data := pair(t, 3<<20+123)
-	done, handled, err := CopyRange(t.Context(), src, dst, 4096, int64(len(data))-4096)
+	done, handled, err := CopyRange(t.Context(), src, OS(dst), 4096, int64(len(data))-4096)
 	if !handled {
 		t.Skipf("copy_file_range not handled here: %v", err)
 	}
@@ -113,7 +113,7 @@ func TestCopyRangeErrnos(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src, dst, data := pair(t, n)
 			hookCFR(t, tc.fn)
-			done, handled, err := CopyRange(t.Context(), src, dst, 0, n)
+			done, handled, err := CopyRange(t.Context(), src, OS(dst), 0, n)
 			require.Equal(t, tc.handled, handled, "handled (err %v)", err)
 			require.Equal(t, tc.wantDone, done)
 			if tc.wantErr != nil {
@@ -142,7 +142,7 @@ func TestCopyRangeCap(t *testing.T) {
 		return n, nil // nothing real: only the requested lengths matter
 	})
 	const total = 2*MaxCopyRange + 5
-	done, handled, err := CopyRange(t.Context(), src, dst, off, total)
+	done, handled, err := CopyRange(t.Context(), src, OS(dst), off, total)
 	require.NoError(t, err)
 	require.True(t, handled)
 	require.Equal(t, int64(total), done)
@@ -154,7 +154,7 @@ func TestCopyRangeCap(t *testing.T) {
 func TestCopyFallsBack(t *testing.T) {
 	src, dst, data := pair(t, 5<<20+7)
 	hookCFR(t, func(int, int, func() (int, error)) (int, error) { return 0, unix.EXDEV })
-	kernel, copied, err := Copy(t.Context(), src, dst, nil, 0, int64(len(data)), make([]byte, 64<<10))
+	kernel, copied, err := Copy(t.Context(), src, OS(dst), 0, int64(len(data)), make([]byte, 64<<10))
 	require.NoError(t, err)
 	require.Zero(t, kernel)
 	require.Equal(t, int64(len(data)), copied)
@@ -171,7 +171,7 @@ func TestCopyStopsOnPartialFailure(t *testing.T) {
 		}
 		return 0, unix.EOPNOTSUPP
 	})
-	_, copied, err := Copy(t.Context(), src, dst, nil, 0, int64(len(data)), nil)
+	_, copied, err := Copy(t.Context(), src, OS(dst), 0, int64(len(data)), nil)
 	require.ErrorIs(t, err, ErrPartial)
 	require.Zero(t, copied)
 }
@@ -200,12 +200,12 @@ func TestCloneErrnos(t *testing.T) {
 			return tc.errno
 		}
 		ioctlFicloneRange = func(int, *unix.FileCloneRange) error { return ioctlFiclone(0, 0) }
-		handled, err := CloneFile(src, dst)
+		handled, err := CloneFile(src, dst, nil)
 		require.Equal(t, tc.handled, handled, "FICLONE %v", tc.errno)
 		require.True(t, errors.Is(err, tc.errno) || err == tc.errno, "FICLONE %v: %v", tc.errno, err)
 		require.Equal(t, 2, calls, "EINTR not retried")
 		calls = 0
-		handled, err = CloneRange(src, dst, 0, 4096)
+		handled, err = CloneRange(src, dst, 0, 4096, nil)
 		require.Equal(t, tc.handled, handled, "FICLONERANGE %v", tc.errno)
 		require.True(t, errors.Is(err, tc.errno) || err == tc.errno, "FICLONERANGE %v: %v", tc.errno, err)
 	}

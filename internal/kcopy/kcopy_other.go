@@ -11,12 +11,14 @@ import (
 func IsUnsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) }
 
 // CloneFile has no reflink here: never handled.
-func CloneFile(_, _ *os.File) (bool, error) { return false, errors.ErrUnsupported }
+func CloneFile(_, _ *os.File, _ Inject) (bool, error) { return false, errors.ErrUnsupported }
 
 // CloneRange has no reflink here: never handled.
-func CloneRange(_, _ *os.File, _, _ int64) (bool, error) { return false, errors.ErrUnsupported }
+func CloneRange(_, _ *os.File, _, _ int64, _ Inject) (bool, error) {
+	return false, errors.ErrUnsupported
+}
 
 // CopyFileRange has no in-kernel copy here: never handled.
-func CopyFileRange(_, _ *os.File, _, _ int64) (int64, bool, error) {
+func CopyFileRange(_, _ *os.File, _, _ int64, _ Inject) (int64, bool, error) {
 	return 0, false, errors.ErrUnsupported
 }

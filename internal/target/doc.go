@@ -11,6 +11,8 @@
 //	t.SetSize(size)            // ftruncate; a device must be large enough
 //	t.WriteAt(b, off)          // data
 //	t.Zero(off, n)             // holes: punch, else zeros (devices: punch/zero-out)
+//	t.Clone(src), t.CloneRange(src, off, n), kcopy.CopyRange(ctx, src, t, off, n)
+//	                           // the kernel's copies: reflinks, copy_file_range
 //	t.Commit(sync)             // fdatasync; atomic: fsync, rename, fsync dir
 //	t.Abort()                  // after any failure: temp file removed
 //
@@ -19,6 +21,10 @@
 // temporary file and the rename stay inside it. Publish is Commit for a
 // caller that keeps the published file open (its lock, its identity).
 //
-// A File is safe for concurrent WriteAt and Zero calls on disjoint ranges;
+// Every write reaches the destination through a File method, so one fault
+// injector (Faults, Options.Faults) can fail any of them in tests.
+//
+// A File is safe for concurrent WriteAt, Zero, CloneRange and CopyFileRange
+// calls on disjoint ranges;
 // SetSize, Commit, Abort and Close must not run concurrently with anything.
 package target

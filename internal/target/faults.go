@@ -20,7 +20,10 @@ const (
 	OpFdatasync                  // Sync, and Commit/Publish in place
 	OpFsync                      // Commit/Publish of an atomic temporary file
 	OpRename                     // Commit/Publish: the rename over the destination
-	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject)
+	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject, Faults.Inject)
+	OpClone                      // Clone (FICLONE: a whole-file reflink)
+	OpCloneRange                 // CloneRange (FICLONERANGE), and clone probes (File.Injector)
+	OpCopyRange                  // one copy_file_range call (CopyFileRange)
 )
 
 func (o Op) String() string {
@@ -39,6 +42,12 @@ func (o Op) String() string {
 		return "rename"
 	case OpSidecarWrite:
 		return "sidecar write"
+	case OpClone:
+		return "ficlone"
+	case OpCloneRange:
+		return "ficlonerange"
+	case OpCopyRange:
+		return "copy_file_range"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
@@ -54,14 +63,27 @@ type Fault struct {
 	N int
 	// Err is the error the call returns (wrapped as the real one would
 	// be, so errors.Is finds it); nil means EIO, or for a short write
-	// io.ErrShortWrite.
+	// io.ErrShortWrite. For OpClone, OpCloneRange and OpCopyRange it is
+	// the errno the system call returns instead of running, and the kernel
+	// copy layer (internal/kcopy) sorts it as it would the real one: EXDEV
+	// or EOPNOTSUPP mean "cannot, fall back", ENOSPC or EIO a failure
+	// (EIO falls back from a first copy_file_range), EINTR is retried;
+	// io.EOF makes copy_file_range copy 0 bytes.
 	Err error
 	// Short makes a failing OpWrite write its first Short bytes for real
-	// before it returns Err: a short write.
+	// before it returns Err: a short write. With OpCopyRange and no Err,
+	// the call copies at most Short bytes for real and succeeds: a short
+	// copy, which the caller must continue.
 	Short int
 	// Delay makes the matching call wait that long first: a slow disk.
 	// With Delay and no Err the call then runs for real and succeeds.
 	Delay time.Duration
+	// When, if set, is asked on every call that matches Op and Path,
+	// before the call is counted: the rule applies (counts toward N, and
+	// may fire) only while it returns true. It runs outside the
+	// injector's lock and may block: a test turns a fault on after its
+	// setup phase (as pebble's errorfs.Toggle), or holds a call there.
+	When func() bool
 }
 
 // Faults injects errors into the operations of the Files created with it
@@ -73,12 +95,25 @@ type Faults struct {
 	rules []Fault
 	calls []int // matching calls seen, per rule
 	hits  int
+	seen  map[Op]int // every call, per Op
 }
 
 // NewFaults returns an injector with the given rules; the first rule that
 // fires on a call decides it.
 func NewFaults(rules ...Fault) *Faults {
-	return &Faults{rules: rules, calls: make([]int, len(rules))}
+	return &Faults{rules: rules, calls: make([]int, len(rules)), seen: map[Op]int{}}
+}
+
+// Calls reports how many calls of op the Files made so far, whether or
+// not a rule fired: a test sees which method ran. NewFaults() with no
+// rule only counts.
+func (f *Faults) Calls(op Op) int {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen[op]
 }
 
 // Hits reports how many calls a rule fired on so far (failed, or only
@@ -106,9 +141,13 @@ func (f *Faults) fire(op Op, name string) (Fault, bool) {
 		}
 	}
 	if r.Err == nil {
-		r.Err = syscall.EIO
-		if op == OpWrite && r.Short > 0 {
+		switch {
+		case op == OpCopyRange && r.Short > 0:
+			return r, true // a short copy, no error
+		case op == OpWrite && r.Short > 0:
 			r.Err = io.ErrShortWrite
+		default:
+			r.Err = syscall.EIO
 		}
 	}
 	return r, true
@@ -119,10 +158,21 @@ func (f *Faults) match(op Op, name string) (Fault, bool) {
 	if f == nil {
 		return Fault{}, false
 	}
+	// The rules never change: ask their When before taking the lock.
+	var off []bool
+	for i, r := range f.rules {
+		if r.When != nil && r.Op == op && matches(r.Path, name) && !r.When() {
+			if off == nil {
+				off = make([]bool, len(f.rules))
+			}
+			off[i] = true
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.seen[op]++
 	for i, r := range f.rules {
-		if r.Op != op || !matches(r.Path, name) {
+		if r.Op != op || !matches(r.Path, name) || (off != nil && off[i]) {
 			continue
 		}
 		f.calls[i]++
@@ -152,7 +202,15 @@ func (t *File) Inject(op Op, name string) error {
 	if t == nil {
 		return nil
 	}
-	if r, ok := t.faults.fire(op, name); ok {
+	return t.faults.Inject(op, name)
+}
+
+// Inject is the seam for a writer whose files do not go through a File
+// (the replica format's own images, counter and header): it counts a call
+// of op on name and returns the error of the rule that fires (after its
+// Delay), else nil. The caller treats the error as the operation failing.
+func (f *Faults) Inject(op Op, name string) error {
+	if r, ok := f.fire(op, name); ok {
 		return r.Err
 	}
 	return nil

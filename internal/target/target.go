@@ -285,7 +285,9 @@ func fromFile(f *os.File, path string, own bool) (*File, error) {
 	return t, nil
 }
 
-// OS returns the open file (for reads, fast paths and FIEMAP).
+// OS returns the open file, for reads, FIEMAP and fstat: every write goes
+// through the File's methods (WriteAt, Zero, SetSize, Clone, CloneRange,
+// CopyFileRange), so that its Faults reach it.
 func (t *File) OS() *os.File { return t.f }
 
 // Name returns the destination's name (not the temporary file's).
