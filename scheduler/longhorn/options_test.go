@@ -38,3 +38,21 @@ func TestRebalanceOptionsNilMeansDefaults(t *testing.T) {
 		require.ErrorContains(t, err, "MaxPasses -1", name)
 	}
 }
+
+// TestIndexRefusesNilAndDuplicates: a Cluster built in code (not read, so
+// the reader's checks never ran) with a nil or twice-named node or volume
+// is refused by Index, naming it.
+func TestIndexRefusesNilAndDuplicates(t *testing.T) {
+	vol := func(name string) *Volume { return &Volume{Name: name, NumberOfReplicas: 1} }
+	for want, c := range map[string]*Cluster{
+		"nodes[1]: nil node":                   {Nodes: []*Node{{Name: "a"}, nil}},
+		`node "a": metadata.name: duplicate`:   {Nodes: []*Node{{Name: "a"}, {Name: "a"}}},
+		"volumes[0]: nil volume":               {Volumes: []*Volume{nil}},
+		`volume "v": metadata.name: duplicate`: {Volumes: []*Volume{vol("v"), vol("v")}},
+	} {
+		c.Settings = DefaultSettings()
+		err := c.Index()
+		require.True(t, errors.Is(err, ErrBadState), "%s: %v", want, err)
+		require.ErrorContains(t, err, want)
+	}
+}
