@@ -68,6 +68,27 @@ func (o *BalanceOptions) Validate() error {
 	return nil
 }
 
+// options are the planners' options types.
+type options[T any] interface {
+	*T
+	Validate() error
+	setDefaults()
+}
+
+// prepare returns the planner's own copy of the caller's options (nil: the
+// zero value), checked, with the defaults filled in.
+func prepare[T any, P options[T]](opts P) (P, error) {
+	var o T
+	if opts != nil {
+		o = *opts
+	}
+	if err := P(&o).Validate(); err != nil {
+		return nil, err
+	}
+	P(&o).setDefaults()
+	return &o, nil
+}
+
 // PlannedMove is one balancing step.
 type PlannedMove struct {
 	Instance      string   `json:"instance"`
@@ -92,15 +113,10 @@ type BalanceResult struct {
 // Balance runs hbal's algorithm on c and returns the moves in order.
 // A nil opts means the defaults.
 func Balance(c *Cluster, opts *BalanceOptions) (*BalanceResult, error) {
-	o := BalanceOptions{}
-	if opts != nil {
-		o = *opts
-	}
-	if err := o.Validate(); err != nil {
+	opts, err := prepare(opts)
+	if err != nil {
 		return nil, err
 	}
-	o.setDefaults()
-	opts = &o
 	s, err := Load(c)
 	if err != nil {
 		return nil, err

@@ -203,15 +203,10 @@ type SqueezeStats struct {
 // Squeeze decides which nodes to power down (or up), as hsqueeze does.
 // A nil opts means the defaults.
 func Squeeze(c *Cluster, opts *SqueezeOptions) (*SqueezeResult, error) {
-	o := SqueezeOptions{}
-	if opts != nil {
-		o = *opts
-	}
-	if err := o.Validate(); err != nil {
+	opts, err := prepare(opts)
+	if err != nil {
 		return nil, err
 	}
-	o.setDefaults()
-	opts = &o
 	base, err := Load(c)
 	if err != nil {
 		return nil, err

@@ -295,3 +295,27 @@ func indexNames[T any](items []*T, name func(*T) string, kind string) (map[strin
 	}
 	return m, nil
 }
+
+// indexOnce indexes c unless it is indexed already: what every planner
+// does first.
+func (c *Cluster) indexOnce() error {
+	if c.indexed {
+		return nil
+	}
+	return c.Index()
+}
+
+// prepare is what every planner does first: check its options (nil: the
+// zero value, the defaults) and index c unless it is indexed already.
+func prepare[T any, P interface {
+	*T
+	Validate() error
+}](c *Cluster, opts P) (P, error) {
+	if opts == nil {
+		opts = new(T)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return opts, c.indexOnce()
+}

@@ -82,16 +82,9 @@ type PlacePlan struct {
 // not modify c; it is deterministic: the same state gives the same plan.
 // A nil opts means the defaults.
 func Place(c *Cluster, opts *PlaceOptions) (*PlacePlan, error) {
-	if opts == nil {
-		opts = &PlaceOptions{}
-	}
-	if err := opts.Validate(); err != nil {
+	opts, err := prepare(c, opts)
+	if err != nil {
 		return nil, err
-	}
-	if !c.indexed {
-		if err := c.Index(); err != nil {
-			return nil, err
-		}
 	}
 	plan := &PlacePlan{Placements: []Placement{}, Unschedulable: []Unschedulable{}}
 	vols := make([]int, 0, len(c.Volumes))

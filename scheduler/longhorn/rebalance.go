@@ -121,16 +121,9 @@ type RebalancePlan struct {
 // pass computed together with a [*NotStableError].
 // A nil opts means the defaults.
 func PlanRebalance(c *Cluster, opts *RebalanceOptions) (*RebalancePlan, error) {
-	if opts == nil {
-		opts = &RebalanceOptions{}
-	}
-	if err := opts.Validate(); err != nil {
+	opts, err := prepare(c, opts)
+	if err != nil {
 		return nil, err
-	}
-	if !c.indexed {
-		if err := c.Index(); err != nil {
-			return nil, err
-		}
 	}
 	limit := 1
 	if opts.UntilStable {
