@@ -135,6 +135,33 @@ const (
 	chartTM = 22 // top margin: the axis caption
 )
 
+// barChart opens the svg of a chart of n bars (class, aria label and
+// title), scaled so that top fits with a tenth to spare and margin pixels
+// right of the plot for the value labels. It returns the chart's height and
+// the x of a value.
+func barChart(b *strings.Builder, class, aria, title string, n int, top float64, margin int) (int, func(float64) float64) {
+	if top <= 0 {
+		top = 1
+	}
+	top *= 1.1
+	h := chartTM + n*(barH+barGap) + 10
+	plot := float64(chartW - labelW - margin)
+	x := func(v float64) float64 { return labelW + v/top*plot }
+	fmt.Fprintf(b, `<svg class=%s width="%d" height="%d" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s">`+"\n", class, chartW, h, chartW, h, aria)
+	fmt.Fprintf(b, `<text x="%d" y="14">%s</text>`+"\n", labelW, title)
+	return h, x
+}
+
+// barRow draws the i-th bar, named name, from the plot's left edge to x,
+// and returns the y of its middle.
+func barRow(b *strings.Builder, i int, name string, x float64, col string) float64 {
+	y := chartTM + i*(barH+barGap)
+	cy := float64(y) + barH/2
+	fmt.Fprintf(b, `<text x="%d" y="%.0f" text-anchor="end">%s</text>`, labelW-6, cy+4, esc(name))
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`, labelW, y, max(x-labelW, 1), barH, col)
+	return cy
+}
+
 // timeChart draws one bar per measured tool at its median wall time, a
 // whisker from its minimum to its maximum, and the floor's median as a
 // vertical red line.
@@ -146,24 +173,13 @@ func timeChart(b *strings.Builder, c *Case, tools []Tool) {
 	for _, t := range tools {
 		top = max(top, t.Wall.Max)
 	}
-	if top <= 0 {
-		top = 1
-	}
-	top *= 1.1
-	h := chartTM + len(tools)*(barH+barGap) + 10
-	plot := float64(chartW - labelW - 70)
-	x := func(v float64) float64 { return labelW + v/top*plot }
-	fmt.Fprintf(b, `<svg class=time width="%d" height="%d" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="wall time">`+"\n", chartW, h, chartW, h)
-	fmt.Fprintf(b, `<text x="%d" y="14">wall time, seconds (median; whisker min-max; red: floor)</text>`+"\n", labelW)
+	h, x := barChart(b, "time", "wall time", "wall time, seconds (median; whisker min-max; red: floor)", len(tools), top, 70)
 	for i, t := range tools {
-		y := chartTM + i*(barH+barGap)
 		col := colorPeer
 		if t.Name == "sparsesync" || t.Name == SparsesyncNet {
 			col = colorSparsesync
 		}
-		cy := float64(y) + barH/2
-		fmt.Fprintf(b, `<text x="%d" y="%.0f" text-anchor="end">%s</text>`, labelW-6, cy+4, esc(t.Name))
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`, labelW, y, max(x(t.Wall.Median)-labelW, 1), barH, col)
+		cy := barRow(b, i, t.Name, x(t.Wall.Median), col)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000" stroke-width="1.5"/>`, x(t.Wall.Min), cy, x(t.Wall.Max), cy)
 		for _, v := range []float64{t.Wall.Min, t.Wall.Max} {
 			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000" stroke-width="1.5"/>`, x(v), cy-5, x(v), cy+5)
@@ -192,20 +208,9 @@ func writtenChart(b *strings.Builder, c *Case, tools []Tool) {
 	for _, t := range tools {
 		top = max(top, float64(t.DeviceWritten.Median))
 	}
-	if top <= 0 {
-		top = 1
-	}
-	top *= 1.1
-	h := chartTM + len(tools)*(barH+barGap) + 10
-	plot := float64(chartW - labelW - 90)
-	x := func(v float64) float64 { return labelW + v/top*plot }
-	fmt.Fprintf(b, `<svg class=written width="%d" height="%d" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="bytes written">`+"\n", chartW, h, chartW, h)
-	fmt.Fprintf(b, `<text x="%d" y="14">bytes written to the target device (median; line: bytes that had to change)</text>`+"\n", labelW)
+	h, x := barChart(b, "written", "bytes written", "bytes written to the target device (median; line: bytes that had to change)", len(tools), top, 90)
 	for i, t := range tools {
-		y := chartTM + i*(barH+barGap)
-		cy := float64(y) + barH/2
-		fmt.Fprintf(b, `<text x="%d" y="%.0f" text-anchor="end">%s</text>`, labelW-6, cy+4, esc(t.Name))
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`, labelW, y, max(x(float64(t.DeviceWritten.Median))-labelW, 1), barH, colorWritten)
+		cy := barRow(b, i, t.Name, x(float64(t.DeviceWritten.Median)), colorWritten)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.0f">%s</text>`+"\n", x(float64(t.DeviceWritten.Median))+6, cy+4, bytesize.Format(t.DeviceWritten.Median))
 	}
 	nx := x(float64(need))

@@ -220,13 +220,12 @@ func sanitize(s string) string {
 // host, unreachable network): the server was never reached.
 type dialError struct{ err error }
 
-// Error says "dial" once: net's own errors already start with "dial tcp".
+// Error says "dial" once: net's own dial errors already start with "dial tcp".
 func (e *dialError) Error() string {
-	msg := e.err.Error()
-	if strings.HasPrefix(msg, "dial ") {
-		return msg
+	if oe, ok := e.err.(*net.OpError); ok && oe.Op == "dial" {
+		return e.err.Error()
 	}
-	return "dial: " + msg
+	return "dial: " + e.err.Error()
 }
 func (e *dialError) Unwrap() error { return e.err }
 

@@ -116,46 +116,29 @@ const (
 	openFullCompare = 1 << 1
 )
 
+// positiveOr sets *p to the default d unless it is positive.
+func positiveOr[T int | int64 | time.Duration](p *T, d T) {
+	if *p <= 0 {
+		*p = d
+	}
+}
+
 func (s *Server) setDefaults() {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	if s.HandshakeTimeout <= 0 {
-		s.HandshakeTimeout = 10 * time.Second
-	}
-	if s.IdleTimeout <= 0 {
-		s.IdleTimeout = 2 * time.Minute
-	}
-	if s.MaxConns <= 0 {
-		s.MaxConns = 128
-	}
-	if s.MaxConnsPerHost <= 0 {
-		s.MaxConnsPerHost = 64
-	}
-	if s.MaxPreAuthPerHost <= 0 {
-		s.MaxPreAuthPerHost = 16
-	}
-	if s.MaxSessions <= 0 {
-		s.MaxSessions = 64
-	}
-	if s.MaxPreAuth <= 0 {
-		s.MaxPreAuth = 64
-	}
-	if s.MaxSessionsPerHost <= 0 {
-		s.MaxSessionsPerHost = 32
-	}
-	if s.greetGrace <= 0 {
-		s.greetGrace = greetGrace
-	}
-	if s.FailDelay <= 0 {
-		s.FailDelay = time.Second
-	}
-	if s.MaxMemory <= 0 {
-		s.MaxMemory = defaultServerMemory
-	}
-	if s.MaxSessionMemory <= 0 {
-		s.MaxSessionMemory = defaultSessionMemory
-	}
+	positiveOr(&s.HandshakeTimeout, 10*time.Second)
+	positiveOr(&s.IdleTimeout, 2*time.Minute)
+	positiveOr(&s.MaxConns, 128)
+	positiveOr(&s.MaxConnsPerHost, 64)
+	positiveOr(&s.MaxPreAuthPerHost, 16)
+	positiveOr(&s.MaxSessions, 64)
+	positiveOr(&s.MaxPreAuth, 64)
+	positiveOr(&s.MaxSessionsPerHost, 32)
+	positiveOr(&s.greetGrace, greetGrace)
+	positiveOr(&s.FailDelay, time.Second)
+	positiveOr(&s.MaxMemory, defaultServerMemory)
+	positiveOr(&s.MaxSessionMemory, defaultSessionMemory)
 	if s.MaxMemoryPerHost <= 0 {
 		// A quarter, and at least one session's worth.
 		s.MaxMemoryPerHost = min(s.MaxMemory, max(s.MaxMemory/4, s.MaxSessionMemory))

@@ -27,6 +27,7 @@ type balanceOptions struct {
 func newBalanceCommand(g *globalOpts) *cobra.Command {
 	opts := balanceOptions{}
 	def := ganeti.DefaultBalanceOptions()
+	def.MaxRounds = -1 // hbal's "no limit"
 	cmd := &cobra.Command{
 		Use:   "balance -t FILE",
 		Short: "Plan instance moves that balance a Ganeti cluster, as hbal does",
@@ -76,15 +77,24 @@ func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	bo := ganeti.BalanceOptions{
+		MinGain: hbalFloat(opts.minGain), MinGainLimit: hbalFloat(opts.minGainLimit), MinScore: hbalFloat(opts.minScore),
+		NoDiskMoves: opts.noDiskMoves, Group: opts.group,
+	}
+	switch {
+	case opts.maxRounds == 0: // hbal -l 0: no move, only the score
+		bo.MaxRounds = -1
+	case opts.maxRounds > 0:
+		bo.MaxRounds = opts.maxRounds
+	}
+	if err := bo.Validate(); err != nil {
+		return usageError{err}
+	}
 	c, err := readCluster(opts.file)
 	if err != nil {
 		return fmt.Errorf("balance: %w", err)
 	}
-	bo := ganeti.BalanceOptions{
-		MinGain: opts.minGain, MinGainLimit: opts.minGainLimit, MinScore: opts.minScore,
-		MaxRounds: opts.maxRounds, NoDiskMoves: opts.noDiskMoves, Group: opts.group,
-	}
-	res, err := ganeti.Balance(c, bo)
+	res, err := ganeti.Balance(c, &bo)
 	if err != nil {
 		return fmt.Errorf("balance: %s: %w", opts.file, err)
 	}
@@ -95,6 +105,15 @@ func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
 		return writeJSONLine(g.stdout, res)
 	}
 	return printBalance(g.stdout, res)
+}
+
+// hbalFloat maps an hbal threshold to BalanceOptions, where 0 means the
+// default: hbal's 0 (no threshold) is any negative value there.
+func hbalFloat(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 func printBalance(w io.Writer, res *ganeti.BalanceResult) error {

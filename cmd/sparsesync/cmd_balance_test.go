@@ -88,3 +88,22 @@ func TestBalanceCommandFlags(t *testing.T) {
 	cmd.SetOut(&bytes.Buffer{})
 	require.Error(t, cmd.Execute(), "-t is required")
 }
+
+// TestBalanceMaxLengthIsHbals: --max-length keeps hbal's meaning (-l 0
+// moves nothing, -l 1 one move, the default -1 no limit) though
+// ganeti.BalanceOptions' MaxRounds counts 0 as no limit.
+func TestBalanceMaxLengthIsHbals(t *testing.T) {
+	f := ganetiTestdata + "hbal-location-1.data"
+	for _, tc := range []struct {
+		args  []string
+		moves int
+	}{{[]string{"-l", "0"}, 0}, {[]string{"-l", "1"}, 1}, {nil, 5}, {[]string{"-l", "-1"}, 5}} {
+		out, _, code, err := runCLI(t, append([]string{"balance", "-t", f}, tc.args...)...)
+		if err != nil || code != 0 {
+			t.Fatalf("%v: code %d, %v", tc.args, code, err)
+		}
+		if n := strings.Count(out, "=>"); n != tc.moves {
+			t.Fatalf("%v: %d moves, want %d:\n%s", tc.args, n, tc.moves, out)
+		}
+	}
+}

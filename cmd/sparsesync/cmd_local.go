@@ -58,9 +58,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 	f.BoolVar(&opts.noSync, "no-sync", false, "do not fdatasync DST at the end")
 	f.BoolVar(&opts.fullCompare, "full-compare", false, "compare every block even if DST is marked as synced from this SRC version")
 	f.BoolVar(&opts.detectZeros, "detect-zeros", false, "turn all-zero blocks of SRC's data into holes")
-	f.BoolVar(&opts.json, "json", false, "print the result as one JSON object")
-	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
-	opts.qos.register(f)
+	opts.qos.registerTransfer(f, &opts.json, &opts.progress)
 	return cmd
 }
 

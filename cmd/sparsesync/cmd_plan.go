@@ -151,7 +151,7 @@ func runPlanPlace(ctx context.Context, g *globalOpts, opts *planOpts) error {
 	if err != nil {
 		return err
 	}
-	plan, err := longhorn.Place(c, longhorn.PlaceOptions{Volume: opts.volume, Now: now})
+	plan, err := longhorn.Place(c, &longhorn.PlaceOptions{Volume: opts.volume, Now: now})
 	if err != nil {
 		return fmt.Errorf("plan place: %w", err)
 	}
@@ -167,12 +167,15 @@ func runPlanRebalance(ctx context.Context, g *globalOpts, opts *planOpts) error 
 	if err != nil {
 		return err
 	}
+	ro := longhorn.RebalanceOptions{Now: now, UntilStable: opts.untilStable, MaxPasses: opts.maxPasses}
+	if err := ro.Validate(); err != nil {
+		return usageError{err}
+	}
 	c, err := loadPlanState(ctx, g, opts)
 	if err != nil {
 		return err
 	}
-	ro := longhorn.RebalanceOptions{Now: now, UntilStable: opts.untilStable, MaxPasses: opts.maxPasses}
-	plan, err := longhorn.PlanRebalance(c, ro)
+	plan, err := longhorn.PlanRebalance(c, &ro)
 	if plan == nil {
 		return fmt.Errorf("plan rebalance: %w", err)
 	}

@@ -52,9 +52,7 @@ func (o *netOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.readBack, "read-back", "auto", "read the target back from storage after the final fdatasync and check it whole: auto (with --atomic), on or off")
 	f.IntVar(&o.blockSize, "block-size", 4096, "compare granularity in bytes (power of two, 4096 to 1048576)")
 	f.IntVar(&o.retries, "retries", 5, "retries after a dropped connection or a timeout, each announced on stderr (0: none)")
-	f.BoolVar(&o.json, "json", false, "print the result as one JSON object")
-	f.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
-	o.qos.register(f)
+	o.qos.registerTransfer(f, &o.json, &o.progress)
 }
 
 // clientOptions turns the flags into library options.

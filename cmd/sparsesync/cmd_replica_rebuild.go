@@ -76,9 +76,7 @@ long it waited on that limit. --ionice sets its I/O priority.
 	f.BoolVar(&opts.noAuth, "no-auth", false, "talk to a server started with --no-auth (loopback only)")
 	f.BoolVar(&opts.noLocal, "no-local", false, "the source is not on this machine: copy over TCP only")
 	f.IntVar(&opts.retries, "retries", 5, "retries of a dropped connection or a timeout per file (0: none)")
-	f.BoolVar(&opts.json, "json", false, "print one JSON object")
-	f.StringVar(&opts.progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
-	opts.qos.register(f)
+	opts.qos.registerTransfer(f, &opts.json, &opts.progress)
 	return cmd
 }
 

@@ -112,7 +112,7 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 	if err != nil {
 		return fmt.Errorf("squeeze: %w", err)
 	}
-	res, err := ganeti.Squeeze(c, so)
+	res, err := ganeti.Squeeze(c, &so)
 	if err != nil {
 		return fmt.Errorf("squeeze: %s: %w", opts.file, err)
 	}

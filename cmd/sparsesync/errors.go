@@ -148,7 +148,7 @@ func errorLine(err error) string {
 // renderError is errorLine, and whether the line names no command: err's
 // text started with a library's sentinel.
 func renderError(err error) (line string, unnamed bool) {
-	msg, unnamed := errtext.Strip(strings.TrimPrefix(err.Error(), "sparsesync: "), err)
+	msg, unnamed := errtext.Strip(err.Error(), err)
 	return "sparsesync: " + strings.ReplaceAll(msg, "\n", " "), unnamed
 }
 

@@ -23,6 +23,14 @@ func (q *qosFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&q.ionice, "ionice", "", "I/O priority of this process: idle, best-effort or best-effort:0-7 (0 highest; honoured by the BFQ scheduler)")
 }
 
+// registerTransfer declares the flags every command that moves a file has:
+// --json, --progress and the two above.
+func (q *qosFlags) registerTransfer(f *pflag.FlagSet, json *bool, progress *string) {
+	f.BoolVar(json, "json", false, "print the result as one JSON object")
+	f.StringVar(progress, "progress", "auto", "progress bar on stderr: auto (on a terminal), always or never")
+	q.register(f)
+}
+
 // rate is --bwlimit in bytes per second (0: unlimited, or not valid:
 // budget reports that).
 func (q *qosFlags) rate() int64 {

@@ -2,7 +2,6 @@ package rebuild
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -20,13 +19,7 @@ import (
 // on with its other members.
 func AddReplica(ctx context.Context, v *replica.Volume, target string, opts *Options) (Stats, error) {
 	start := time.Now()
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o := opts.clone()
 	st := Stats{Target: target, Path: PathLocal}
 	copyFiles := func(ctx context.Context, source, stage string, names []string) error {
 		files, err := copyLocal(ctx, source, stage, names, &o)

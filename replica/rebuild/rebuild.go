@@ -138,13 +138,7 @@ type Stats struct {
 // committed replica, the top level (see replica.Stage.Purge).
 func Rebuild(ctx context.Context, source, target string, opts *Options) (Stats, error) {
 	start := time.Now()
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o := opts.clone()
 	if o.TCP.Budget == (qos.Budget{}) {
 		o.TCP.Budget = o.Budget
 	}
@@ -254,6 +248,19 @@ func rebuildLocal(ctx context.Context, source, target string, o *Options) (res r
 		return res, err
 	}
 	return res, st.Publish(names)
+}
+
+// clone returns the caller's options (the defaults when nil) as the
+// callee's own copy, with a Logger.
+func (o *Options) clone() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
 func (o *Options) injected(step, name string) error {

@@ -237,7 +237,7 @@ func (a *Agent) plan(ctx context.Context) ([]DiskState, []Move, map[string]Repli
 	for i := range states {
 		states[i].Pressured = pressure[a.cfg.Node][states[i].Name]
 	}
-	plan, err := longhorn.PlanRebalance(c, longhorn.RebalanceOptions{Now: a.cfg.Now()})
+	plan, err := longhorn.PlanRebalance(c, &longhorn.RebalanceOptions{Now: a.cfg.Now()})
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("plan: %w", err)
 	}

@@ -228,26 +228,13 @@ func (a *Agent) rollback(in *intent, p movePaths) error {
 		return err
 	}
 	a.step("unstaged")
-	retired, err := exists(p.retired)
-	if err != nil {
-		return err
-	}
-	home, err := exists(p.src)
-	if err != nil {
-		return err
-	}
-	switch {
-	case retired && home:
+	switch _, err := settle(p.retired, p.src, filepath.Dir(p.retired), p.fromDisk); {
+	case errors.Is(err, errBoth):
 		return fmt.Errorf("%w: move %s: both %s and the retired source %s exist; leaving both", ErrRecovery, in.ID, p.src, p.retired)
-	case retired:
-		if err := os.Rename(p.retired, p.src); err != nil {
-			return err
-		}
-		if err := syncDirs(filepath.Dir(p.retired), p.fromDisk); err != nil {
-			return err
-		}
-	case !home:
+	case errors.Is(err, errNeither):
 		return fmt.Errorf("%w: move %s: replica %s is neither at %s nor retired at %s", ErrRecovery, in.ID, in.Replica, p.src, p.retired)
+	case err != nil:
+		return err
 	}
 	return a.dropRecord(p)
 }
@@ -256,27 +243,15 @@ func (a *Agent) rollback(in *intent, p movePaths) error {
 // the target disk (if it has not yet), then the retired source and the
 // record go. Idempotent like rollback.
 func (a *Agent) cleanup(in *intent, p movePaths) error {
-	staged, err := exists(p.staging)
-	if err != nil {
-		return err
-	}
-	placed, err := exists(p.dst)
-	if err != nil {
-		return err
-	}
-	switch {
-	case staged && placed:
+	switch moved, err := settle(p.staging, p.dst, p.moveDir, p.toDisk); {
+	case errors.Is(err, errBoth):
 		return fmt.Errorf("%w: move %s: both %s and the committed copy %s exist; leaving both", ErrRecovery, in.ID, p.dst, p.staging)
-	case staged:
-		if err := os.Rename(p.staging, p.dst); err != nil {
-			return err
-		}
-		if err := syncDirs(p.moveDir, p.toDisk); err != nil {
-			return err
-		}
-		a.step("placed")
-	case !placed:
+	case errors.Is(err, errNeither):
 		return fmt.Errorf("%w: move %s: committed copy of %s is neither at %s nor at %s", ErrRecovery, in.ID, in.Replica, p.staging, p.dst)
+	case err != nil:
+		return err
+	case moved:
+		a.step("placed")
 	}
 	if err := removeAll(p.retired); err != nil {
 		return fmt.Errorf("removing the retired source: %w", err)
@@ -285,6 +260,38 @@ func (a *Agent) cleanup(in *intent, p movePaths) error {
 		return err
 	}
 	return a.dropRecord(p)
+}
+
+// errBoth and errNeither are settle's refusals, which its callers name.
+var (
+	errBoth    = errors.New("both exist")
+	errNeither = errors.New("neither exists")
+)
+
+// settle is the rename step of rollback and cleanup, made idempotent: the
+// replica directory stands at from or at to (never both, never neither)
+// and ends at to, renamed and dirs synced when it was at from; moved says
+// whether it was.
+func settle(from, to string, dirs ...string) (moved bool, err error) {
+	atFrom, err := exists(from)
+	if err != nil {
+		return false, err
+	}
+	atTo, err := exists(to)
+	switch {
+	case err != nil:
+		return false, err
+	case atFrom && atTo:
+		return false, errBoth
+	case !atFrom && !atTo:
+		return false, errNeither
+	case atTo:
+		return false, nil
+	}
+	if err := os.Rename(from, to); err != nil {
+		return false, err
+	}
+	return true, syncDirs(dirs...)
 }
 
 // dropRecord removes the record, then the move's directory (empty by now

@@ -9,17 +9,22 @@ import (
 	"sync"
 )
 
-// BalanceOptions configures Balance. The zero value is not hbal's default;
-// use DefaultBalanceOptions.
+// BalanceOptions configures Balance. A nil *BalanceOptions, and the zero
+// value of each field, mean hbal's defaults.
 type BalanceOptions struct {
 	// MinGain and MinGainLimit are hbal's --min-gain and --min-gain-limit:
 	// a step is taken only if it improves the score, and, once the score
 	// is at most MinGainLimit, only if it improves it by at least MinGain.
+	// Zero means hbal's defaults, 0.01 and 0.1; a negative value means
+	// none (what hbal's 0 does: any improving step is taken).
 	MinGain      float64
 	MinGainLimit float64
 	// MinScore stops balancing once the score is at most this (hbal -e).
+	// Zero means hbal's default, 1e-9; a negative value means 0.
 	MinScore float64
-	// MaxRounds limits the number of moves; negative means no limit.
+	// MaxRounds limits the number of moves; zero means no limit (hbal's
+	// default) and a negative value means no move at all, only the score
+	// (hbal -l 0).
 	MaxRounds int
 	// NoDiskMoves allows only failovers and migrations (hbal --no-disk-moves).
 	NoDiskMoves bool
@@ -30,9 +35,58 @@ type BalanceOptions struct {
 	Group string
 }
 
-// DefaultBalanceOptions returns hbal's defaults.
-func DefaultBalanceOptions() BalanceOptions {
-	return BalanceOptions{MinGain: 0.01, MinGainLimit: 0.1, MinScore: 1e-9, MaxRounds: -1}
+// DefaultBalanceOptions returns hbal's defaults, spelled out (a nil or
+// zero BalanceOptions means the same).
+func DefaultBalanceOptions() *BalanceOptions {
+	o := &BalanceOptions{}
+	o.setDefaults()
+	return o
+}
+
+func (o *BalanceOptions) setDefaults() {
+	if o.MinGain == 0 {
+		o.MinGain = 0.01
+	}
+	if o.MinGainLimit == 0 {
+		o.MinGainLimit = 0.1
+	}
+	if o.MinScore == 0 {
+		o.MinScore = 1e-9
+	}
+}
+
+// Validate reports options that cannot be used, naming the field.
+func (o *BalanceOptions) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"MinGain", o.MinGain}, {"MinGainLimit", o.MinGainLimit}, {"MinScore", o.MinScore}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%w: %s %v must be a finite number", ErrOptions, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// options are the planners' options types.
+type options[T any] interface {
+	*T
+	Validate() error
+	setDefaults()
+}
+
+// prepare returns the planner's own copy of the caller's options (nil: the
+// zero value), checked, with the defaults filled in.
+func prepare[T any, P options[T]](opts P) (P, error) {
+	var o T
+	if opts != nil {
+		o = *opts
+	}
+	if err := P(&o).Validate(); err != nil {
+		return nil, err
+	}
+	P(&o).setDefaults()
+	return &o, nil
 }
 
 // PlannedMove is one balancing step.
@@ -57,7 +111,12 @@ type BalanceResult struct {
 }
 
 // Balance runs hbal's algorithm on c and returns the moves in order.
-func Balance(c *Cluster, opts BalanceOptions) (*BalanceResult, error) {
+// A nil opts means the defaults.
+func Balance(c *Cluster, opts *BalanceOptions) (*BalanceResult, error) {
+	opts, err := prepare(opts)
+	if err != nil {
+		return nil, err
+	}
 	s, err := Load(c)
 	if err != nil {
 		return nil, err
@@ -85,7 +144,7 @@ func Balance(c *Cluster, opts BalanceOptions) (*BalanceResult, error) {
 	}
 	b := newBalancer(s, moveAll)
 	res.InitialScore = b.cur
-	for opts.MaxRounds < 0 || len(res.Moves) < opts.MaxRounds {
+	for opts.MaxRounds == 0 || len(res.Moves) < opts.MaxRounds {
 		if !(b.cur > opts.MinScore) {
 			break
 		}

@@ -31,7 +31,7 @@ func TestBenchClusterMatchesHsqueeze(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(recorded)), "\n")
 	require.Equal(t, "'Nodes to offline'", lines[0])
 	c := loadFile(t, benchFile)
-	res, err := Squeeze(c, SqueezeOptions{Moves: MoveAll})
+	res, err := Squeeze(c, &SqueezeOptions{Moves: MoveAll})
 	require.NoError(t, err)
 	require.Equal(t, SearchBounded, res.Search)
 	require.Equal(t, ActionOffline, res.Action)
@@ -39,7 +39,7 @@ func TestBenchClusterMatchesHsqueeze(t *testing.T) {
 
 	// The bounded and pruned searches take the same decision.
 	for _, search := range []Search{SearchBounded, SearchPruned} {
-		res, err = Squeeze(c, SqueezeOptions{Moves: MoveAll, Search: search})
+		res, err = Squeeze(c, &SqueezeOptions{Moves: MoveAll, Search: search})
 		require.NoError(t, err)
 		require.Equal(t, lines[1:], res.Nodes, "%v search", search)
 	}

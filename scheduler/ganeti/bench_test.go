@@ -55,7 +55,7 @@ func BenchmarkSqueeze(b *testing.B) {
 				var res *SqueezeResult
 				for b.Loop() {
 					var err error
-					res, err = Squeeze(c, SqueezeOptions{Moves: r.moves, Search: r.search})
+					res, err = Squeeze(c, &SqueezeOptions{Moves: r.moves, Search: r.search})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -126,7 +126,7 @@ func runDataDriven(t *testing.T, d *datadriven.TestData) string {
 		case "all":
 			o.Moves = MoveAll
 		}
-		r, err := Squeeze(ddCluster.c, o)
+		r, err := Squeeze(ddCluster.c, &o)
 		if err != nil {
 			return "error: " + err.Error() + "\n"
 		}

@@ -65,7 +65,7 @@ func TestSqueezeMatchesHsqueezeFiles(t *testing.T) {
 				c := loadFile(t, f)
 				action, nodes := runHsqueeze(t, bin, f, o[0], o[1])
 				for _, search := range []Search{SearchAuto, SearchExact, SearchBounded} {
-					res, err := Squeeze(c, SqueezeOptions{MinimalResources: o[0], TargetResources: o[1], MinimalSet: true, TargetSet: true, Moves: MoveAll, Search: search})
+					res, err := Squeeze(c, &SqueezeOptions{MinimalResources: o[0], TargetResources: o[1], MinimalSet: true, TargetSet: true, Moves: MoveAll, Search: search})
 					require.NoError(t, err)
 					require.Equal(t, action, res.Action, "%v search", search)
 					require.Equal(t, strings.Join(nodes, ","), strings.Join(res.Nodes, ","), "%v search", search)
@@ -99,7 +99,7 @@ func TestSqueezeMatchesHsqueezeGenerated(t *testing.T) {
 				want := action + " " + strings.Join(nodes, ",")
 				var exactMoves []SqueezeMove
 				for _, search := range []Search{SearchExact, SearchBounded, SearchPruned, SearchIncremental} {
-					res, err := Squeeze(c, SqueezeOptions{MinimalResources: minF, TargetResources: tgtF,
+					res, err := Squeeze(c, &SqueezeOptions{MinimalResources: minF, TargetResources: tgtF,
 						MinimalSet: true, TargetSet: true, Moves: MoveAll, Search: search})
 					require.NoError(t, err)
 					require.Equal(t, search, res.Search)

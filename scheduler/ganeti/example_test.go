@@ -27,7 +27,7 @@ func ExampleSqueeze() {
 		fmt.Println(err)
 		return
 	}
-	res, err := ganeti.Squeeze(c, ganeti.SqueezeOptions{})
+	res, err := ganeti.Squeeze(c, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -48,7 +48,7 @@ func ExampleBalance() {
 		fmt.Println(err)
 		return
 	}
-	res, err := ganeti.Balance(c, ganeti.DefaultBalanceOptions())
+	res, err := ganeti.Balance(c, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -40,7 +40,7 @@ func FuzzReadText(f *testing.F) {
 			o.Group = c.Groups[0].Name
 		}
 		_, _ = Balance(c, o)
-		_, _ = Squeeze(c, SqueezeOptions{Moves: MoveAll})
+		_, _ = Squeeze(c, &SqueezeOptions{Moves: MoveAll})
 		// What was read can be written and read back.
 		var buf bytes.Buffer
 		if err := WriteText(&buf, c); err != nil {

@@ -178,14 +178,7 @@ func (n *nodeState) setPri(in *instState) {
 		n.fMemFth -= in.mem
 	}
 	n.pMemFth = float64(n.fMemFth) / n.tMem
-	n.instSpFth = n.calcSpindleUse(true, in, n.instSpFth)
-	if in.forthcoming {
-		if in.usesLocal() {
-			n.fDskFth -= in.dsk
-		}
-		n.fSpindFth = n.calcFreeSpindles(true, in, n.fSpindFth)
-		n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
-	}
+	n.setDiskFthAtLoad(in)
 }
 
 // setSec records a secondary instance at load time (Ganeti's Node.setSec).
@@ -196,14 +189,18 @@ func (n *nodeState) setSec(in *instState) {
 		n.instSp = n.calcSpindleUse(true, in, n.instSp)
 	}
 	n.utilLdFth.dsk += in.util.dsk
-	n.instSpFth = n.calcSpindleUse(true, in, n.instSpFth)
-	if in.forthcoming {
-		if in.usesLocal() {
-			n.fDskFth -= in.dsk
-		}
-		n.fSpindFth = n.calcFreeSpindles(true, in, n.fSpindFth)
-		n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
+	n.setDiskFthAtLoad(in)
+}
+
+// setDiskFthAtLoad is the end of setPri and setSec: the forthcoming disk
+// counters count in's spindle use, and for a forthcoming instance (which
+// the node's free disk does not yet account for) its disk and spindles.
+func (n *nodeState) setDiskFthAtLoad(in *instState) {
+	if !in.forthcoming {
+		n.instSpFth = n.calcSpindleUse(true, in, n.instSpFth)
+		return
 	}
+	n.setDiskFth(n.diskAfter(true, in, n.fDskFth-in.localDisk(), n.fSpindFth, n.instSpFth))
 }
 
 // buildPeers computes the N+1 reserve from the node's secondaries.
@@ -279,18 +276,12 @@ func maxPeer(ps []peer) int {
 
 // removePri is Ganeti's Node.removePri.
 func (n *nodeState) removePri(in *instState) {
-	useDisk := in.usesLocal()
 	online := in.notOffline()
 	// forthcoming fields
 	n.pTags = delCounts(n.pTags, in.exclTags)
 	n.fMemFth += in.mem
-	if useDisk {
-		n.fDskFth += in.dsk
-	}
-	n.fSpindFth = n.calcFreeSpindles(false, in, n.fSpindFth)
-	n.instSpFth = n.calcSpindleUse(false, in, n.instSpFth)
+	n.setDiskFth(n.diskAfter(false, in, n.fDskFth+in.localDisk(), n.fSpindFth, n.instSpFth))
 	n.pMemFth = float64(n.fMemFth) / n.tMem
-	n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
 	if online {
 		n.uCPUFth -= in.vcpus
 	}
@@ -303,13 +294,8 @@ func (n *nodeState) removePri(in *instState) {
 	if in.usesMemory() {
 		n.fMem += in.mem
 	}
-	if useDisk {
-		n.fDsk += in.dsk
-	}
-	n.fSpindles = n.calcFreeSpindles(false, in, n.fSpindles)
-	n.instSp = n.calcSpindleUse(false, in, n.instSp)
+	n.setDisk(n.diskAfter(false, in, n.fDsk+in.localDisk(), n.fSpindles, n.instSp))
 	n.pMem = float64(n.fMem) / n.tMem
-	n.pDsk = n.newPDsk(n.fSpindles, n.fDsk)
 	n.failN1 = n.fMem <= n.rMem
 	if online {
 		n.uCPU -= in.vcpus
@@ -323,23 +309,13 @@ func (n *nodeState) removePri(in *instState) {
 // removeSec is Ganeti's Node.removeSec. With dry the peer list is left
 // stale (only the derived rMem is updated): for scoring, never for commit.
 func (n *nodeState) removeSec(in *instState, dry bool) {
-	useDisk := in.usesLocal()
-	if useDisk {
-		n.fDskFth += in.dsk
-	}
-	n.fSpindFth = n.calcFreeSpindles(false, in, n.fSpindFth)
-	n.instSpFth = n.calcSpindleUse(false, in, n.instSpFth)
-	n.pDskFth = n.newPDsk(n.fSpindFth, n.fDskFth)
+	n.setDiskFth(n.diskAfter(false, in, n.fDskFth+in.localDisk(), n.fSpindFth, n.instSpFth))
 	n.utilLdFth.dsk -= in.util.dsk
 	if in.forthcoming {
 		return
 	}
 	n.nSec--
-	if useDisk {
-		n.fDsk += in.dsk
-	}
-	n.fSpindles = n.calcFreeSpindles(false, in, n.fSpindles)
-	n.instSp = n.calcSpindleUse(false, in, n.instSp)
+	n.setDisk(n.diskAfter(false, in, n.fDsk+in.localDisk(), n.fSpindles, n.instSp))
 	oldPeem := peerFind(n.peers, in.pNode)
 	newPeem := oldPeem
 	if in.usesSecMem() {
@@ -370,7 +346,6 @@ func (n *nodeState) removeSec(in *instState, dry bool) {
 	}
 	n.pRem = float64(n.rMem) / n.tMem
 	n.failN1 = n.fMem <= n.rMem
-	n.pDsk = n.newPDsk(n.fSpindles, n.fDsk)
 	n.utilLoad.dsk -= in.util.dsk
 }
 
@@ -383,52 +358,35 @@ func (n *nodeState) addPri(in *instState, force bool) bool {
 	lCPU := n.vcpuRatio
 
 	memFth := n.fMemFth - in.mem
-	dskFth := n.fDskFth
-	if useDisk {
-		dskFth -= in.dsk
-	}
-	spFth := n.calcFreeSpindles(true, in, n.fSpindFth)
-	instSpFth := n.calcSpindleUse(true, in, n.instSpFth)
+	fth := n.diskAfter(true, in, n.fDskFth-in.localDisk(), n.fSpindFth, n.instSpFth)
 	uCPUFth := n.uCPUFth
 	if online {
 		uCPUFth += in.vcpus
 	}
 	pCPUFth := float64(uCPUFth) / n.tCPU
 	fthBad := memFth <= 0 ||
-		(useDisk && dskFth <= 0) ||
-		(useDisk && dskFth < n.loDsk) ||
-		(useDisk && n.exclStorage && spFth < 0) ||
-		(useDisk && instSpFth > n.hiSpindles) ||
+		(useDisk && fth.dsk <= 0) ||
+		(useDisk && fth.dsk < n.loDsk) ||
+		(useDisk && n.exclStorage && fth.sp < 0) ||
+		(useDisk && fth.instSp > n.hiSpindles) ||
 		(lCPU >= 0 && lCPU < pCPUFth)
 	applyFth := func() {
 		n.pTags = addCounts(n.pTags, in.exclTags)
 		n.fMemFth = memFth
-		n.fDskFth = dskFth
 		n.pMemFth = float64(memFth) / n.tMem
-		n.pDskFth = n.newPDsk(spFth, dskFth)
+		n.setDiskFth(fth)
 		n.uCPUFth = uCPUFth
 		n.pCPUFth = pCPUFth
 		n.utilLdFth = n.utilLdFth.add(in.util)
-		n.instSpFth = instSpFth
-		n.fSpindFth = spFth
 	}
 	if in.forthcoming {
-		if strict && fthBad {
-			return false
-		}
-		applyFth()
-		return true
+		return addForthcoming(strict, fthBad, applyFth)
 	}
 	newMem := n.fMem
 	if in.usesMemory() {
 		newMem -= in.mem
 	}
-	newDsk := n.fDsk
-	if useDisk {
-		newDsk -= in.dsk
-	}
-	newSp := n.calcFreeSpindles(true, in, n.fSpindles)
-	newInstSp := n.calcSpindleUse(true, in, n.instSp)
+	d := n.diskAfter(true, in, n.fDsk-in.localDisk(), n.fSpindles, n.instSp)
 	newFailN1 := newMem <= n.rMem
 	newUCPU := n.uCPU
 	if online {
@@ -437,10 +395,10 @@ func (n *nodeState) addPri(in *instState, force bool) bool {
 	newPCPU := float64(newUCPU) / n.tCPU
 	switch {
 	case newMem <= 0,
-		useDisk && newDsk <= 0,
-		strict && useDisk && newDsk < n.loDsk,
-		useDisk && n.exclStorage && newSp < 0,
-		strict && useDisk && newInstSp > n.hiSpindles,
+		useDisk && d.dsk <= 0,
+		strict && useDisk && d.dsk < n.loDsk,
+		useDisk && n.exclStorage && d.sp < 0,
+		strict && useDisk && d.instSp > n.hiSpindles,
 		strict && newFailN1 && !n.failN1,
 		strict && lCPU >= 0 && lCPU < newPCPU,
 		strict && rejectTags(n.pTags, in.exclTags),
@@ -450,17 +408,48 @@ func (n *nodeState) addPri(in *instState, force bool) bool {
 	applyFth()
 	n.nPri++
 	n.fMem = newMem
-	n.fDsk = newDsk
 	n.failN1 = newFailN1
 	n.pMem = float64(newMem) / n.tMem
-	n.pDsk = n.newPDsk(newSp, newDsk)
+	n.setDisk(d)
 	n.uCPU = newUCPU
 	n.pCPU = newPCPU
 	n.utilLoad = n.utilLoad.add(in.util)
-	n.instSp = newInstSp
-	n.fSpindles = newSp
 	n.locScore += in.locScore + n.dsrdScore(in)
 	n.instMap = pairCounts(n.instMap, n.locPairs(in), true)
+	return true
+}
+
+// diskFit is what a node's disk counters (the real ones or the forthcoming
+// ones) become when an instance is added or removed: free disk, free spindles (with
+// exclusive storage) and the instances' spindle use (without).
+type diskFit struct {
+	dsk, sp int
+	instSp  float64
+}
+
+// diskAfter is diskFit when in is added (or removed) from the free disk
+// it leaves and the current free spindles and spindle use.
+func (n *nodeState) diskAfter(add bool, in *instState, dsk, sp int, instSp float64) diskFit {
+	return diskFit{dsk: dsk, sp: n.calcFreeSpindles(add, in, sp), instSp: n.calcSpindleUse(add, in, instSp)}
+}
+
+// setDisk and setDiskFth store d as the real or the forthcoming counters.
+func (n *nodeState) setDisk(d diskFit) {
+	n.fDsk, n.pDsk, n.instSp, n.fSpindles = d.dsk, n.newPDsk(d.sp, d.dsk), d.instSp, d.sp
+}
+
+func (n *nodeState) setDiskFth(d diskFit) {
+	n.fDskFth, n.pDskFth, n.instSpFth, n.fSpindFth = d.dsk, n.newPDsk(d.sp, d.dsk), d.instSp, d.sp
+}
+
+// addForthcoming ends addPri and addSec for a forthcoming instance, which
+// only the forthcoming counters see: unless a strict check finds them
+// short, apply stores them and the instance fits.
+func addForthcoming(strict, bad bool, apply func()) bool {
+	if strict && bad {
+		return false
+	}
+	apply()
 	return true
 }
 
@@ -490,55 +479,41 @@ func (n *nodeState) addSecBase(in *instState, pdx, base int, force, dry bool) bo
 		secMem = in.mem
 	}
 	newPeem := base + secMem
-	dskFth := n.fDskFth - in.dsk
-	spFth := n.calcFreeSpindles(true, in, n.fSpindFth)
-	instSpFth := n.calcSpindleUse(true, in, n.instSpFth)
-	fthBad := !in.hasSecondary() || dskFth <= 0 || dskFth < n.loDsk ||
-		(n.exclStorage && spFth < 0) || instSpFth > n.hiSpindles || secMem >= n.fMemFth
-	applyFth := func() {
-		n.fDskFth = dskFth
-		n.pDskFth = n.newPDsk(spFth, dskFth)
-		n.utilLdFth.dsk += in.util.dsk
-		n.instSpFth = instSpFth
-		n.fSpindFth = spFth
-	}
+	fth := n.diskAfter(true, in, n.fDskFth-in.dsk, n.fSpindFth, n.instSpFth)
+	fthBad := !in.hasSecondary() || fth.dsk <= 0 || fth.dsk < n.loDsk ||
+		(n.exclStorage && fth.sp < 0) || fth.instSp > n.hiSpindles || secMem >= n.fMemFth
 	if in.forthcoming {
-		if strict && fthBad {
-			return false
-		}
-		applyFth()
-		return true
+		return addForthcoming(strict, fthBad, func() {
+			n.setDiskFth(fth)
+			n.utilLdFth.dsk += in.util.dsk
+		})
 	}
 	oldMem := n.fMem
-	newDsk := n.fDsk - in.dsk
-	newSp := n.calcFreeSpindles(true, in, n.fSpindles)
-	newInstSp := n.calcSpindleUse(true, in, n.instSp)
+	d := n.diskAfter(true, in, n.fDsk-in.dsk, n.fSpindles, n.instSp)
 	newRMem := max(n.rMem, newPeem)
 	newFailN1 := oldMem <= newRMem
 	switch {
 	case !in.hasSecondary(),
-		newDsk <= 0,
-		strict && newDsk < n.loDsk,
-		n.exclStorage && newSp < 0,
-		strict && newInstSp > n.hiSpindles,
+		d.dsk <= 0,
+		strict && d.dsk < n.loDsk,
+		n.exclStorage && d.sp < 0,
+		strict && d.instSp > n.hiSpindles,
 		strict && secMem >= oldMem,
 		strict && newFailN1 && !n.failN1,
 		strict && fthBad:
 		return false
 	}
-	applyFth()
+	n.setDiskFth(fth)
+	n.utilLdFth.dsk += in.util.dsk
 	n.nSec++
-	n.fDsk = newDsk
 	if !dry {
 		n.peers = peerAdd(n.peers, pdx, newPeem, false)
 	}
 	n.failN1 = newFailN1
 	n.rMem = newRMem
-	n.pDsk = n.newPDsk(newSp, newDsk)
+	n.setDisk(d)
 	n.pRem = float64(newRMem) / n.tMem
 	n.utilLoad.dsk += in.util.dsk
-	n.instSp = newInstSp
-	n.fSpindles = newSp
 	return true
 }
 

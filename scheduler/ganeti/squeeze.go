@@ -34,8 +34,10 @@ func (m MoveMode) filter() moveFilter {
 	}
 }
 
-// SqueezeOptions configures Squeeze. The zero value means hsqueeze's
-// defaults except for the move mode (see MoveMode).
+// SqueezeOptions configures Squeeze. A nil *SqueezeOptions, and the zero
+// value of each field, mean hsqueeze's defaults, except for the move mode
+// (see MoveMode) and the resource factors, where 0 is a real value: they
+// take it only with MinimalSet or TargetSet.
 type SqueezeOptions struct {
 	// MinimalResources (hsqueeze --minimal-resources, default 2.0): below
 	// room for this many standard instances on some node, power nodes up.
@@ -121,17 +123,34 @@ func (o *SqueezeOptions) setDefaults() {
 	if o.PrunedLimit == 0 {
 		o.PrunedLimit = 500000
 	}
-	if o.TopK <= 0 {
+	if o.TopK == 0 {
 		o.TopK = 4
 	}
 }
 
-// Validate reports options that cannot be used.
+// Validate reports options that cannot be used, naming the field.
 func (o *SqueezeOptions) Validate() error {
-	for _, f := range []float64{o.MinimalResources, o.TargetResources} {
-		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e6 {
-			return fmt.Errorf("%w: resource factor %v must be a finite number >= 0", ErrOptions, f)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"MinimalResources", o.MinimalResources}, {"TargetResources", o.TargetResources}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v > 1e6 {
+			return fmt.Errorf("%w: %s %v must be a finite number from 0 to 1e6", ErrOptions, f.name, f.v)
 		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"ExactLimit", o.ExactLimit}, {"PrunedLimit", o.PrunedLimit}, {"TopK", o.TopK}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s %d is negative (0: the default)", ErrOptions, f.name, f.v)
+		}
+	}
+	if o.Moves < MoveExternal || o.Moves > MoveAll {
+		return fmt.Errorf("%w: Moves %d is not a MoveMode", ErrOptions, o.Moves)
+	}
+	if o.Search < SearchAuto || o.Search > SearchBounded {
+		return fmt.Errorf("%w: Search %d is not a Search", ErrOptions, o.Search)
 	}
 	return nil
 }
@@ -182,9 +201,10 @@ type SqueezeStats struct {
 }
 
 // Squeeze decides which nodes to power down (or up), as hsqueeze does.
-func Squeeze(c *Cluster, opts SqueezeOptions) (*SqueezeResult, error) {
-	opts.setDefaults()
-	if err := opts.Validate(); err != nil {
+// A nil opts means the defaults.
+func Squeeze(c *Cluster, opts *SqueezeOptions) (*SqueezeResult, error) {
+	opts, err := prepare(opts)
+	if err != nil {
 		return nil, err
 	}
 	base, err := Load(c)
@@ -192,7 +212,7 @@ func Squeeze(c *Cluster, opts SqueezeOptions) (*SqueezeResult, error) {
 		return nil, err
 	}
 	sq := &squeezer{base: base, filter: opts.Moves.filter()}
-	search := autoSearch(base, sq.filter, &opts)
+	search := autoSearch(base, sq.filter, opts)
 	switch search {
 	case SearchPruned:
 		sq.topK = opts.TopK
@@ -415,7 +435,7 @@ func (sq *squeezer) succeeds(from *State, nodes []int, offline bool, res *instSt
 	return run, allOnOnline(run.s) && capacityFor(run.s, res)
 }
 
-func (sq *squeezer) run(opts SqueezeOptions) (*SqueezeResult, error) {
+func (sq *squeezer) run(opts *SqueezeOptions) (*SqueezeResult, error) {
 	s := sq.base
 	c := s.c
 	res := &SqueezeResult{Nodes: []string{}, Moves: []SqueezeMove{}, Commands: []string{}, Search: sq.search}

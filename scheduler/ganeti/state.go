@@ -81,11 +81,20 @@ type instState struct {
 	forthcoming     bool
 }
 
-func (i *instState) notOffline() bool   { return i.status != "ADMIN_offline" }
-func (i *instState) isRunning() bool    { return i.status == "running" || i.status == "ERROR_up" }
-func (i *instState) usesMemory() bool   { return !i.forthcoming && i.isRunning() }
-func (i *instState) usesSecMem() bool   { return i.notOffline() && i.autoBalance }
-func (i *instState) usesLocal() bool    { return i.tmpl.usesLocalStorage() }
+func (i *instState) notOffline() bool { return i.status != "ADMIN_offline" }
+func (i *instState) isRunning() bool  { return i.status == "running" || i.status == "ERROR_up" }
+func (i *instState) usesMemory() bool { return !i.forthcoming && i.isRunning() }
+func (i *instState) usesSecMem() bool { return i.notOffline() && i.autoBalance }
+func (i *instState) usesLocal() bool  { return i.tmpl.usesLocalStorage() }
+
+// localDisk is the disk the instance takes on its nodes: 0 unless its
+// template uses local storage.
+func (i *instState) localDisk() int {
+	if i.usesLocal() {
+		return i.dsk
+	}
+	return 0
+}
 func (i *instState) hasSecondary() bool { return i.tmpl == DRBD }
 
 // State is a cluster loaded for planning: the model plus hbal's derived

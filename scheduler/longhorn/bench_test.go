@@ -48,7 +48,7 @@ func BenchmarkPlace(b *testing.B) {
 			c := benchCluster(b, sz.nodes, sz.disks, sz.volumes, 3)
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := Place(c, PlaceOptions{})
+				p, err := Place(c, &PlaceOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -78,7 +78,7 @@ func BenchmarkRebalance(b *testing.B) {
 			b.ReportAllocs()
 			cpu := processCPU()
 			for b.Loop() {
-				if _, err := Rebalance(c, RebalanceOptions{}); err != nil {
+				if _, err := Rebalance(c, &RebalanceOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -88,7 +88,7 @@ func BenchmarkRebalance(b *testing.B) {
 			b.ReportAllocs()
 			cpu := processCPU()
 			for b.Loop() {
-				if _, err := RebalanceUntilStable(c, RebalanceOptions{}); err != nil {
+				if _, err := RebalanceUntilStable(c, &RebalanceOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

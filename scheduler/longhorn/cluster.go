@@ -127,24 +127,25 @@ const (
 // when a volume or replica refers to something that does not exist or a
 // value is out of range.
 func (c *Cluster) Index() error {
+	for _, err := range []error{noNil(c.Nodes, "nodes", "node"), noNil(c.Volumes, "volumes", "volume"), noNil(c.Replicas, "replicas", "replica")} {
+		if err != nil {
+			return err
+		}
+	}
 	slices.SortFunc(c.Nodes, func(a, b *Node) int { return cmpString(a.Name, b.Name) })
 	slices.SortFunc(c.Volumes, func(a, b *Volume) int { return cmpString(a.Name, b.Name) })
 	slices.SortFunc(c.Replicas, func(a, b *Replica) int { return cmpString(a.Name, b.Name) })
 	if err := c.Settings.Validate(); err != nil {
 		return err
 	}
-	c.nodeByName = make(map[string]int, len(c.Nodes))
+	var err error
+	if c.nodeByName, err = indexNames(c.Nodes, func(n *Node) string { return n.Name }, "node"); err != nil {
+		return err
+	}
 	c.nodeZoneIdx = make([]int, len(c.Nodes))
 	zones := map[string]int{}
 	c.disks = c.disks[:0]
 	for i, n := range c.Nodes {
-		if n == nil {
-			return errorf("nodes[%d]: nil node", i)
-		}
-		if _, dup := c.nodeByName[n.Name]; dup {
-			return errorf("node %q: metadata.name: duplicate", n.Name)
-		}
-		c.nodeByName[n.Name] = i
 		n.idx = i
 		z, ok := zones[n.Zone]
 		if !ok {
@@ -181,15 +182,10 @@ func (c *Cluster) Index() error {
 			return errorf("node %q: status.allocatable.cpu: negative value %dm", n.Name, n.AllocatableMilliCPU)
 		}
 	}
-	c.volByName = make(map[string]int, len(c.Volumes))
-	for i, v := range c.Volumes {
-		if v == nil {
-			return errorf("volumes[%d]: nil volume", i)
-		}
-		if _, dup := c.volByName[v.Name]; dup {
-			return errorf("volume %q: metadata.name: duplicate", v.Name)
-		}
-		c.volByName[v.Name] = i
+	if c.volByName, err = indexNames(c.Volumes, func(v *Volume) string { return v.Name }, "volume"); err != nil {
+		return err
+	}
+	for _, v := range c.Volumes {
 		switch {
 		case v.Size < 0:
 			return errorf("volume %q: spec.size: negative size %d", v.Name, v.Size)
@@ -226,9 +222,6 @@ func (c *Cluster) Index() error {
 	c.repNode = make([]int, n)
 	c.repDisk = make([]int, n)
 	for i, r := range c.Replicas {
-		if r == nil {
-			return errorf("replicas[%d]: nil replica", i)
-		}
 		if i > 0 && c.Replicas[i-1].Name == r.Name {
 			return errorf("replica %q: metadata.name: duplicate", r.Name)
 		}
@@ -278,4 +271,51 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// noNil refuses a nil item ("nodes[3]: nil node", before Index sorts).
+func noNil[T any](items []*T, list, kind string) error {
+	for i, it := range items {
+		if it == nil {
+			return errorf("%s[%d]: nil %s", list, i, kind)
+		}
+	}
+	return nil
+}
+
+// indexNames maps each item's name to its index, refusing a duplicate name.
+func indexNames[T any](items []*T, name func(*T) string, kind string) (map[string]int, error) {
+	m := make(map[string]int, len(items))
+	for i, it := range items {
+		n := name(it)
+		if _, dup := m[n]; dup {
+			return nil, errorf("%s %q: metadata.name: duplicate", kind, n)
+		}
+		m[n] = i
+	}
+	return m, nil
+}
+
+// indexOnce indexes c unless it is indexed already: what every planner
+// does first.
+func (c *Cluster) indexOnce() error {
+	if c.indexed {
+		return nil
+	}
+	return c.Index()
+}
+
+// prepare is what every planner does first: check its options (nil: the
+// zero value, the defaults) and index c unless it is indexed already.
+func prepare[T any, P interface {
+	*T
+	Validate() error
+}](c *Cluster, opts P) (P, error) {
+	if opts == nil {
+		opts = new(T)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return opts, c.indexOnce()
 }

@@ -58,7 +58,7 @@ func TestDataDriven(t *testing.T) {
 					}
 					return summarize(c)
 				case "place":
-					p, err := Place(need(), PlaceOptions{Volume: args["volume"], Now: now})
+					p, err := Place(need(), &PlaceOptions{Volume: args["volume"], Now: now})
 					if err != nil {
 						return "error: " + err.Error() + "\n"
 					}
@@ -73,7 +73,7 @@ func TestDataDriven(t *testing.T) {
 					if s, ok := args["max-passes"]; ok {
 						ro.MaxPasses, _ = strconv.Atoi(s)
 					}
-					p, err := PlanRebalance(need(), ro)
+					p, err := PlanRebalance(need(), &ro)
 					var out string
 					if _, ok := args["json"]; ok && p != nil {
 						b, _ := json.Marshal(p)

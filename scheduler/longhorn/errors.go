@@ -14,6 +14,9 @@ var (
 	// reference to a node, disk or volume that does not exist.
 	ErrBadState = errors.New("longhorn: bad cluster state")
 
+	// ErrInvalidOptions marks planner options that cannot be used.
+	ErrInvalidOptions = errors.New("longhorn: invalid options")
+
 	// ErrNoVolume is returned when a named volume does not exist.
 	ErrNoVolume = errors.New("longhorn: no such volume")
 

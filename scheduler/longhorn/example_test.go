@@ -27,7 +27,7 @@ func ExamplePlace() {
 		fmt.Println(err)
 		return
 	}
-	plan, err := longhorn.Place(c, longhorn.PlaceOptions{})
+	plan, err := longhorn.Place(c, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

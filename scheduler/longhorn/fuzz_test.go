@@ -54,10 +54,10 @@ func FuzzReadState(f *testing.F) {
 			}
 			return
 		}
-		if _, err := Place(c, PlaceOptions{}); err != nil {
+		if _, err := Place(c, &PlaceOptions{}); err != nil {
 			t.Fatalf("Place on accepted state: %v", err)
 		}
-		if _, err := RebalanceUntilStable(c, RebalanceOptions{MaxPasses: 50}); err != nil && !errors.Is(err, ErrNotStable) {
+		if _, err := RebalanceUntilStable(c, &RebalanceOptions{MaxPasses: 50}); err != nil && !errors.Is(err, ErrNotStable) {
 			t.Fatalf("Rebalance on accepted state: %v", err)
 		}
 		PlanCPU(c)

@@ -30,17 +30,17 @@ func goldenPlans(t *testing.T) string {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		fmt.Fprintf(&b, "== seed %d\n", seed)
-		p, err := Place(c, PlaceOptions{Now: propNow})
+		p, err := Place(c, &PlaceOptions{Now: propNow})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		b.WriteString(goldenPlaceText(p))
-		one, err := Rebalance(c, RebalanceOptions{Now: propNow})
+		one, err := Rebalance(c, &RebalanceOptions{Now: propNow})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		b.WriteString("-- one pass\n" + MovesText([][]Move{one}))
-		all, err := RebalanceUntilStable(c, RebalanceOptions{Now: propNow, MaxPasses: 500})
+		all, err := RebalanceUntilStable(c, &RebalanceOptions{Now: propNow, MaxPasses: 500})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -131,11 +131,11 @@ func TestGoldenScale(t *testing.T) {
 		if err := c.Index(); err != nil {
 			t.Fatal(err)
 		}
-		one, err := Rebalance(c, RebalanceOptions{})
+		one, err := Rebalance(c, &RebalanceOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		all, err := RebalanceUntilStable(c, RebalanceOptions{})
+		all, err := RebalanceUntilStable(c, &RebalanceOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

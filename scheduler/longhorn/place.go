@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// PlaceOptions selects what [Place] plans.
+// PlaceOptions selects what [Place] plans. A nil *PlaceOptions, like the
+// zero value, plans every volume with every replenishment wait expired.
 type PlaceOptions struct {
 	// Volume limits the plan to one volume; "" plans every volume.
 	Volume string
@@ -40,6 +41,10 @@ type Waiting struct {
 	Disk    string    `json:"disk"`
 	Until   time.Time `json:"until"` // lastDegradedAt + replica-replenishment-wait-interval
 }
+
+// Validate reports options that cannot be used. Every PlaceOptions can:
+// it exists for the package's options convention.
+func (o *PlaceOptions) Validate() error { return nil }
 
 // Unschedulable is a volume whose missing replicas could not all be placed,
 // with the reasons counted per node or disk.
@@ -75,11 +80,11 @@ type PlacePlan struct {
 // documentation. Volumes are planned in name order and replicas placed
 // earlier in the run count toward their disks' scheduled bytes. Place does
 // not modify c; it is deterministic: the same state gives the same plan.
-func Place(c *Cluster, opts PlaceOptions) (*PlacePlan, error) {
-	if !c.indexed {
-		if err := c.Index(); err != nil {
-			return nil, err
-		}
+// A nil opts means the defaults.
+func Place(c *Cluster, opts *PlaceOptions) (*PlacePlan, error) {
+	opts, err := prepare(c, opts)
+	if err != nil {
+		return nil, err
 	}
 	plan := &PlacePlan{Placements: []Placement{}, Unschedulable: []Unschedulable{}}
 	vols := make([]int, 0, len(c.Volumes))

@@ -8,10 +8,8 @@ import "time"
 // floor(max(0, available − reserved) × 100 / max) < 100 − T. The result is
 // keyed by node name, then disk name. It does not modify c.
 func DiskPressure(c *Cluster) (map[string]map[string]bool, error) {
-	if !c.indexed {
-		if err := c.Index(); err != nil {
-			return nil, err
-		}
+	if err := c.indexOnce(); err != nil {
+		return nil, err
 	}
 	w := newWorld(c, time.Time{})
 	out := make(map[string]map[string]bool, len(c.Nodes))

@@ -294,13 +294,13 @@ func TestPropertyRandomClusters(t *testing.T) {
 				}
 			}
 		}
-		plan, err := Place(c, PlaceOptions{Now: propNow, checkChoice: check})
+		plan, err := Place(c, &PlaceOptions{Now: propNow, checkChoice: check})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		placed += len(plan.Placements)
 		refused += len(plan.Unschedulable)
-		again, _ := Place(c, PlaceOptions{Now: propNow})
+		again, _ := Place(c, &PlaceOptions{Now: propNow})
 		if !reflect.DeepEqual(plan, again) {
 			t.Fatalf("seed %d: two runs differ", seed)
 		}
@@ -308,12 +308,12 @@ func TestPropertyRandomClusters(t *testing.T) {
 		if err := sc.Index(); err != nil {
 			t.Fatalf("seed %d: shuffled: %v", seed, err)
 		}
-		other, _ := Place(sc, PlaceOptions{Now: propNow})
+		other, _ := Place(sc, &PlaceOptions{Now: propNow})
 		if !reflect.DeepEqual(plan, other) {
 			t.Fatalf("seed %d: plan depends on object order:\n%s\nvs\n%s", seed, plan.Text(), other.Text())
 		}
 
-		passes, err := RebalanceUntilStable(c, RebalanceOptions{Now: propNow, MaxPasses: 500, checkChoice: check})
+		passes, err := RebalanceUntilStable(c, &RebalanceOptions{Now: propNow, MaxPasses: 500, checkChoice: check})
 		if err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, MovesText(passes))
 		}
@@ -341,7 +341,7 @@ func TestPropertyRandomClusters(t *testing.T) {
 		}
 		// Every disk the last pass reports as held is under pressure
 		// there, on a schedulable node, and gave a reason.
-		rp, err := PlanRebalance(c, RebalanceOptions{Now: propNow, MaxPasses: 500, UntilStable: true})
+		rp, err := PlanRebalance(c, &RebalanceOptions{Now: propNow, MaxPasses: 500, UntilStable: true})
 		if err != nil || !reflect.DeepEqual(rp.Passes, passes) {
 			t.Fatalf("seed %d: PlanRebalance differs from RebalanceUntilStable: %v", seed, err)
 		}
@@ -364,7 +364,7 @@ func TestPropertyRandomClusters(t *testing.T) {
 				held++
 			}
 		}
-		sp, _ := RebalanceUntilStable(sc, RebalanceOptions{Now: propNow, MaxPasses: 500})
+		sp, _ := RebalanceUntilStable(sc, &RebalanceOptions{Now: propNow, MaxPasses: 500})
 		if !reflect.DeepEqual(passes, sp) {
 			t.Fatalf("seed %d: rebalancing depends on object order", seed)
 		}

@@ -227,13 +227,7 @@ func (l *Loader) addParsed(where string, raw json.RawMessage, u *anyObject, dept
 		if version != "v1" {
 			return errorf("%s: apiVersion: %q is not v1", obj, tm.APIVersion)
 		}
-		var n rawK8sNode
-		if err := decode(&n); err != nil {
-			return errorf("%s: %v", obj, jsonErr(err))
-		}
-		n.where = obj
-		l.k8sNodes = append(l.k8sNodes, n)
-		return nil
+		return decodeItem(decode, obj, &l.k8sNodes)
 	}
 	if group != "longhorn.io" {
 		return errorf("%s: apiVersion: %q: unsupported kind %s (want longhorn.io/v1beta2 Setting, Node, Volume, Replica or v1 Node)", obj, tm.APIVersion, tm.Kind)
@@ -241,38 +235,37 @@ func (l *Loader) addParsed(where string, raw json.RawMessage, u *anyObject, dept
 	if version != "v1beta2" {
 		return errorf("%s: apiVersion: %q is not longhorn.io/v1beta2", obj, tm.APIVersion)
 	}
-	var err error
 	switch tm.Kind {
 	case "Setting":
-		var s rawSetting
-		if err = decode(&s); err == nil {
-			s.where = obj
-			l.settings = append(l.settings, s)
-		}
+		return decodeItem(decode, obj, &l.settings)
 	case "Node":
-		var n rawLonghornNode
-		if err = decode(&n); err == nil {
-			n.where = obj
-			l.lhNodes = append(l.lhNodes, n)
-		}
+		return decodeItem(decode, obj, &l.lhNodes)
 	case "Volume":
-		var v rawVolume
-		if err = decode(&v); err == nil {
-			v.where = obj
-			l.volumes = append(l.volumes, v)
-		}
+		return decodeItem(decode, obj, &l.volumes)
 	case "Replica":
-		var r rawReplica
-		if err = decode(&r); err == nil {
-			r.where = obj
-			l.replicas = append(l.replicas, r)
-		}
-	default:
-		return errorf("%s: kind: unsupported kind %q (want Setting, Node, Volume or Replica)", obj, tm.Kind)
+		return decodeItem(decode, obj, &l.replicas)
 	}
-	if err != nil {
+	return errorf("%s: kind: unsupported kind %q (want Setting, Node, Volume or Replica)", obj, tm.Kind)
+}
+
+// located is the place an object was read from, for messages; each raw
+// object type embeds it.
+type located struct{ where string }
+
+func (l *located) locate(where string) { l.where = where }
+
+// decodeItem decodes one object of type T, records where it was read and
+// appends it to dst.
+func decodeItem[T any, P interface {
+	*T
+	locate(string)
+}](decode func(any) error, obj string, dst *[]T) error {
+	var v T
+	if err := decode(&v); err != nil {
 		return errorf("%s: %v", obj, jsonErr(err))
 	}
+	P(&v).locate(obj)
+	*dst = append(*dst, v)
 	return nil
 }
 
@@ -379,7 +372,7 @@ func conditionTrue(cs []rawCondition, typ string) bool {
 }
 
 type rawSetting struct {
-	where    string
+	located
 	Metadata objectMeta `json:"metadata"`
 	Value    *string    `json:"value"`
 }
@@ -439,7 +432,7 @@ type rawDiskStatus struct {
 }
 
 type rawLonghornNode struct {
-	where    string
+	located
 	Metadata objectMeta   `json:"metadata"`
 	Spec     lhNodeSpec   `json:"spec"`
 	Status   lhNodeStatus `json:"status"`
@@ -463,7 +456,7 @@ type lhNodeStatus struct {
 }
 
 type rawK8sNode struct {
-	where    string
+	located
 	Metadata objectMeta    `json:"metadata"`
 	Status   k8sNodeStatus `json:"status"`
 }
@@ -473,7 +466,7 @@ type k8sNodeStatus struct {
 }
 
 type rawVolume struct {
-	where    string
+	located
 	Metadata objectMeta   `json:"metadata"`
 	Spec     volumeSpec   `json:"spec"`
 	Status   volumeStatus `json:"status"`
@@ -498,7 +491,7 @@ type volumeStatus struct {
 }
 
 type rawReplica struct {
-	where    string
+	located
 	Metadata objectMeta    `json:"metadata"`
 	Spec     replicaSpec   `json:"spec"`
 	Status   replicaStatus `json:"status"`

@@ -30,7 +30,9 @@ type Move struct {
 	Reason  string   `json:"reason"`
 }
 
-// RebalanceOptions configures [Rebalance] and [RebalanceUntilStable].
+// RebalanceOptions configures [Rebalance], [RebalanceUntilStable] and
+// [PlanRebalance]. A nil *RebalanceOptions, like the zero value of each
+// field, means the defaults.
 type RebalanceOptions struct {
 	// Now is the time replenishment waits are measured against (see
 	// [PlaceOptions.Now]).
@@ -45,13 +47,36 @@ type RebalanceOptions struct {
 	checkChoice func(*volCtx, *request, int) // test hook
 }
 
+// Validate reports options that cannot be used, naming the field.
+func (o *RebalanceOptions) Validate() error {
+	if o.MaxPasses < 0 {
+		return fmt.Errorf("%w: MaxPasses %d is negative (0: the default, 10,000)", ErrInvalidOptions, o.MaxPasses)
+	}
+	return nil
+}
+
+// with returns a copy of o (the defaults when nil) with UntilStable
+// set as asked, after checking it.
+func (o *RebalanceOptions) with(untilStable bool) (*RebalanceOptions, error) {
+	c := RebalanceOptions{}
+	if o != nil {
+		c = *o
+	}
+	c.UntilStable = untilStable
+	return &c, c.Validate()
+}
+
 // Rebalance plans one pass of the auto-balancer over c: at most one move per
 // volume (zone or node balancing, then the disk-pressure move), applied to
 // a simulation of the cluster as they are decided so that later decisions
 // of the pass see earlier ones. It does not modify c. [PlanRebalance] also
 // says why disks under pressure gave up nothing.
-func Rebalance(c *Cluster, opts RebalanceOptions) ([]Move, error) {
-	opts.UntilStable = false
+// A nil opts means the defaults.
+func Rebalance(c *Cluster, opts *RebalanceOptions) ([]Move, error) {
+	opts, err := opts.with(false)
+	if err != nil {
+		return nil, err
+	}
 	p, err := PlanRebalance(c, opts)
 	if err != nil {
 		return nil, err
@@ -66,8 +91,12 @@ func Rebalance(c *Cluster, opts RebalanceOptions) ([]Move, error) {
 // simulated cluster, until a pass moves nothing, and returns every pass that
 // moved something. A replica never returns to a disk it left. If the pass
 // limit is reached it returns the passes planned with a [*NotStableError].
-func RebalanceUntilStable(c *Cluster, opts RebalanceOptions) ([][]Move, error) {
-	opts.UntilStable = true
+// A nil opts means the defaults.
+func RebalanceUntilStable(c *Cluster, opts *RebalanceOptions) ([][]Move, error) {
+	opts, err := opts.with(true)
+	if err != nil {
+		return nil, err
+	}
 	p, err := PlanRebalance(c, opts)
 	if p == nil {
 		return nil, err
@@ -90,16 +119,16 @@ type RebalancePlan struct {
 // one moves nothing, and explains the disks under pressure that keep their
 // replicas. When the pass limit is reached it returns the plan of every
 // pass computed together with a [*NotStableError].
-func PlanRebalance(c *Cluster, opts RebalanceOptions) (*RebalancePlan, error) {
-	if !c.indexed {
-		if err := c.Index(); err != nil {
-			return nil, err
-		}
+// A nil opts means the defaults.
+func PlanRebalance(c *Cluster, opts *RebalanceOptions) (*RebalancePlan, error) {
+	opts, err := prepare(c, opts)
+	if err != nil {
+		return nil, err
 	}
 	limit := 1
 	if opts.UntilStable {
 		limit = opts.MaxPasses
-		if limit <= 0 {
+		if limit == 0 {
 			limit = 10000
 		}
 	}

@@ -166,11 +166,11 @@ func TestScaleStateJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := RebalanceUntilStable(c, RebalanceOptions{})
+	want, err := RebalanceUntilStable(c, &RebalanceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := RebalanceUntilStable(rc, RebalanceOptions{})
+	got, err := RebalanceUntilStable(rc, &RebalanceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
