@@ -4,14 +4,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/testutil/heapwatch"
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
 	"github.com/sparsesync/sparsesync/localsync"
 )
@@ -41,14 +38,14 @@ func TestWindowsHoldMemoryFixed(t *testing.T) {
 		// allocate meanwhile only adds to one measurement.
 		for range 2 {
 			require.NoError(t, os.Remove(dst))
-			stop := liveWatchGC(t)
+			stop := heapwatch.LiveGC(t)
 			_, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{NoSync: true})
 			full = min(full, stop())
 			require.NoError(t, err)
 			checkSameBytes(t, src, dst)
 
 			writeEvery(t, dst, count, step, 2) // every extent differs
-			stop = liveWatchGC(t)
+			stop = heapwatch.LiveGC(t)
 			st, err := localsync.Copy(t.Context(), src, dst, &localsync.Options{NoSync: true})
 			resync = min(resync, stop())
 			require.NoError(t, err)
@@ -88,39 +85,4 @@ func writeEvery(t *testing.T, path string, count int, step int64, seed byte) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, f.Truncate(int64(count)*step))
-}
-
-// liveWatchGC samples the heap marked live (runtime/metrics
-// /gc/heap/live:bytes) with a collection forced every 20 ms, until stopped,
-// and returns its peak growth over a baseline taken after two collections
-// (a sync.Pool keeps its buffers through one).
-func liveWatchGC(t *testing.T) (stop func() uint64) {
-	t.Helper()
-	runtime.GC()
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	base := s[0].Value.Uint64()
-	var peak uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(20 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-				runtime.GC()
-				metrics.Read(s)
-				peak = max(peak, s[0].Value.Uint64())
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return max(peak, base) - base
-	}
 }
