@@ -64,9 +64,14 @@ type engine struct {
 	size     int64
 	bs       int64
 	zeroScan bool // read the data and leave zero blocks as holes
-	// unstored: the source's unstored zeros are holes (sparse.UnstoredZeros);
-	// srcHide: the source may hold hidden preallocations (sparse.Walker.Tally).
-	unstored, srcHide bool
+	// unstored: the source's unstored zeros are holes (sparse.UnstoredZeros).
+	unstored bool
+	// srcHide: the source may hold hidden preallocations
+	// (sourceMayHide); nil: not walked yet.
+	srcHide *bool
+	// counted: total is the source's data from a first walk (for the
+	// progress total); else the windows add to it as they are planned.
+	counted bool
 	// sharedChecked: the destination was looked at for shared blocks
 	// (sharedRanges); mayShare: it has some, and both files were flushed.
 	sharedChecked, mayShare bool
@@ -77,7 +82,7 @@ type engine struct {
 	allowClone, cloneOnly, allowCFR, allowRW bool
 	clone, cfr                               methodState
 
-	total                                int64        // the source's data, as first walked
+	total                                int64        // the source's data, as walked (counted)
 	unstoredBytes                        atomic.Int64 // of total, found to be unstored zeros since
 	done                                 atomic.Int64
 	cloned, cfrBytes, rwBytes, unchanged atomic.Int64

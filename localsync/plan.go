@@ -20,19 +20,25 @@ type dstSide struct {
 
 // run copies w's file (src) into t following opts; see Copy. It holds a
 // window of each file's map at a time (copyWindows), whatever the extent
-// count: a first walk that holds nothing counts the source's data for the
-// stats and progress.
+// count. With a progress callback, a first walk that holds nothing counts
+// the source's data for the progress total; without, the windows count it.
 func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, opts *Options) (Stats, error) {
 	info := w.Info()
-	data, srcHide, err := w.Tally(ctx)
+	var data int64
+	var err error
+	if opts.Progress != nil {
+		data, _, err = w.Tally(ctx)
+	} else {
+		_, _, err = w.Window(ctx, 0, info.Size, 1) // whether the filesystem knows the holes
+	}
 	if err != nil {
 		return Stats{}, err
 	}
 	zeroScan := opts.DetectZeros || !w.HolesKnown()
 	e := &engine{
 		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
-		size: info.Size, bs: opts.BlockSize, total: data,
-		zeroScan: zeroScan, srcHide: srcHide,
+		size: info.Size, bs: opts.BlockSize, total: data, counted: opts.Progress != nil,
+		zeroScan: zeroScan,
 		// Ranges SEEK_DATA calls data only because zero pages are cached
 		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
 		unstored: !zeroScan && !info.BlockDevice,
@@ -116,12 +122,13 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	return e.stats(), e.checkSource(info)
 }
 
-// exactTotal takes the source's unstored zeros (sparse.UnstoredZeros) out
-// of the total before a whole-file clone, a window at a time.
+// exactTotal counts the source's data before a whole-file clone, a window
+// at a time, without its unstored zeros (sparse.UnstoredZeros).
 func (e *engine) exactTotal(w *sparse.Walker) error {
-	if !e.unstored {
+	if e.counted && !e.unstored {
 		return nil
 	}
+	var total int64
 	for lo := int64(0); lo < e.size; {
 		ext, hi, err := w.Window(e.ctx, lo, e.size, windowExtents)
 		if err != nil {
@@ -131,10 +138,13 @@ func (e *engine) exactTotal(w *sparse.Walker) error {
 		if err != nil {
 			return err
 		}
-		e.unstoredBytes.Add(sparse.UnstoredZeros(e.ctx, e.src, m, nil).Bytes())
+		total += m.Bytes()
+		if e.unstored {
+			total -= sparse.UnstoredZeros(e.ctx, e.src, m, nil).Bytes()
+		}
 		lo = hi
 	}
-	e.total -= e.unstoredBytes.Swap(0)
+	e.total, e.counted = total, true
 	return nil
 }
 

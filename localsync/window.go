@@ -94,6 +94,9 @@ func (e *engine) planWindow(w *sparse.Walker, d *dstSide, lo int64) (window, err
 	if err != nil {
 		return window{}, err
 	}
+	if !e.counted {
+		e.total += walked.Bytes() // no worker reads it: no progress callback
+	}
 	in := destplan.Input{Src: walked, Unit: 1} // localsync compares exact bytes
 	if e.unstored && walked.Len() > 0 {
 		if z := sparse.UnstoredZeros(e.ctx, e.src, walked, nil); z.Len() > 0 {
@@ -110,7 +113,7 @@ func (e *engine) planWindow(w *sparse.Walker, d *dstSide, lo int64) (window, err
 			return window{}, err
 		}
 	}
-	if in.Hidden.Len() > 0 && e.srcHide {
+	if in.Hidden.Len() > 0 && e.sourceMayHide(w) {
 		// Where the source has its own preallocation the destination's
 		// is exact (a whole-file clone on btrfs copies it), and punching
 		// it would make every re-sync write.
@@ -125,6 +128,18 @@ func (e *engine) planWindow(w *sparse.Walker, d *dstSide, lo int64) (window, err
 	win := window{lo: lo, hi: hi, missing: plan.Copy(), both: plan.Compare, punch: plan.Punch}
 	e.reclone(&win, d)
 	return win, nil
+}
+
+// sourceMayHide reports whether the source may hold hidden preallocations
+// (sparse.Walker.Tally), walking it with w the first time it is asked:
+// only a window whose destination hides some asks.
+func (e *engine) sourceMayHide(w *sparse.Walker) bool {
+	if e.srcHide == nil {
+		_, hide, err := w.Tally(e.ctx)
+		// Unknown: keep (do not punch) what may be the source's own.
+		e.srcHide = new(hide || err != nil)
+	}
+	return *e.srcHide
 }
 
 // reclone takes out of the window's comparison what needs no reading: the
