@@ -21,7 +21,10 @@ import (
 // compared and written); each copy is checked against the kernel's
 // SEEK_DATA/SEEK_HOLE map and byte for byte. The live heap
 // (runtime/metrics, a collection every 20 ms) grows as much for 4N extents
-// as for N: whole, the 4N maps alone would take several MiB more.
+// as for N in the full copy: with the whole maps held it grew by 10 MiB
+// more. The re-sync's growth is logged, not bounded: its 16 workers' 32 MiB
+// of buffers vary by more between runs (1-1.5 MiB) than the whole maps
+// added there (1 MiB).
 func TestWindowsHoldMemoryFixed(t *testing.T) {
 	if os.Getenv(heavyEnv) == "" {
 		t.Skipf("measures the heap of eight copies with a collection every 20 ms; %s=1 runs it (CI does)", heavyEnv)
@@ -61,12 +64,11 @@ func TestWindowsHoldMemoryFixed(t *testing.T) {
 	t.Logf("live heap growth: copy of %d extents %d KiB, of %d extents %d KiB; re-sync %d KiB and %d KiB",
 		n, full>>10, 4*n, fullBig>>10, resync>>10, resyncBig>>10)
 	require.Less(t, fullBig, full+windowSlack, "a copy of 4N extents holds the heap of a copy of N")
-	require.Less(t, resyncBig, resync+windowSlack, "a re-sync of 4N extents holds the heap of a re-sync of N")
 }
 
 // windowSlack is how much more heap a copy of 4N extents may take than one
 // of N: the collector's timing, not the maps (held whole, the maps of the
-// 4N copy took 4.7 MiB more than those of N).
+// 4N copy took 4.7 to 10 MiB more than those of N).
 const windowSlack = 2 << 20
 
 // writeEvery makes path a file of count extents of 1 KiB, one every step
