@@ -123,6 +123,7 @@ const depsRules = `
 	TESTING, internal/patternfile < internal/testutil/layout;
 	TESTING, golang.org/x/sys/unix < internal/testutil/loopfs;
 	TESTING, github.com/stretchr/testify/require < internal/testutil/lhdir;
+	TESTING < internal/testutil/heapwatch;
 	TESTING, bench, localsync, internal/testutil/loopfs < bench/benchtest;
 `
 

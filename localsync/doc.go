@@ -35,7 +35,10 @@
 //
 // The destination exists: it is truncated or grown to the source's size and
 // walked, then planned by internal/destplan (the rule tcpsync follows too,
-// here at a compare unit of one byte):
+// here at a compare unit of one byte). Both files are walked and planned a
+// window of 4,096 extents at a time, the workers copying one window while
+// the next is planned, so a copy's memory does not grow with the extent
+// count (docs/scale.md):
 //
 //	dst data, src hole   -> punch (PUNCH_HOLE|KEEP_SIZE; zeros where impossible)
 //	dst preallocated,    -> punch too: unwritten blocks SEEK_DATA calls holes

@@ -64,6 +64,17 @@ type engine struct {
 	size     int64
 	bs       int64
 	zeroScan bool // read the data and leave zero blocks as holes
+	// unstored: the source's unstored zeros are holes (sparse.UnstoredZeros).
+	unstored bool
+	// srcHide: the source may hold hidden preallocations
+	// (sourceMayHide); nil: not walked yet.
+	srcHide *bool
+	// counted: total is the source's data from a first walk (for the
+	// progress total); else the windows add to it as they are planned.
+	counted bool
+	// sharedChecked: the destination was looked at for shared blocks
+	// (sharedRanges); mayShare: it has some, and both files were flushed.
+	sharedChecked, mayShare bool
 	// prealloc: allocate a small extent's destination blocks before
 	// copying it (allocatesEagerly).
 	prealloc bool
@@ -71,7 +82,8 @@ type engine struct {
 	allowClone, cloneOnly, allowCFR, allowRW bool
 	clone, cfr                               methodState
 
-	total                                int64
+	total                                int64        // the source's data, as walked (counted)
+	unstoredBytes                        atomic.Int64 // of total, found to be unstored zeros since
 	done                                 atomic.Int64
 	cloned, cfrBytes, rwBytes, unchanged atomic.Int64
 	punched, zeroed, zeroBytes           atomic.Int64
@@ -89,7 +101,7 @@ type engine struct {
 // stats is a snapshot of the counters.
 func (e *engine) stats() Stats {
 	st := Stats{
-		Size: e.size, DataBytes: e.total,
+		Size: e.size, DataBytes: e.dataBytes(),
 		ClonedBytes: e.cloned.Load(), CopiedBytes: e.cfrBytes.Load() + e.rwBytes.Load(),
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
@@ -187,9 +199,13 @@ func (e *engine) writebacker() (stop func()) {
 func (e *engine) progress(n int64) {
 	d := e.done.Add(n)
 	if e.opts.Progress != nil {
-		e.opts.Progress(d, e.total)
+		e.opts.Progress(d, e.dataBytes())
 	}
 }
+
+// dataBytes is the source's data: what the first walk counted, less the
+// unstored zeros the windows found in it so far.
+func (e *engine) dataBytes() int64 { return e.total - e.unstoredBytes.Load() }
 
 // checkSource compares the source's identity, size and times with what
 // they were before the copy.

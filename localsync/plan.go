@@ -7,32 +7,41 @@ import (
 	"os"
 
 	"github.com/sparsesync/sparsesync/internal/coldread"
-	"github.com/sparsesync/sparsesync/internal/destplan"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// run copies w's file (src) into t following opts; see Copy.
+// dstSide is what the windows need to know about the destination.
+type dstSide struct {
+	w       *sparse.Walker // walks its data; nil: it holds none (new or empty)
+	all     bool           // a block device: all of it is data
+	mayHide bool           // its allocation exceeds its data: look for hidden preallocations
+}
+
+// run copies w's file (src) into t following opts; see Copy. It holds a
+// window of each file's map at a time (copyWindows), whatever the extent
+// count. With a progress callback, a first walk that holds nothing counts
+// the source's data for the progress total; without, the windows count it.
 func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, opts *Options) (Stats, error) {
 	info := w.Info()
-	srcMap, err := w.Map(ctx)
+	var data int64
+	var err error
+	if opts.Progress != nil {
+		data, _, err = w.Tally(ctx)
+	} else {
+		_, _, err = w.Window(ctx, 0, info.Size, 1) // whether the filesystem knows the holes
+	}
 	if err != nil {
 		return Stats{}, err
 	}
-	walked := srcMap // SEEK_DATA's map, before unstored zeros are taken out
 	zeroScan := opts.DetectZeros || !w.HolesKnown()
-	if !zeroScan && !info.BlockDevice {
-		// Ranges SEEK_DATA calls data only because zero pages are cached
-		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
-		if z := sparse.UnstoredZeros(ctx, src, srcMap, nil); z.Len() > 0 {
-			opts.Logger.Debug("localsync: unwritten ranges read as holes", "src", src.Name(), "bytes", z.Bytes(), "ranges", z.Len())
-			srcMap = srcMap.Difference(z)
-		}
-	}
 	e := &engine{
 		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
-		size: info.Size, bs: opts.BlockSize, total: srcMap.Bytes(),
+		size: info.Size, bs: opts.BlockSize, total: data, counted: opts.Progress != nil,
 		zeroScan: zeroScan,
+		// Ranges SEEK_DATA calls data only because zero pages are cached
+		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
+		unstored: !zeroScan && !info.BlockDevice,
 	}
 	e.allowClone = !e.zeroScan && mayClone(opts, w) && !t.BlockDevice()
 	e.cloneOnly = opts.Method == MethodReflink || opts.Reflink == ReflinkAlways
@@ -45,15 +54,14 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
 	}
 
-	in := destplan.Input{Src: srcMap, Unit: 1} // localsync compares exact bytes
+	var d dstSide
 	if t.BlockDevice() {
 		// A device cannot say where its holes are: all of it is data, so
 		// every source hole is zeroed and every data block compared.
 		if err := t.SetSize(e.size); err != nil {
 			return e.stats(), err
 		}
-		in.Dst, _ = sparse.NewMap(e.size)
-		in.DstHolesUnknown = true
+		d.all = true
 	} else {
 		dinfo, err := sparse.Stat(t.OS())
 		if err != nil {
@@ -63,6 +71,9 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 			// A new (empty) destination is one whole-file FICLONE; where
 			// cloning is impossible it writes nothing, so with cloneOnly
 			// it is its own probe.
+			if err := e.exactTotal(w); err != nil {
+				return e.stats(), err
+			}
 			done, err := e.cloneWhole()
 			if err != nil || done {
 				if err == nil {
@@ -83,79 +94,58 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		if err := t.SetSize(e.size); err != nil {
 			return e.stats(), err
 		}
-		in.Dst, _ = sparse.NewMap(e.size)
 		if dinfo.Size > 0 {
-			dw, err := sparse.NewWalker(t.OS())
-			if err != nil {
-				return e.stats(), err
-			}
-			if in.Dst, err = dw.Map(ctx); err != nil {
+			if d.w, err = sparse.NewWalker(t.OS()); err != nil {
 				return e.stats(), err
 			}
 			// Preallocated blocks the walk calls holes are punched too
-			// where the source has holes.
-			if in.Hidden, err = sparse.HiddenAllocation(ctx, t.OS(), in.Dst, dw.Info().Allocated); err != nil {
+			// where the source has holes (looked for per window).
+			if _, d.mayHide, err = d.w.Tally(ctx); err != nil {
 				return e.stats(), err
 			}
 		}
 	}
-	if in.Hidden.Len() > 0 {
-		// Where the source has its own preallocation the destination's
-		// is exact (a whole-file clone on btrfs copies it), and punching
-		// it would make every re-sync write.
-		var err error
-		if in.Keep, err = sparse.HiddenAllocation(ctx, src, walked, info.Allocated); err != nil {
-			return e.stats(), err
-		}
-	}
-	plan, err := destplan.Make(in)
-	if err != nil {
-		return e.stats(), err
-	}
 
 	adviseSequential(src)
-	if plan.Compare.Len() > 0 {
+	if d.w != nil || d.all {
 		adviseSequential(t.OS())
-	}
-	extra, missing, both := plan.Punch, plan.Copy(), plan.Compare
-	if both.Len() > 0 && !e.zeroScan && !t.BlockDevice() {
-		shared := e.sharedRanges(both)
-		e.unchanged.Add(shared.Bytes())
-		e.done.Add(shared.Bytes())
-		both = both.Difference(shared)
-	}
-	if both.Len() > 0 && e.allowClone && !e.cloneOnly {
-		// Re-sync by cloning: where source and destination share a
-		// filesystem that can reflink, the destination's unshared data
-		// becomes the source's blocks, range by range, with no byte read
-		// or written (as cp --reflink re-copies a file, but ranges
-		// already shared are left alone). Ranges shorter than cloneRunMin
-		// are compared instead: each FICLONERANGE is a transaction that
-		// flushes its source range, and thousands of small ones cost more
-		// than reading them (writeChanged). Reflink never compares all.
-		if long := longRanges(both, cloneRunMin); long.Len() > 0 && e.cloneWorks() {
-			missing = missing.Union(long)
-			both = both.Difference(long)
-		}
 	}
 	// Whatever is read from a regular file, in a full read/write copy or
 	// a comparison, is read directly where it is cold.
 	e.srcCold = coldread.New(src)
-	if both.Len() > 0 && !t.BlockDevice() {
+	if d.w != nil {
 		e.dstCold = coldread.New(t.OS())
 	}
-	e.log.Debug("localsync: plan", "src", src.Name(), "dst", t.Name(), "size", e.size,
-		"data", e.total, "copy", missing.Bytes(), "compare", both.Bytes(), "zero", extra.Bytes())
-
-	for _, x := range extra.Extents() {
-		if err := e.zeroRange(x.Off, x.Len); err != nil {
-			return e.stats(), err
-		}
-	}
-	if err := e.parallel(missing, both); err != nil {
+	if err := e.copyWindows(w, &d); err != nil {
 		return e.stats(), err
 	}
 	return e.stats(), e.checkSource(info)
+}
+
+// exactTotal counts the source's data before a whole-file clone, a window
+// at a time, without its unstored zeros (sparse.UnstoredZeros).
+func (e *engine) exactTotal(w *sparse.Walker) error {
+	if e.counted && !e.unstored {
+		return nil
+	}
+	var total int64
+	for lo := int64(0); lo < e.size; {
+		ext, hi, err := w.Window(e.ctx, lo, e.size, windowExtents)
+		if err != nil {
+			return err
+		}
+		m, err := sparse.FromExtents(hi, ext)
+		if err != nil {
+			return err
+		}
+		total += m.Bytes()
+		if e.unstored {
+			total -= sparse.UnstoredZeros(e.ctx, e.src, m, nil).Bytes()
+		}
+		lo = hi
+	}
+	e.total, e.counted = total, true
+	return nil
 }
 
 // longRanges returns the extents of m at least min bytes long.
@@ -171,28 +161,4 @@ func longRanges(m sparse.Map, min int64) sparse.Map {
 		panic(err)
 	}
 	return out
-}
-
-// sharedRanges returns the parts of within where the destination maps the
-// same physical blocks as the source at the same offsets (a reflink copy
-// neither side has rewritten since, sparse.SharedRanges): equal without
-// reading. Both files are flushed first so that dirty pages cannot hide
-// behind an old mapping; a destination that shares nothing costs one FIEMAP
-// and no flush.
-func (e *engine) sharedRanges(within sparse.Map) sparse.Map {
-	empty, _ := sparse.NewMap(within.Size())
-	if d, err := sparse.SharedExtents(e.ctx, e.dst.OS(), e.size); err != nil || len(d) == 0 {
-		return empty
-	}
-	if err := target.Fdatasync(e.src); err != nil {
-		return empty
-	}
-	if err := e.dst.Sync(); err != nil {
-		return empty
-	}
-	m, err := sparse.SharedRanges(e.ctx, e.src, e.dst.OS(), e.size)
-	if err != nil {
-		return empty
-	}
-	return m.Intersect(within)
 }

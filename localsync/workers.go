@@ -29,115 +29,136 @@ const (
 	batchExtent = 64 << 10
 )
 
-// parallel runs the copy jobs (missing) and comparison jobs (both) on
-// inFlight workers; the first error stops them all.
-func (e *engine) parallel(missing, both sparse.Map) error {
-	if missing.Len() == 0 && both.Len() == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancelCause(e.ctx)
-	defer cancel(nil)
-	jobs := make(chan job, inFlight)
-	var wg sync.WaitGroup
-	// A comparison waits on two reads and holds none in flight while it
-	// compares; twice the workers keep the disk's queue as deep as the
-	// physical floor's (16 x 1 MiB per file). Measured on 512 MiB dense
-	// images with 1% changed, cold, against 8 workers in interleaved
-	// rounds (two sets of 7 and 9): 0.86x and 0.91x the time on ext4,
-	// 0.87x and 0.85x on XFS (medians of per-round ratios).
-	workers := inFlight
-	if both.Len() > 0 {
-		workers = 2 * inFlight
+// pipeline is the workers of a copy and the channel that feeds them: it
+// runs from the first window to the last, so the workers stay busy while
+// the next window is planned; the first error stops them all.
+type pipeline struct {
+	e      *engine
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	jobs   chan job
+	wg     sync.WaitGroup
+	stop   func() // the writebacker's
+	chunk  int64  // a copy job's largest piece
+}
+
+// startPipeline starts n workers. A comparison waits on two reads and
+// holds none in flight while it compares; twice the workers keep the
+// disk's queue as deep as the physical floor's (16 x 1 MiB per file).
+// Measured on 512 MiB dense images with 1% changed, cold, against 8
+// workers in interleaved rounds (two sets of 7 and 9): 0.86x and 0.91x the
+// time on ext4, 0.87x and 0.85x on XFS (medians of per-round ratios).
+// prealloc: allocate small extents before copying them (allocatesEagerly).
+func (e *engine) startPipeline(n int, prealloc bool) *pipeline {
+	p := &pipeline{e: e, jobs: make(chan job, inFlight), stop: func() {}, chunk: bufSize}
+	p.ctx, p.cancel = context.WithCancelCause(e.ctx)
+	if !e.zeroScan && (e.allowClone || e.allowCFR) {
+		p.chunk = kernelChunk
 	}
 	if !e.opts.NoSync {
-		stop := e.writebacker()
-		defer stop()
+		p.stop = e.writebacker()
 	}
-	e.prealloc = !e.zeroScan && missing.Len() > 0 && !e.dst.BlockDevice() && allocatesEagerly(e.dst.OS())
-	if int64(workers) > e.workers.Load() {
-		e.workers.Store(int64(workers))
+	e.prealloc = prealloc
+	if int64(n) > e.workers.Load() {
+		e.workers.Store(int64(n))
 	}
-	for range workers {
-		wg.Go(func() {
-			w := worker{e: e}
-			defer w.release()
-			var one [1]sparse.Extent
-			for j := range jobs {
-				if ctx.Err() != nil {
-					continue
-				}
-				batch := j.batch
-				if batch == nil {
-					one[0] = sparse.Extent{Off: j.off, Len: j.n}
-					batch = one[:]
-				}
-				for _, x := range batch {
-					var err error
-					if j.kind == jobCopy {
-						err = w.copy(x.Off, x.Len)
-					} else {
-						err = w.compare(x.Off, x.Len)
-					}
-					if err != nil {
-						cancel(err)
-						break
-					}
-				}
-			}
-		})
+	for range n {
+		p.wg.Go(p.work)
 	}
-	put := func(j job) bool {
-		if j.kind == jobCopy && e.prealloc {
-			e.preallocateJob(j)
+	return p
+}
+
+// work is one worker: it takes jobs until the channel closes, skipping
+// them once the copy failed.
+func (p *pipeline) work() {
+	w := worker{e: p.e}
+	defer w.release()
+	var one [1]sparse.Extent
+	for j := range p.jobs {
+		if p.ctx.Err() != nil {
+			continue
 		}
-		select {
-		case jobs <- j:
-			return true
-		case <-ctx.Done():
-			return false
+		batch := j.batch
+		if batch == nil {
+			one[0] = sparse.Extent{Off: j.off, Len: j.n}
+			batch = one[:]
+		}
+		for _, x := range batch {
+			var err error
+			if j.kind == jobCopy {
+				err = w.copy(x.Off, x.Len)
+			} else {
+				err = w.compare(x.Off, x.Len)
+			}
+			if err != nil {
+				p.cancel(err)
+				break
+			}
 		}
 	}
-	send := func(kind jobKind, m sparse.Map, chunk int64) bool {
-		xs := m.Extents()
-		// Batches only where there are extents enough to keep every
-		// worker busy many times over.
-		per := min(batchMax, max(1, len(xs)/(inFlight*16)))
-		for i := 0; i < len(xs); {
-			if per > 1 && xs[i].Len < batchExtent {
-				k, total := i, int64(0)
-				for k < len(xs) && k-i < per && xs[k].Len < batchExtent && total+xs[k].Len <= chunk {
-					total += xs[k].Len
-					k++
-				}
-				if !put(job{kind: kind, batch: xs[i:k]}) {
-					return false
-				}
-				i = k
-				continue
-			}
-			x := xs[i]
-			for off := x.Off; off < x.End(); off += chunk {
-				if !put(job{kind: kind, off: off, n: min(chunk, x.End()-off)}) {
-					return false
-				}
-			}
-			i++
-		}
+}
+
+// fail stops the copy with err.
+func (p *pipeline) fail(err error) { p.cancel(err) }
+
+// put hands a job to the workers; false once the copy failed.
+func (p *pipeline) put(j job) bool {
+	if j.kind == jobCopy && p.e.prealloc {
+		p.e.preallocateJob(j)
+	}
+	select {
+	case p.jobs <- j:
 		return true
+	case <-p.ctx.Done():
+		return false
 	}
-	chunk := int64(bufSize)
-	if !e.zeroScan && (e.allowClone || e.allowCFR) {
-		chunk = kernelChunk
+}
+
+// send hands m's extents to the workers as jobs of kind: small extents in
+// batches, large ones in pieces of at most the kind's chunk.
+func (p *pipeline) send(kind jobKind, m sparse.Map) {
+	chunk := p.chunk
+	if kind == jobCompare {
+		chunk = p.e.compareChunk()
 	}
-	if send(jobCopy, missing, chunk) {
-		send(jobCompare, both, e.compareChunk())
+	xs := m.Extents()
+	// Batches only where there are extents enough to keep every
+	// worker busy many times over.
+	per := min(batchMax, max(1, len(xs)/(inFlight*16)))
+	for i := 0; i < len(xs); {
+		if per > 1 && xs[i].Len < batchExtent {
+			k, total := i, int64(0)
+			for k < len(xs) && k-i < per && xs[k].Len < batchExtent && total+xs[k].Len <= chunk {
+				total += xs[k].Len
+				k++
+			}
+			if !p.put(job{kind: kind, batch: xs[i:k]}) {
+				return
+			}
+			i = k
+			continue
+		}
+		x := xs[i]
+		for off := x.Off; off < x.End(); off += chunk {
+			if !p.put(job{kind: kind, off: off, n: min(chunk, x.End()-off)}) {
+				return
+			}
+		}
+		i++
 	}
-	close(jobs)
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && e.ctx.Err() == nil {
+}
+
+// wait lets the workers finish the jobs handed out and returns the
+// copy's first error.
+func (p *pipeline) wait() error {
+	close(p.jobs)
+	p.wg.Wait()
+	p.stop()
+	defer p.cancel(nil)
+	if err := context.Cause(p.ctx); err != nil && p.e.ctx.Err() == nil {
 		return err
 	}
-	return e.ctx.Err()
+	return p.e.ctx.Err()
 }
 
 // preallocateJob allocates the destination blocks of a copy job's small

@@ -89,21 +89,75 @@ func (c *ChainReader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // Map returns the data extents of the volume: every 4 KiB block some layer
-// of the chain holds. Everything else reads as zeros. Each layer is walked
-// once with sparse (SEEK_DATA/SEEK_HOLE); no block is read.
+// of the chain holds. Everything else reads as zeros. The layers are
+// walked with SEEK_DATA/SEEK_HOLE (WalkExtents); no block is read.
 func (c *ChainReader) Map(ctx context.Context) (sparse.Map, error) {
-	owners, err := c.owners(ctx)
+	var ext []sparse.Extent
+	err := c.WalkExtents(ctx, 0, func(e sparse.Extent) error {
+		ext = append(ext, e)
+		return nil
+	})
 	if err != nil {
 		return sparse.Map{}, err
 	}
-	m, err := sparse.NewMap(c.size)
+	m, err := sparse.FromExtents(c.size, ext)
 	if err != nil {
-		return sparse.Map{}, err
-	}
-	for _, o := range owners {
-		m = m.Union(o)
+		return sparse.Map{}, fmt.Errorf("%s: %w", c.dir, err)
 	}
 	return m, nil
+}
+
+// WalkExtents calls fn for the volume's data extents that end after from,
+// in increasing order, the first clipped to start there (as
+// tcpsync.ExtentWalker asks: a push of the volume holds a window of its
+// map, not all of it). The chain is resolved as the walk goes, block
+// ranges of the head first and of older layers in the head's holes
+// (resolveChain): the walk holds nothing.
+func (c *ChainReader) WalkExtents(ctx context.Context, from int64, fn func(sparse.Extent) error) error {
+	from = max(from, 0)
+	var pending sparse.Extent
+	err := c.resolve(ctx, roundDown(from), func(layer int, off, n int64) error {
+		if layer < 0 {
+			return nil
+		}
+		if off < from {
+			off, n = from, n-(from-off)
+		}
+		switch {
+		case n <= 0:
+			return nil
+		case pending.Len > 0 && pending.End() == off:
+			pending.Len += n
+			return nil
+		case pending.Len > 0:
+			if err := fn(pending); err != nil {
+				return err
+			}
+		}
+		pending = sparse.Extent{Off: off, Len: n}
+		return nil
+	})
+	if err == nil && pending.Len > 0 {
+		err = fn(pending)
+	}
+	return err
+}
+
+// resolve is resolveChain over the volume from from on, with ctx checked
+// every few thousand ranges.
+func (c *ChainReader) resolve(ctx context.Context, from int64, fn func(layer int, off, n int64) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k := 0
+	return resolveChain(c.layers, 0, from, c.size, func(layer int, off, n int64) error {
+		if k++; k%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return fn(layer, off, n)
+	})
 }
 
 // Extents is Map under the name tcpsync.Source uses, so a replica

@@ -4,11 +4,10 @@ import (
 	"github.com/sparsesync/sparsesync/qos"
 
 	"context"
-	"fmt"
+	"os"
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/target"
-	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // ExportStats say what Export did.
@@ -52,16 +51,12 @@ func Export(ctx context.Context, dir, dst string, opts *ExportOptions) (ExportSt
 		return ExportStats{}, err
 	}
 	defer c.Close()
-	owners, err := c.owners(ctx)
-	if err != nil {
-		return ExportStats{}, err
-	}
 	st := ExportStats{Size: c.size, Layers: len(c.layers)}
 	t, err := target.Create(dst, &target.Options{Atomic: true})
 	if err != nil {
 		return st, err
 	}
-	if err := exportTo(ctx, c, owners, t, &st, o.Budget); err != nil {
+	if err := exportTo(ctx, c, t, &st, o.Budget); err != nil {
 		t.Abort()
 		return st, err
 	}
@@ -72,79 +67,54 @@ func Export(ctx context.Context, dir, dst string, opts *ExportOptions) (ExportSt
 	return st, nil
 }
 
-func exportTo(ctx context.Context, c *ChainReader, owners []sparse.Map, t *target.File, st *ExportStats, budget qos.Budget) error {
+// exportTo writes the volume into t as the chain resolves it, in file
+// order (ChainReader.resolve): each range from the layer that holds it,
+// holes left as holes (zeroed on a block device). It holds no map.
+func exportTo(ctx context.Context, c *ChainReader, t *target.File, st *ExportStats, budget qos.Budget) error {
 	if err := t.SetSize(c.size); err != nil {
 		return err
 	}
-	var data sparse.Map
 	buf := alignedBuf(exportBuf)
-	for i, m := range owners {
-		if i == 0 {
-			data = m
-		} else {
-			data = data.Union(m)
-		}
-		for _, e := range m.Extents() {
-			for off := e.Off; off < e.End(); {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				n := min(int64(len(buf)), e.End()-off)
-				for _, l := range []*qos.Limiter{budget.Read, budget.Write} {
-					if p := l.Piece(); p > 0 {
-						n = min(n, max(p, BlockSize)) // one piece at a time: a steady rate
-					}
-				}
-				b := buf[:n]
-				if err := budget.Read.Wait(ctx, n); err != nil {
-					return err
-				}
-				if err := readLayer(c.layers[i], b, off); err != nil {
-					return err
-				}
-				if err := budget.Write.Wait(ctx, n); err != nil {
-					return err
-				}
-				if _, err := t.WriteAt(b, off); err != nil {
-					return err
-				}
-				off += int64(len(b))
-			}
-		}
-	}
-	st.DataBytes = data.Bytes()
-	if t.BlockDevice() {
-		for _, h := range data.Holes().Extents() {
-			if _, err := t.Zero(h.Off, h.Len); err != nil {
+	return c.resolve(ctx, 0, func(layer int, off, n int64) error {
+		if layer < 0 {
+			if t.BlockDevice() {
+				_, err := t.Zero(off, n)
 				return err
 			}
+			return nil
 		}
-	}
-	return nil
+		st.DataBytes += n
+		return exportRange(ctx, c.layers[layer], t, buf, off, off+n, budget)
+	})
 }
 
-// owners returns, per layer (head first), the 4 KiB blocks that layer
-// provides: the blocks where it has any data allocated and no newer layer
-// has. The maps are disjoint; their union is the volume's data. Each layer
-// is walked once with sparse.Walker (SEEK_DATA/SEEK_HOLE); nothing is read.
-func (c *ChainReader) owners(ctx context.Context) ([]sparse.Map, error) {
-	remaining, err := sparse.NewMap(c.size, sparse.Extent{Off: 0, Len: c.size})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.dir, err)
-	}
-	out := make([]sparse.Map, len(c.layers))
-	for i, f := range c.layers {
-		w, err := sparse.NewWalker(f)
-		if err != nil {
-			return nil, err
+// exportRange copies [off, end) of layer into t through buf, a budget's
+// piece at a time.
+func exportRange(ctx context.Context, layer *os.File, t *target.File, buf []byte, off, end int64, budget qos.Budget) error {
+	for off < end {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		m, err := w.Map(ctx)
-		if err != nil {
-			return nil, err
+		n := min(int64(len(buf)), end-off)
+		for _, l := range []*qos.Limiter{budget.Read, budget.Write} {
+			if p := l.Piece(); p > 0 {
+				n = min(n, max(p, BlockSize)) // one piece at a time: a steady rate
+			}
 		}
-		m = m.Resize(c.size).RoundOut(BlockSize)
-		out[i] = m.Intersect(remaining)
-		remaining = remaining.Difference(out[i])
+		b := buf[:n]
+		if err := budget.Read.Wait(ctx, n); err != nil {
+			return err
+		}
+		if err := readLayer(layer, b, off); err != nil {
+			return err
+		}
+		if err := budget.Write.Wait(ctx, n); err != nil {
+			return err
+		}
+		if _, err := t.WriteAt(b, off); err != nil {
+			return err
+		}
+		off += int64(len(b))
 	}
-	return out, nil
+	return nil
 }

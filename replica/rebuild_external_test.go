@@ -31,3 +31,6 @@ func init() {
 // A replica directory can be pushed as one volume (tcpsync.Push): the
 // format package does not import tcpsync, so the check lives here.
 var _ tcpsync.Source = (*replica.ChainReader)(nil)
+
+// A replica directory pushed as one volume is walked a window at a time.
+var _ tcpsync.ExtentWalker = (*replica.ChainReader)(nil)

@@ -119,10 +119,9 @@ func cachedHoles(ctx context.Context, f *os.File, data Map, from int64) (Map, er
 // pagesOf is what data takes in whole pages, the last partial page of the
 // file included (RoundOut stops at the size; the allocation does not).
 func pagesOf(data Map) int64 {
-	page := int64(max(os.Getpagesize(), 4096))
-	var n int64
-	for _, e := range data.RoundOut(page).Extents() {
-		n += (e.Len + page - 1) / page * page
+	var c pageCount
+	for _, e := range data.Extents() {
+		c.add(e)
 	}
-	return n
+	return c.n
 }

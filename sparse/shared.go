@@ -17,8 +17,13 @@ const fiemapUntrusted = FiemapUnknown | FiemapDelalloc | FiemapEncoded | FiemapD
 // pages come back as Delalloc and are left out, so callers that need every
 // shared block flush first.
 func SharedExtents(ctx context.Context, f *os.File, size int64) ([]FiemapExtent, error) {
+	return sharedIn(ctx, f, 0, size)
+}
+
+// sharedIn is SharedExtents over [lo, hi).
+func sharedIn(ctx context.Context, f *os.File, lo, hi int64) ([]FiemapExtent, error) {
 	var out []FiemapExtent
-	err := Fiemap(ctx, f, 0, size, func(x FiemapExtent) error {
+	err := Fiemap(ctx, f, lo, hi-lo, func(x FiemapExtent) error {
 		if x.Flags&FiemapShared != 0 && x.Flags&fiemapUntrusted == 0 {
 			out = append(out, x)
 		}
@@ -61,16 +66,34 @@ func SameBlocks(size int64, a, b []FiemapExtent) (Map, error) {
 // (dirty pages could otherwise hide behind an old mapping). Filesystems
 // without FIEMAP give an error matching errors.ErrUnsupported.
 func SharedRanges(ctx context.Context, a, b *os.File, size int64) (Map, error) {
-	sa, err := SharedExtents(ctx, a, size)
+	return SharedRangesIn(ctx, a, b, 0, size)
+}
+
+// SharedRangesIn is SharedRanges over [lo, hi) only, in a map of size hi,
+// for a caller that holds the files' maps a window at a time: it asks for
+// and holds the shared records of that range.
+func SharedRangesIn(ctx context.Context, a, b *os.File, lo, hi int64) (Map, error) {
+	if lo >= hi {
+		return NewMap(max(hi, 0))
+	}
+	sa, err := sharedIn(ctx, a, lo, hi)
 	if err != nil {
 		return Map{}, err
 	}
 	if len(sa) == 0 {
-		return NewMap(size)
+		return NewMap(hi)
 	}
-	sb, err := SharedExtents(ctx, b, size)
+	sb, err := sharedIn(ctx, b, lo, hi)
 	if err != nil {
 		return Map{}, err
 	}
-	return SameBlocks(size, sa, sb)
+	m, err := SameBlocks(hi, sa, sb)
+	if err != nil {
+		return Map{}, err
+	}
+	window, err := NewMap(hi, Extent{Off: lo, Len: hi - lo})
+	if err != nil {
+		return Map{}, err
+	}
+	return m.Intersect(window), nil
 }

@@ -7,13 +7,13 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
-	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/testutil/heapwatch"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -32,70 +32,18 @@ func liveWatch(t *testing.T) (stop func() uint64) {
 	return metricWatch(t, "/gc/heap/live:bytes")
 }
 
-// liveWatchGC is liveWatch with a collection forced every 20 ms, so the
-// live heap is measured at a steady pace whatever the pacer and the load
-// do, from a baseline without pooled buffers.
+// liveWatchGC is liveWatch with a collection forced every 20 ms
+// (heapwatch.LiveGC).
 func liveWatchGC(t *testing.T) (stop func() uint64) {
 	t.Helper()
-	// Two collections first: a sync.Pool keeps its buffers through one
-	// (its victim cache), and a baseline holding the last sync's pooled
-	// buffers measured the next one at a sixth of its growth.
-	runtime.GC()
-	runtime.GC()
-	stopWatch := metricWatch(t, "/gc/heap/live:bytes")
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(20 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-				runtime.GC()
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return stopWatch()
-	}
+	return heapwatch.LiveGC(t)
 }
 
 // metricWatch samples a runtime/metrics counter of bytes until stopped
 // and returns its peak growth over the baseline taken at start.
 func metricWatch(t *testing.T, name string) (stop func() uint64) {
 	t.Helper()
-	runtime.GC()
-	s := []metrics.Sample{{Name: name}}
-	metrics.Read(s)
-	base := s[0].Value.Uint64()
-	var peak uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(2 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			metrics.Read(s)
-			peak = max(peak, s[0].Value.Uint64())
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		if peak < base {
-			return 0
-		}
-		return peak - base
-	}
+	return heapwatch.Metric(t, name)
 }
 
 // encodedMap returns the binary form of a map of count one-byte extents

@@ -32,7 +32,7 @@ func (r *receiver) runWindowed(ctx context.Context, old *sidecar, ident string, 
 		// has holes, window by window): only looked for if the target's
 		// allocation exceeds its data. A walk of the whole target: busy.
 		err = busyWhile(r.f, r.f.busy, r.f.busyFrame, func() (err error) {
-			r.mayHide, err = mayHide(ctx, w)
+			_, r.mayHide, err = w.Tally(ctx)
 			return err
 		})
 		if err != nil {

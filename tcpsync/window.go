@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/sparsesync/sparsesync/internal/destplan"
@@ -179,24 +178,4 @@ func countBlocks(ctx context.Context, walk extentWalk, size, bs int64) (int64, e
 		return nil
 	})
 	return n, err
-}
-
-// mayHide reports whether f (its walker w) may hold allocated blocks no
-// walk reports as data (sparse.HiddenAllocation's test, on the whole file,
-// counted as the walk streams its extents).
-func mayHide(ctx context.Context, w *sparse.Walker) (bool, error) {
-	alloc := w.Info().Allocated
-	if alloc <= 0 || w.Size() == 0 {
-		return false, nil
-	}
-	page := int64(max(os.Getpagesize(), 4096))
-	var n, end int64
-	err := w.Walk(ctx, func(e sparse.Extent) error {
-		a, b := max(e.Off/page*page, end), alignUp(e.End(), page)
-		if b > a {
-			n, end = n+b-a, b
-		}
-		return nil
-	})
-	return alloc > n, err
 }
