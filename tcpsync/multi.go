@@ -137,6 +137,7 @@ func PullMulti(ctx context.Context, sources []MultiSource, dst string, o *Option
 		}
 		m.t.close()
 	}
+	m.spill.close()
 	for i := range ms.Sources {
 		s := &ms.Sources[i]
 		ms.CopiedBytes += s.CopiedBytes
@@ -176,6 +177,15 @@ type multi struct {
 	punchedN atomic.Int64
 	punched  int64
 	failErr  atomic.Pointer[error]
+	// With piece maps (multi_maps.go): the target as the pull found it
+	// (walked a piece at a time), its size then, whether it may hide
+	// preallocations, the pieces' maps kept for the read-back, and the
+	// data bytes of the pieces written.
+	dstWalk *sparse.Walker
+	dstSize int64
+	mayHide bool
+	spill   *pieceSpill
+	dataN   atomic.Int64
 }
 
 // fetchHead is what a source states before any data moves.
@@ -184,7 +194,19 @@ type fetchHead struct {
 	bs       int64
 	m        sparse.Map
 	manifest []pieceSum
-	id       [sha256.Size]byte // of size, block size, map and manifest
+	// pieces, with piece maps (wire.FeatPieceMaps), replace m and
+	// manifest: no map crosses before the pieces are fetched.
+	pieces []pieceEntry
+	maps   bool
+	id     [sha256.Size]byte // of size, block size, map and manifest
+}
+
+// npieces is the number of pieces of the statement.
+func (h *fetchHead) npieces() int {
+	if h.maps {
+		return len(h.pieces)
+	}
+	return len(h.manifest)
 }
 
 type headMsg struct {
@@ -269,13 +291,16 @@ func (m *multi) run(ctx context.Context) error {
 		}
 	}
 	m.c.Logger.Info("multi-source pull", "dst", m.dst, "sources", len(groups[ids[0]]), "dropped", len(m.sources)-len(groups[ids[0]]))
-	m.ps = newFetchPieces(m.agreed.m, m.agreed.bs)
-	m.queue.reset(m.ps.n, len(groups[ids[0]]))
+	total := m.agreed.dataBytes()
+	if !m.agreed.maps {
+		m.ps = newFetchPieces(m.agreed.m, m.agreed.bs)
+	}
+	m.queue.reset(m.agreed.npieces(), len(groups[ids[0]]))
 	if err := m.shape(ctx); err != nil {
 		return err
 	}
 	if m.c.Progress != nil {
-		m.c.Progress.Total.Store(m.agreed.m.RoundOut(m.agreed.bs).Bytes())
+		m.c.Progress.Total.Store(total)
 	}
 	m.ready, started = true, true
 	close(m.start)
@@ -293,6 +318,9 @@ func (m *multi) shape(ctx context.Context) error {
 		return err
 	}
 	m.t = t
+	if m.agreed.maps {
+		return m.shapeMaps(ctx)
+	}
 	var hidden sparse.Map
 	if t.final == nil {
 		m.dstMap, _ = sparse.NewMap(0)
@@ -369,13 +397,16 @@ func (m *multi) finish(ctx context.Context) error {
 	if err := t.saveSidecar(&sc); err != nil {
 		return err
 	}
-	m.st.Size, m.st.DataBytes, m.st.Verified = m.agreed.size, m.agreed.m.RoundOut(m.agreed.bs).Bytes(), true
+	m.st.Size, m.st.DataBytes, m.st.Verified = m.agreed.size, m.agreed.dataBytes(), true
 	return nil
 }
 
 // readBack reads the stored target's pieces and checks them against the
 // agreed manifest, and that it holds no data in the agreed holes.
 func (m *multi) readBack(ctx context.Context) error {
+	if m.agreed.maps {
+		return m.readBackMaps(ctx)
+	}
 	f := m.t.final
 	buf := make([]byte, m.ps.per*m.ps.bs)
 	for k := range m.ps.n {
