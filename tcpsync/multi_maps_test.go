@@ -1,9 +1,11 @@
 package tcpsync
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -108,16 +110,17 @@ func TestMultiPieceMapHostile(t *testing.T) {
 		name  string
 		remap func(lo, hi int64, ext []sparse.Extent) []byte
 		want  error
+		says  string // this side's refusal, not the source's own checks
 	}{
 		{"out of range", func(lo, hi int64, ext []sparse.Extent) []byte {
 			b, _ := wire.WindowFrame(lo, hi+bs, append(ext, sparse.Extent{Off: hi, Len: bs}))
 			return b
-		}, ErrProtocol},
+		}, ErrProtocol, "WINDOW ["},
 		{"a block more", func(lo, hi int64, ext []sparse.Extent) []byte {
 			more := append([]sparse.Extent{ext[0], {Off: ext[0].End(), Len: bs}}, ext[1:]...)
 			b, _ := wire.WindowFrame(lo, hi, more)
 			return b
-		}, ErrProtocol},
+		}, ErrProtocol, "holds 1025 blocks, its manifest line 1024"},
 		{"oversized", func(lo, hi int64, _ []sparse.Extent) []byte { // over wire.MaxWindowMap, within a frame
 			var xs []sparse.Extent
 			for o := lo; o+2 <= hi && len(xs) < 20_000; o += 64 {
@@ -125,20 +128,34 @@ func TestMultiPieceMapHostile(t *testing.T) {
 			}
 			b, _ := wire.WindowFrame(lo, hi, xs)
 			return b
-		}, ErrProtocol},
+		}, ErrProtocol, "WINDOW map of"},
 		{"another map", func(lo, hi int64, ext []sparse.Extent) []byte {
 			other := append([]sparse.Extent{{Off: ext[0].Off, Len: ext[0].Len - 100}}, ext[1:]...)
 			b, _ := wire.WindowFrame(lo, hi, other)
 			return b
-		}, ErrPieceMismatch},
+		}, ErrPieceMismatch, "piece"},
 	}
 	root := t.TempDir()
-	writeManyExtents(t, filepath.Join(root, "disk.img"), 2048) // two pieces, an extent every 8 KiB
+	writeManyExtents(t, filepath.Join(root, "disk.img"), 3072) // three pieces, an extent every 8 KiB
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, _ := startServer(t, root, slow)
+			// The honest source holds its pieces (at most two at a time)
+			// until the hostile one has sent a map: it gets one.
+			asked := make(chan struct{})
+			var once sync.Once
+			a, _ := startServer(t, root, func(s *Server) {
+				s.fetchHooks = &fetchHooks{piece: func(ctx context.Context, k int, _ []byte) {
+					if k >= 0 {
+						select {
+						case <-asked:
+						case <-ctx.Done():
+						}
+					}
+				}}
+			})
 			b, _ := startServer(t, root, func(s *Server) {
 				s.fetchHooks = &fetchHooks{pieceMap: func(k int, body []byte) []byte {
+					defer once.Do(func() { close(asked) })
 					lo, hi := int64(binary.LittleEndian.Uint64(body)), int64(binary.LittleEndian.Uint64(body[8:]))
 					_, ext, err := wire.ParseWindow(body, lo, hi, bs)
 					if err != nil {
@@ -154,9 +171,10 @@ func TestMultiPieceMapHostile(t *testing.T) {
 			require.NoError(t, err)
 			requireSame(t, filepath.Join(root, "disk.img"), dst)
 			require.ErrorIs(t, st.Sources[0].Err, c.want)
+			require.ErrorContains(t, st.Sources[0].Err, c.says)
 			require.NotEmpty(t, st.Sources[0].Dropped)
 			require.Zero(t, st.Sources[0].Pieces)
-			require.Equal(t, 2, st.Sources[1].Pieces)
+			require.Equal(t, 3, st.Sources[1].Pieces)
 		})
 	}
 }
