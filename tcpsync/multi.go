@@ -236,6 +236,7 @@ func (m *multi) run(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
+	m.oneForm(heads)
 	groups := map[[sha256.Size]byte][]int{}
 	var ids [][sha256.Size]byte
 	for i, h := range heads {

@@ -68,6 +68,41 @@ func readPieceManifest(f *framer, h *fetchHead) error {
 	return nil
 }
 
+// oneForm keeps the statements of one form: with piece maps (current
+// peers) or whole maps (older ones) cannot be compared, so the sources of
+// the other form are dropped (and heads[i] set to nil): the anchor's form,
+// else the more common one, piece maps on a tie.
+func (m *multi) oneForm(heads []*fetchHead) {
+	maps, whole := 0, 0
+	anchor := -1
+	for i, h := range heads {
+		switch {
+		case h == nil:
+			continue
+		case h.maps:
+			maps++
+		default:
+			whole++
+		}
+		if m.sources[i].Anchor && anchor < 0 {
+			anchor = i
+		}
+	}
+	if maps == 0 || whole == 0 {
+		return
+	}
+	keep := maps >= whole
+	if anchor >= 0 {
+		keep = heads[anchor].maps
+	}
+	for i, h := range heads {
+		if h != nil && h.maps != keep {
+			m.drop(i, "speaks another version of the fetch than the others (an older or newer sparsesync): upgrade it", ErrSourcesDisagree)
+			heads[i] = nil
+		}
+	}
+}
+
 // dataBytes is the source's data in whole blocks (the last cut at the
 // size), as its statement gives it.
 func (h *fetchHead) dataBytes() int64 {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -192,5 +193,46 @@ func TestMultiOlderPeer(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, st.Verified)
 		requireSame(t, filepath.Join(root, "disk.img"), dst)
+	}
+}
+
+// TestMultiMixedVersions: sources that speak the fetch with piece maps and
+// older ones (whole maps) cannot be compared: the other form's sources are
+// dropped, named, before anything is written, and the pull completes from
+// the rest: the more common form, the newer one on a tie, the anchor's
+// whatever the others.
+func TestMultiMixedVersions(t *testing.T) {
+	older := func(s *Server) { s.hooks = &testHooks{noWindows: true} }
+	a, root, _ := fetchServer(t, older)
+	b, _, _ := fetchServer(t, nil)
+	c, _, _ := fetchServer(t, nil)
+	src := filepath.Join(root, "disk.img")
+	dst := filepath.Join(t.TempDir(), "copy.img")
+	for _, tc := range []struct {
+		name    string
+		addrs   []string
+		anchor  int
+		dropped []int
+	}{
+		{"one older of three", []string{a, b, c}, -1, []int{0}},
+		{"a tie", []string{a, b}, -1, []int{0}},
+		{"an older anchor", []string{b, a, c}, 1, []int{0, 2}},
+	} {
+		srcs := sourcesOf(tc.addrs...)
+		if tc.anchor >= 0 {
+			srcs[tc.anchor].Anchor = true
+		}
+		require.NoError(t, os.RemoveAll(dst))
+		st, err := PullMulti(t.Context(), srcs, dst, multiOpts())
+		require.NoError(t, err, tc.name)
+		requireSame(t, src, dst)
+		for i, s := range st.Sources {
+			if slices.Contains(tc.dropped, i) {
+				require.Contains(t, s.Dropped, "another version of the fetch", "%s: %s", tc.name, s.Source)
+				require.Zero(t, s.Pieces)
+			} else {
+				require.Empty(t, s.Dropped, "%s: %s", tc.name, s.Source)
+			}
+		}
 	}
 }
