@@ -17,7 +17,8 @@ import (
 )
 
 // The fetch operation serves one file to a multi-source client (PullMulti,
-// multi.go). After OPEN(opFetch):
+// multi.go). Between current peers it runs with piece maps (fetch_maps.go);
+// with an older peer, after OPEN(opFetch):
 //
 //	source → client  SRCINFO (size, block size, identity) + EXTENTS
 //	source → client  MANIFEST frames: 16 bytes per piece, the first half of

@@ -82,8 +82,11 @@ type MultiStats struct {
 }
 
 // PullMulti fetches one file from several servers at once into the local
-// file dst. Every source first states its content (size, data map and a
-// manifest of SHA-256 sums per piece of about 4 MiB of data); the sources
+// file dst. Every source first states its content (its size and a
+// manifest of SHA-256 sums per piece of about 4 MiB of data, over the
+// piece's data map and data; a piece's map crosses when the piece is
+// fetched, so the pull's memory does not grow with the extent count; an
+// older source states its whole data map and sums of data instead); the sources
 // that agree with the largest group take part and the others are dropped
 // (named in Sources). A tie between the largest groups (two sources that
 // disagree, say) is ErrSourcesDisagree, with nothing written. Pieces are
