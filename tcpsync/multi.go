@@ -385,6 +385,7 @@ func (m *multi) finish(ctx context.Context) error {
 	if err := t.commit(); err != nil {
 		return err
 	}
+	m.c.hooks.finalCheck(t.final)
 	if m.c.ReadBack.on(m.c.Atomic) {
 		if err := m.readBack(ctx); err != nil {
 			if !t.atomic() {

@@ -236,3 +236,36 @@ func TestMultiMixedVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiPieceMapsReadBack: the read-back with piece maps (the maps kept
+// aside as pieces are written) finds a stored byte that differs from the
+// agreed piece, and data stored in the source's holes; the target stays
+// marked incomplete.
+func TestMultiPieceMapsReadBack(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "disk.img")
+	writeManyExtents(t, src, 3000)
+	a, _ := startServer(t, root, nil)
+	b, _ := startServer(t, root, nil)
+	for _, tc := range []struct {
+		name string
+		at   int64
+		says string
+	}{
+		{"a byte changed", 2000*8192 + 5, "read back differs at piece 1"},
+		// The extent the walk finds: the source's block and the one written after it.
+		{"data in a hole", 2500*8192 + 4096, "holds data in the source's holes (at 20480000)"},
+	} {
+		dst := filepath.Join(t.TempDir(), "copy.img")
+		o := multiOpts()
+		o.ReadBack = ReadBackOn
+		o.hooks = &testHooks{beforeFinalCheck: func(f *os.File) {
+			_, err := f.WriteAt([]byte{0xee}, tc.at)
+			require.NoError(t, err)
+		}}
+		_, err := PullMulti(t.Context(), sourcesOf(a, b), dst, o)
+		require.ErrorIs(t, err, ErrVerify, tc.name)
+		require.ErrorContains(t, err, tc.says)
+		require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
+	}
+}
