@@ -344,14 +344,8 @@ func (m *multi) shape(ctx context.Context) error {
 		return err
 	}
 	size := m.agreed.size
-	if !t.atomic() {
-		sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: size, BlockSize: m.agreed.bs}
-		if err := t.stamp(&sc); err != nil {
-			return fmt.Errorf("%s: %w", t.display, err)
-		}
-		if err := t.saveSidecar(&sc); err != nil {
-			return err
-		}
+	if err := m.markIncomplete(); err != nil {
+		return err
 	}
 	p, err := planFor(destplan.Input{Src: m.agreed.m, Dst: m.dstMap, Hidden: hidden, Unit: m.agreed.bs})
 	if err != nil {
@@ -371,6 +365,20 @@ func (m *multi) shape(ctx context.Context) error {
 	// What the pieces compare against: the target's data, within the size.
 	m.dstMap = m.dstMap.Resize(size)
 	return nil
+}
+
+// markIncomplete says in the sidecar of a target written in place, before
+// its first byte changes, that it is incomplete.
+func (m *multi) markIncomplete() error {
+	t := m.t
+	if t.atomic() {
+		return nil
+	}
+	sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: m.agreed.size, BlockSize: m.agreed.bs}
+	if err := t.stamp(&sc); err != nil {
+		return fmt.Errorf("%s: %w", t.display, err)
+	}
+	return t.saveSidecar(&sc)
 }
 
 // identity is what the sidecar records: the agreed content, not any one

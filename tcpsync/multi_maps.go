@@ -136,14 +136,8 @@ func (m *multi) shapeMaps(ctx context.Context) error {
 		return err
 	}
 	size := m.agreed.size
-	if !t.atomic() {
-		sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: size, BlockSize: m.agreed.bs}
-		if err := t.stamp(&sc); err != nil {
-			return fmt.Errorf("%s: %w", t.display, err)
-		}
-		if err := t.saveSidecar(&sc); err != nil {
-			return err
-		}
+	if err := m.markIncomplete(); err != nil {
+		return err
 	}
 	if m.dstSize != size || t.final == nil {
 		if err := t.w.SetSize(size); err != nil {
