@@ -411,6 +411,9 @@ func (m *multi) finish(ctx context.Context) error {
 		return err
 	}
 	m.st.Size, m.st.DataBytes, m.st.Verified = m.agreed.size, m.agreed.dataBytes(), true
+	if m.agreed.maps {
+		m.st.DataBytes = m.dataN.Load() // exact where the last block is cut at the size
+	}
 	return nil
 }
 
