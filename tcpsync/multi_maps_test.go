@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +34,14 @@ func writeManyExtents(t *testing.T, path string, n int) {
 	require.NoError(t, f.Truncate(int64(n)*8192+1000))
 }
 
+// patientOpts is multiOpts with an idle timeout no load reaches: these
+// tests drop no source for being slow.
+func patientOpts() *Options {
+	o := multiOpts()
+	o.IdleTimeout = 5 * time.Minute
+	return o
+}
+
 // TestMultiPieceMapsOverBudget: a multi-source pull of a file whose map is
 // over what the client's session budget (1 MiB here) could hold whole.
 // A client that plays an older peer (whole maps) is refused by its budget
@@ -50,13 +59,13 @@ func TestMultiPieceMapsOverBudget(t *testing.T) {
 	b, _ := startServer(t, root, nil)
 	dir := t.TempDir()
 
-	old := multiOpts()
+	old := patientOpts()
 	old.hooks = &testHooks{sessionMemory: 1 << 20, noWindows: true}
 	_, err := PullMulti(t.Context(), sourcesOf(a, b), filepath.Join(dir, "old.img"), old)
 	require.ErrorIs(t, err, ErrNoSource)
 	require.ErrorContains(t, err, "memory budget")
 
-	o := multiOpts()
+	o := patientOpts()
 	o.hooks = &testHooks{sessionMemory: 1 << 20}
 	dst := filepath.Join(dir, "copy.img")
 	st, err := PullMulti(t.Context(), sourcesOf(a, b), dst, o)
@@ -168,7 +177,7 @@ func TestMultiPieceMapHostile(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "copy.img")
 			srcs := sourcesOf(b, a)
 			srcs[0].Anchor = true // it states the agreed manifest: only its maps are wrong
-			st, err := PullMulti(t.Context(), srcs, dst, multiOpts())
+			st, err := PullMulti(t.Context(), srcs, dst, patientOpts())
 			require.NoError(t, err)
 			requireSame(t, filepath.Join(root, "disk.img"), dst)
 			require.ErrorIs(t, st.Sources[0].Err, c.want)
@@ -185,7 +194,7 @@ func TestMultiPieceMapHostile(t *testing.T) {
 func TestMultiOlderPeer(t *testing.T) {
 	a, root, _ := fetchServer(t, nil)
 	b, _, _ := fetchServer(t, nil)
-	o := multiOpts()
+	o := patientOpts()
 	o.hooks = &testHooks{noWindows: true}
 	dst := filepath.Join(t.TempDir(), "copy.img")
 	for range 2 {
@@ -223,7 +232,7 @@ func TestMultiMixedVersions(t *testing.T) {
 			srcs[tc.anchor].Anchor = true
 		}
 		require.NoError(t, os.RemoveAll(dst))
-		st, err := PullMulti(t.Context(), srcs, dst, multiOpts())
+		st, err := PullMulti(t.Context(), srcs, dst, patientOpts())
 		require.NoError(t, err, tc.name)
 		requireSame(t, src, dst)
 		for i, s := range st.Sources {
@@ -257,7 +266,7 @@ func TestMultiPieceMapsReadBack(t *testing.T) {
 		{"data in a hole", 2500*8192 + 4096, "holds data in the source's holes (at 20480000)"},
 	} {
 		dst := filepath.Join(t.TempDir(), "copy.img")
-		o := multiOpts()
+		o := patientOpts()
 		o.ReadBack = ReadBackOn
 		o.hooks = &testHooks{beforeFinalCheck: func(f *os.File) {
 			_, err := f.WriteAt([]byte{0xee}, tc.at)
