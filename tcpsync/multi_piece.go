@@ -100,7 +100,7 @@ func (m *multi) work(ctx context.Context, i int, f *framer) (err error) {
 
 // ask asks source for piece k: with piece maps, its map first (the
 // blocks are asked for when it comes, onPieceMap); else its blocks at once.
-// A nil want: the target could not be read.
+// A *localError: the target could not be read.
 func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, buf []byte) (*want, error) {
 	if m.agreed.maps {
 		w := &want{k: k, hi: m.agreed.pieces[k].hi, buf: buf}
@@ -119,8 +119,8 @@ func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, 
 }
 
 // request reads the target's blocks of w (those it holds data in) into
-// its buffer and sends FETCH with their hashes. A nil error from the
-// target's reads is the caller's to tell apart: reqErr wraps it.
+// its buffer and sends FETCH with their hashes. A failure to walk or read
+// the target is a *localError (this side's, not the source's).
 func (m *multi) request(ctx context.Context, f *framer, h *blockhash.Hasher, w *want) error {
 	nb := 0
 	_ = eachBlock(w.ext, m.agreed.bs, func(int, int64, int64, int64) error { nb++; return nil })
