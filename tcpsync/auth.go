@@ -25,17 +25,18 @@ func (f *framer) agree(peer uint32) {
 	f.gmac = peer&wire.FeatGMAC != 0 && !f.hmacOnly
 	f.busy = peer&wire.FeatBusy != 0 && !f.notBusy
 	f.windows = peer&wire.FeatWindows != 0 && !f.narrowMaps && !f.noWindows
+	f.pieceMaps = peer&wire.FeatPieceMaps != 0 && !f.narrowMaps && !f.noWindows
 }
 
 // ourFeatures is what our HELLO announces: everything, less wide maps
 // when f plays an older peer (tests).
 func ourFeatures(f *framer, noAuth bool) uint32 {
-	feat := uint32(wire.FeatKeepalive | wire.FeatWorked | wire.FeatWideMaps | wire.FeatWindows | wire.FeatGMAC | wire.FeatBusy)
+	feat := uint32(wire.FeatKeepalive | wire.FeatWorked | wire.FeatWideMaps | wire.FeatWindows | wire.FeatGMAC | wire.FeatBusy | wire.FeatPieceMaps)
 	if f.narrowMaps {
-		feat &^= wire.FeatWideMaps | wire.FeatWindows
+		feat &^= wire.FeatWideMaps | wire.FeatWindows | wire.FeatPieceMaps
 	}
 	if f.noWindows {
-		feat &^= wire.FeatWindows
+		feat &^= wire.FeatWindows | wire.FeatPieceMaps
 	}
 	if f.hmacOnly {
 		feat &^= wire.FeatGMAC

@@ -17,7 +17,8 @@ import (
 )
 
 // The fetch operation serves one file to a multi-source client (PullMulti,
-// multi.go). After OPEN(opFetch):
+// multi.go). Between current peers it runs with piece maps (fetch_maps.go);
+// with an older peer, after OPEN(opFetch):
 //
 //	source → client  SRCINFO (size, block size, identity) + EXTENTS
 //	source → client  MANIFEST frames: 16 bytes per piece, the first half of
@@ -94,11 +95,17 @@ func (p *fetchPieces) piece(k int) ([]sparse.Extent, int64) {
 // blocks calls fn for each block of the piece's extents with its offset
 // in the file and in the piece's buffer.
 func (p *fetchPieces) blocks(ext []sparse.Extent, fn func(i int, off, at, n int64) error) error {
+	return eachBlock(ext, p.bs, fn)
+}
+
+// eachBlock calls fn for each block of bs bytes (the last of an extent
+// shorter) of ext, with its offset in the file and in a buffer holding ext.
+func eachBlock(ext []sparse.Extent, bs int64, fn func(i int, off, at, n int64) error) error {
 	var at int64
 	i := 0
 	for _, e := range ext {
-		for o := e.Off; o < e.End(); o += p.bs {
-			n := min(p.bs, e.End()-o)
+		for o := e.Off; o < e.End(); o += bs {
+			n := min(bs, e.End()-o)
 			if err := fn(i, o, at, n); err != nil {
 				return err
 			}
@@ -144,6 +151,9 @@ type fetchHooks struct {
 	// piece, if set, is called with each piece's bytes before they are
 	// compared and sent (it may change them, or block).
 	piece func(ctx context.Context, k int, b []byte)
+	// pieceMap, if set, may replace the WINDOW body of piece k's map
+	// (fetch_maps.go).
+	pieceMap func(k int, body []byte) []byte
 }
 
 // serveFetch serves name to a multi-source client.
@@ -164,13 +174,6 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 		return st, err
 	}
 	size := src.Size()
-	m, err := src.Extents(ctx)
-	if err != nil {
-		return st, err
-	}
-	if m.Size() != size {
-		return st, fmt.Errorf("%w: extent map of size %d for a source of %d", ErrSourceChanged, m.Size(), size)
-	}
 	ident := src.Identity()
 	if len(ident) > wire.MaxIdentity {
 		ident = ident[:wire.MaxIdentity]
@@ -182,6 +185,18 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 	if err := f.writeFrame(wire.SrcInfo, 0, b); err != nil {
 		return st, err
 	}
+	st.Size = size
+	if f.pieceMaps {
+		err := s.serveFetchMaps(ctx, f, src, ident, bs, &st)
+		return st, err
+	}
+	m, err := src.Extents(ctx)
+	if err != nil {
+		return st, err
+	}
+	if m.Size() != size {
+		return st, fmt.Errorf("%w: extent map of size %d for a source of %d", ErrSourceChanged, m.Size(), size)
+	}
 	if err := sendMap(f, m); err != nil {
 		return st, err
 	}
@@ -189,7 +204,7 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 		return st, err
 	}
 	ps := newFetchPieces(m, int64(bs))
-	st.Size, st.DataBytes = size, m.RoundOut(int64(bs)).Bytes()
+	st.DataBytes = m.RoundOut(int64(bs)).Bytes()
 	buf := make([]byte, ps.per*ps.bs)
 	enc, err := m.MarshalBinary()
 	if err != nil {
@@ -214,26 +229,41 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 		}
 		s.manifests.put(key, sums)
 	}
+	err = s.answerFetches(ctx, f, src, ps.bs, buf, &st, func(k uint32, _ uint8) ([]sparse.Extent, int64, int, error) {
+		if int64(k) >= int64(ps.n) {
+			return nil, 0, 0, fmt.Errorf("%w: FETCH of piece %d of %d", ErrProtocol, k, ps.n)
+		}
+		ext, n := ps.piece(int(k))
+		return ext, n, int(min(ps.per, ps.nblocks-int64(k)*ps.per)), nil
+	})
+	return st, err
+}
+
+// answerFetches answers FETCH frames until DONE. piece gives the piece
+// asked for (its blocks, their bytes, their count), or with piece maps
+// sends its map (ext nil) when flags ask for that.
+func (s *Server) answerFetches(ctx context.Context, f *framer, src *FileSource, bs int64, buf []byte, st *Stats,
+	piece func(k uint32, flags uint8) ([]sparse.Extent, int64, int, error)) error {
 	for {
-		t, _, body, err := f.readFrame()
+		t, flags, body, err := f.readFrame()
 		if err != nil {
-			return st, err
+			return err
 		}
 		switch t {
 		case wire.Fetch:
-			if err := s.servePiece(ctx, f, src, ps, buf, body, &st); err != nil {
-				return st, err
+			if err := s.servePiece(ctx, f, src, bs, buf, body, flags, st, piece); err != nil {
+				return err
 			}
 		case wire.Done:
 			if len(body) != 0 {
-				return st, fmt.Errorf("%w: DONE of %d bytes in a fetch", ErrProtocol, len(body))
+				return fmt.Errorf("%w: DONE of %d bytes in a fetch", ErrProtocol, len(body))
 			}
 			st.Verified = true
-			return st, f.send(wire.DoneAck, 0)
+			return f.send(wire.DoneAck, 0)
 		case wire.Error:
-			return st, decodeError(body)
+			return decodeError(body)
 		default:
-			return st, fmt.Errorf("%w: %s in a fetch", ErrProtocol, t)
+			return fmt.Errorf("%w: %s in a fetch", ErrProtocol, t)
 		}
 	}
 }
@@ -322,17 +352,25 @@ func (c *manifestCache) put(key string, sums []byte) {
 // servePiece answers one FETCH: the piece's blocks the client lacks or
 // holds differently, as DATA (runs of up to wire.MaxDataPayload) and ZERO, then
 // PIECEEND.
-func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps *fetchPieces, buf, body []byte, st *Stats) error {
+func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, bs int64, buf, body []byte, flags uint8, st *Stats,
+	piece func(k uint32, flags uint8) ([]sparse.Extent, int64, int, error)) error {
 	d := wire.Dec{B: body, T: wire.Fetch}
-	k, seed, nbits := d.U32(), d.U64(), d.U32()
-	if d.Err == nil && int64(k) >= int64(ps.n) {
-		return fmt.Errorf("%w: FETCH of piece %d of %d", ErrProtocol, k, ps.n)
+	k := d.U32()
+	if flags&wire.FlagPieceMap != 0 {
+		if err := d.End(); err != nil {
+			return err
+		}
+		_, _, _, err := piece(k, flags)
+		return err
 	}
+	seed, nbits := d.U64(), d.U32()
 	if d.Err != nil {
 		return d.Err
 	}
-	ext, n := ps.piece(int(k))
-	nblocks := int(min(ps.per, ps.nblocks-int64(k)*ps.per))
+	ext, n, nblocks, err := piece(k, flags)
+	if err != nil {
+		return err
+	}
 	var bitmap []byte
 	if nbits != 0 {
 		if int(nbits) != nblocks {
@@ -374,7 +412,7 @@ func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, ps 
 		return nil
 	}
 	j := 0
-	err := ps.blocks(ext, func(i int, off, at, bn int64) error {
+	err = eachBlock(ext, bs, func(i int, off, at, bn int64) error {
 		b := buf[at : at+bn]
 		if bitmap != nil && bitmap[i/8]&(1<<(i%8)) != 0 {
 			want := binary.LittleEndian.Uint64(theirs[8*j:])

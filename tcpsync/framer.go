@@ -71,6 +71,10 @@ type framer struct {
 	// window at a time (window.go); noWindows makes this side play a peer
 	// without it (tests).
 	windows, noWindows bool
+	// pieceMaps says both HELLOs announce wire.FeatPieceMaps: a fetch
+	// (fetch_maps.go) sends each piece's map with the piece; noWindows
+	// and narrowMaps turn it off too (an older peer).
+	pieceMaps bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *wire.MAC
 	// sentBytes and sentSeq are the bytes on the socket and smac's

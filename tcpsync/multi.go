@@ -82,8 +82,11 @@ type MultiStats struct {
 }
 
 // PullMulti fetches one file from several servers at once into the local
-// file dst. Every source first states its content (size, data map and a
-// manifest of SHA-256 sums per piece of about 4 MiB of data); the sources
+// file dst. Every source first states its content (its size and a
+// manifest of SHA-256 sums per piece of about 4 MiB of data, over the
+// piece's data map and data; a piece's map crosses when the piece is
+// fetched, so the pull's memory does not grow with the extent count; an
+// older source states its whole data map and sums of data instead); the sources
 // that agree with the largest group take part and the others are dropped
 // (named in Sources). A tie between the largest groups (two sources that
 // disagree, say) is ErrSourcesDisagree, with nothing written. Pieces are
@@ -137,6 +140,7 @@ func PullMulti(ctx context.Context, sources []MultiSource, dst string, o *Option
 		}
 		m.t.close()
 	}
+	m.spill.close()
 	for i := range ms.Sources {
 		s := &ms.Sources[i]
 		ms.CopiedBytes += s.CopiedBytes
@@ -176,6 +180,15 @@ type multi struct {
 	punchedN atomic.Int64
 	punched  int64
 	failErr  atomic.Pointer[error]
+	// With piece maps (multi_maps.go): the target as the pull found it
+	// (walked a piece at a time), its size then, whether it may hide
+	// preallocations, the pieces' maps kept for the read-back, and the
+	// data bytes of the pieces written.
+	dstWalk *sparse.Walker
+	dstSize int64
+	mayHide bool
+	spill   *pieceSpill
+	dataN   atomic.Int64
 }
 
 // fetchHead is what a source states before any data moves.
@@ -184,7 +197,19 @@ type fetchHead struct {
 	bs       int64
 	m        sparse.Map
 	manifest []pieceSum
-	id       [sha256.Size]byte // of size, block size, map and manifest
+	// pieces, with piece maps (wire.FeatPieceMaps), replace m and
+	// manifest: no map crosses before the pieces are fetched.
+	pieces []pieceEntry
+	maps   bool
+	id     [sha256.Size]byte // of size, block size, map and manifest
+}
+
+// npieces is the number of pieces of the statement.
+func (h *fetchHead) npieces() int {
+	if h.maps {
+		return len(h.pieces)
+	}
+	return len(h.manifest)
 }
 
 type headMsg struct {
@@ -214,6 +239,7 @@ func (m *multi) run(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
+	m.oneForm(heads)
 	groups := map[[sha256.Size]byte][]int{}
 	var ids [][sha256.Size]byte
 	for i, h := range heads {
@@ -269,13 +295,16 @@ func (m *multi) run(ctx context.Context) error {
 		}
 	}
 	m.c.Logger.Info("multi-source pull", "dst", m.dst, "sources", len(groups[ids[0]]), "dropped", len(m.sources)-len(groups[ids[0]]))
-	m.ps = newFetchPieces(m.agreed.m, m.agreed.bs)
-	m.queue.reset(m.ps.n, len(groups[ids[0]]))
+	total := m.agreed.dataBytes()
+	if !m.agreed.maps {
+		m.ps = newFetchPieces(m.agreed.m, m.agreed.bs)
+	}
+	m.queue.reset(m.agreed.npieces(), len(groups[ids[0]]))
 	if err := m.shape(ctx); err != nil {
 		return err
 	}
 	if m.c.Progress != nil {
-		m.c.Progress.Total.Store(m.agreed.m.RoundOut(m.agreed.bs).Bytes())
+		m.c.Progress.Total.Store(total)
 	}
 	m.ready, started = true, true
 	close(m.start)
@@ -293,6 +322,9 @@ func (m *multi) shape(ctx context.Context) error {
 		return err
 	}
 	m.t = t
+	if m.agreed.maps {
+		return m.shapeMaps(ctx)
+	}
 	var hidden sparse.Map
 	if t.final == nil {
 		m.dstMap, _ = sparse.NewMap(0)
@@ -312,14 +344,8 @@ func (m *multi) shape(ctx context.Context) error {
 		return err
 	}
 	size := m.agreed.size
-	if !t.atomic() {
-		sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: size, BlockSize: m.agreed.bs}
-		if err := t.stamp(&sc); err != nil {
-			return fmt.Errorf("%s: %w", t.display, err)
-		}
-		if err := t.saveSidecar(&sc); err != nil {
-			return err
-		}
+	if err := m.markIncomplete(); err != nil {
+		return err
 	}
 	p, err := planFor(destplan.Input{Src: m.agreed.m, Dst: m.dstMap, Hidden: hidden, Unit: m.agreed.bs})
 	if err != nil {
@@ -341,6 +367,20 @@ func (m *multi) shape(ctx context.Context) error {
 	return nil
 }
 
+// markIncomplete says in the sidecar of a target written in place, before
+// its first byte changes, that it is incomplete.
+func (m *multi) markIncomplete() error {
+	t := m.t
+	if t.atomic() {
+		return nil
+	}
+	sc := sidecar{State: stateIncomplete, Identity: m.identity(), Size: m.agreed.size, BlockSize: m.agreed.bs}
+	if err := t.stamp(&sc); err != nil {
+		return fmt.Errorf("%s: %w", t.display, err)
+	}
+	return t.saveSidecar(&sc)
+}
+
 // identity is what the sidecar records: the agreed content, not any one
 // source's file (a single-source pull never takes it for its own version).
 func (m *multi) identity() string { return "multi:" + hex.EncodeToString(m.agreed.id[:]) }
@@ -353,6 +393,7 @@ func (m *multi) finish(ctx context.Context) error {
 	if err := t.commit(); err != nil {
 		return err
 	}
+	m.c.hooks.finalCheck(t.final)
 	if m.c.ReadBack.on(m.c.Atomic) {
 		if err := m.readBack(ctx); err != nil {
 			if !t.atomic() {
@@ -369,13 +410,19 @@ func (m *multi) finish(ctx context.Context) error {
 	if err := t.saveSidecar(&sc); err != nil {
 		return err
 	}
-	m.st.Size, m.st.DataBytes, m.st.Verified = m.agreed.size, m.agreed.m.RoundOut(m.agreed.bs).Bytes(), true
+	m.st.Size, m.st.DataBytes, m.st.Verified = m.agreed.size, m.agreed.dataBytes(), true
+	if m.agreed.maps {
+		m.st.DataBytes = m.dataN.Load() // exact where the last block is cut at the size
+	}
 	return nil
 }
 
 // readBack reads the stored target's pieces and checks them against the
 // agreed manifest, and that it holds no data in the agreed holes.
 func (m *multi) readBack(ctx context.Context) error {
+	if m.agreed.maps {
+		return m.readBackMaps(ctx)
+	}
 	f := m.t.final
 	buf := make([]byte, m.ps.per*m.ps.bs)
 	for k := range m.ps.n {

@@ -16,7 +16,10 @@ import (
 // want is a piece asked of a source and not yet answered.
 type want struct {
 	k      int
-	ext    []sparse.Extent
+	lo, hi int64           // with piece maps: the piece's range
+	mapped bool            // its map is known (at once without piece maps)
+	src    []sparse.Extent // the agreed data extents in the piece's blocks
+	ext    []sparse.Extent // the piece's blocks
 	n      int64
 	buf    []byte
 	held   []bool // blocks the target holds data in (their bytes are in buf)
@@ -53,10 +56,10 @@ func (m *multi) work(ctx context.Context, i int, f *framer) (err error) {
 			if n := len(bufs); n > 0 {
 				buf, bufs = bufs[n-1], bufs[:n-1]
 			} else {
-				buf = make([]byte, m.ps.per*m.ps.bs)
+				buf = make([]byte, max(1, pieceBytes/m.agreed.bs)*m.agreed.bs)
 			}
 			w, err := m.ask(ctx, f, h, k, buf)
-			if w == nil {
+			if le := (*localError)(nil); errors.As(err, &le) {
 				// Not the source's fault: the target could not be read.
 				m.queue.requeue(k)
 				m.fail(err)
@@ -78,33 +81,62 @@ func (m *multi) work(ctx context.Context, i int, f *framer) (err error) {
 			return err
 		}
 		w := pending[0]
-		if err := m.receive(ctx, f, w); err != nil {
+		if err := m.receive(ctx, f, h, pending); err != nil {
+			if le := (*localError)(nil); errors.As(err, &le) {
+				m.fail(err)
+			}
 			return err
 		}
 		pending = pending[1:]
-		if err := m.apply(f, i, w); err != nil {
+		if err := m.apply(ctx, f, i, w); err != nil {
 			// Not the source's fault: a local write failed. The pull ends.
 			m.queue.requeue(w.k)
 			m.fail(err)
 			return err
 		}
-		bufs = append(bufs, w.buf)
+		bufs = append(bufs, w.buf[:cap(w.buf)])
 	}
 }
 
-// ask reads the target's blocks of piece k into buf and sends FETCH with
-// their hashes.
+// ask asks source for piece k: with piece maps, its map first (the
+// blocks are asked for when it comes, onPieceMap); else its blocks at once.
+// A *localError: the target could not be read.
 func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, buf []byte) (*want, error) {
+	if m.agreed.maps {
+		w := &want{k: k, hi: m.agreed.pieces[k].hi, buf: buf}
+		if k > 0 {
+			w.lo = m.agreed.pieces[k-1].hi
+		}
+		return w, f.send(wire.Fetch, wire.FlagPieceMap, binary.LittleEndian.AppendUint32(nil, uint32(k)))
+	}
 	ext, n := m.ps.piece(k)
-	nb := int(min(m.ps.per, m.ps.nblocks-int64(k)*m.ps.per))
-	w := &want{k: k, ext: ext, n: n, buf: buf[:n], held: make([]bool, nb), sent: make([]bool, nb), zero: make([]bool, nb)}
+	w := &want{k: k, ext: ext, n: n, buf: buf[:n], mapped: true}
+	src := m.agreed.m.Extents()
+	first := sort.Search(len(src), func(j int) bool { return src[j].End() > ext[0].Off })
+	last := sort.Search(len(src), func(j int) bool { return src[j].Off >= ext[len(ext)-1].End() })
+	w.src = src[first:max(first, last)]
+	return w, m.request(ctx, f, h, w)
+}
+
+// request reads the target's blocks of w (those it holds data in) into
+// its buffer and sends FETCH with their hashes. A failure to walk or read
+// the target is a *localError (this side's, not the source's).
+func (m *multi) request(ctx context.Context, f *framer, h *blockhash.Hasher, w *want) error {
+	nb := 0
+	_ = eachBlock(w.ext, m.agreed.bs, func(int, int64, int64, int64) error { nb++; return nil })
+	w.held, w.sent, w.zero = make([]bool, nb), make([]bool, nb), make([]bool, nb)
 	clear(w.buf)
+	if err := m.markHeld(ctx, w); err != nil {
+		return &localError{err}
+	}
 	bitmap := make([]byte, (nb+7)/8)
 	var hashes []byte
-	dext := m.dstMap.Extents()
-	err := m.ps.blocks(ext, func(b int, off, at, bn int64) error {
-		j := sort.Search(len(dext), func(j int) bool { return dext[j].End() > off })
-		if j == len(dext) || dext[j].Off >= off+bn {
+	rd := m.t.w.OS()
+	if m.agreed.maps && m.t.final != nil {
+		rd = m.t.final // with atomic, the temporary file is seeded as pieces are written
+	}
+	err := eachBlock(w.ext, m.agreed.bs, func(b int, off, at, bn int64) error {
+		if !w.held[b] {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -113,28 +145,47 @@ func (m *multi) ask(ctx context.Context, f *framer, h *blockhash.Hasher, k int, 
 		if err := f.m.read(bn); err != nil {
 			return err
 		}
-		if _, err := m.t.w.OS().ReadAt(w.buf[at:at+bn], off); err != nil {
-			return fmt.Errorf("reading %s at %d: %w", m.t.display, off, err)
+		if _, err := rd.ReadAt(w.buf[at:at+bn], off); err != nil {
+			return &localError{fmt.Errorf("reading %s at %d: %w", m.t.display, off, err)}
 		}
-		w.held[b] = true
 		bitmap[b/8] |= 1 << (b % 8)
 		hashes = binary.LittleEndian.AppendUint64(hashes, h.Sum(w.buf[at:at+bn]))
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b := binary.LittleEndian.AppendUint32(nil, uint32(k))
+	b := binary.LittleEndian.AppendUint32(nil, uint32(w.k))
 	b = binary.LittleEndian.AppendUint64(b, m.seed)
 	b = binary.LittleEndian.AppendUint32(b, uint32(nb))
-	if err := f.send(wire.Fetch, 0, b, bitmap, hashes); err != nil {
-		return w, err
-	}
-	return w, nil
+	return f.send(wire.Fetch, 0, b, bitmap, hashes)
 }
 
-// receive reads the answer to w up to its PIECEEND and checks its sum.
-func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
+// localError is a failure of this side (the target could not be read),
+// not the source's: the pull ends.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+// markHeld sets w.held for the blocks the target holds data in.
+func (m *multi) markHeld(ctx context.Context, w *want) error {
+	if m.agreed.maps {
+		return m.markHeldWalk(ctx, w)
+	}
+	dext := m.dstMap.Extents()
+	return eachBlock(w.ext, m.agreed.bs, func(b int, off, _, bn int64) error {
+		j := sort.Search(len(dext), func(j int) bool { return dext[j].End() > off })
+		w.held[b] = j < len(dext) && dext[j].Off < off+bn
+		return nil
+	})
+}
+
+// receive reads the answer to pending[0] up to its PIECEEND and checks
+// its sum; with piece maps, the maps of the pieces after it may come
+// first (onPieceMap).
+func (m *multi) receive(ctx context.Context, f *framer, h *blockhash.Hasher, pending []*want) error {
+	w := pending[0]
 	for {
 		t, _, body, err := f.readFrame()
 		if err != nil {
@@ -144,7 +195,14 @@ func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
 			return err
 		}
 		switch t {
+		case wire.Window:
+			if err := m.onPieceMap(ctx, f, h, pending, body); err != nil {
+				return err
+			}
 		case wire.Data, wire.Zero:
+			if !w.mapped {
+				return fmt.Errorf("%w: %s before the map of piece %d", ErrProtocol, t, w.k)
+			}
 			if err := m.onRange(f, w, t, body); err != nil {
 				return err
 			}
@@ -154,10 +212,10 @@ func (m *multi) receive(ctx context.Context, f *framer, w *want) error {
 			if err := d.End(); err != nil {
 				return err
 			}
-			if int(k) != w.k {
+			if int(k) != w.k || !w.mapped {
 				return fmt.Errorf("%w: PIECEEND of piece %d, awaiting %d", ErrProtocol, k, w.k)
 			}
-			if sumPiece(w.buf) != m.agreed.manifest[w.k] {
+			if !m.pieceOK(w) {
 				return fmt.Errorf("%w: piece %d (offset %d, %d bytes)", ErrPieceMismatch, w.k, w.ext[0].Off, w.n)
 			}
 			return nil
@@ -193,7 +251,7 @@ func (m *multi) onRange(f *framer, w *want, t wire.Type, body []byte) error {
 	}
 	// Find the range's blocks in the piece: it must cover whole blocks.
 	done := int64(0)
-	err = m.ps.blocks(w.ext, func(b int, boff, at, bn int64) error {
+	err = eachBlock(w.ext, m.agreed.bs, func(b int, boff, at, bn int64) error {
 		if boff+bn <= o || boff >= o+l {
 			return nil
 		}
@@ -228,10 +286,15 @@ func (m *multi) onRange(f *framer, w *want, t wire.Type, body []byte) error {
 // apply writes a verified piece: the blocks the source sent, data only
 // where the agreed map has data, and holes for zero blocks over the
 // target's data.
-func (m *multi) apply(f *framer, i int, w *want) error {
-	src := m.agreed.m.Extents()
+func (m *multi) apply(ctx context.Context, f *framer, i int, w *want) error {
+	if m.agreed.maps {
+		if err := m.clearPiece(ctx, f, w); err != nil {
+			return err
+		}
+	}
+	src := w.src
 	var unchanged int64
-	err := m.ps.blocks(w.ext, func(b int, off, at, bn int64) error {
+	err := eachBlock(w.ext, m.agreed.bs, func(b int, off, at, bn int64) error {
 		if !w.sent[b] {
 			if w.held[b] {
 				unchanged += bn
@@ -263,6 +326,10 @@ func (m *multi) apply(f *framer, i int, w *want) error {
 	if err != nil {
 		return err
 	}
+	if err := m.spill.put(w); err != nil {
+		return err
+	}
+	m.dataN.Add(w.n)
 	m.queue.done(w.k)
 	if p := m.c.Progress; p != nil {
 		p.Done.Add(w.n)

@@ -101,6 +101,13 @@ func (m *multi) readHead(ctx context.Context, f *framer, remote string) (*fetchH
 	if int(bs) != m.c.BlockSize {
 		return nil, fmt.Errorf("%w: block size %d, asked for %d", ErrProtocol, bs, m.c.BlockSize)
 	}
+	if f.pieceMaps {
+		h := &fetchHead{size: int64(size), bs: int64(bs)}
+		if err := readPieceManifest(f, h); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
 	sm, err := readMap(f, int64(size))
 	if err != nil {
 		return nil, err

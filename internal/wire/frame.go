@@ -55,6 +55,7 @@ const (
 	FlagLast      = 1 << 0 // last EXTENTS frame of a map
 	FlagWorked    = 1 << 0 // PROGRESS: bytes the receiver applied or compared, not read back
 	FlagBusy      = 1 << 1 // PROGRESS: the side is in a phase that counts no byte (tcpsync's busy.go); its count is 0
+	FlagPieceMap  = 1 << 0 // FETCH: asks for the piece's map (a WINDOW frame), not its blocks (FeatPieceMaps)
 	FlagCodecMask = 3 << 1 // DATA codec
 	FlagCodecLZ4  = 1 << 1
 	FlagCodecZstd = 2 << 1

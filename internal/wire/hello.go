@@ -44,6 +44,13 @@ const (
 	// either side sends while it is in a long phase that counts no byte
 	// (tcpsync's busy.go); both sides set it.
 	FeatBusy = 1 << 7
+	// FeatPieceMaps says the peer serves and takes a multi-source fetch
+	// with piece maps (both sides set it): the manifest names each piece
+	// by its range [lo, hi), its block count and a sum over its map and
+	// data, and a piece's map crosses (a WINDOW frame) only when the
+	// piece is fetched, so no whole map crosses and a client's memory
+	// does not grow with the extent count.
+	FeatPieceMaps = 1 << 8
 )
 
 // magic starts every HELLO.
