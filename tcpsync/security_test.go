@@ -29,7 +29,7 @@ func rawSession(t *testing.T, addr string, token []byte) (*framer, net.Conn) {
 }
 
 // rawSessionWith is rawSession, announcing windows unless noWindows.
-func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*framer, net.Conn) {
+func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool, setup ...func(*framer)) (*framer, net.Conn) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
@@ -37,6 +37,9 @@ func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*f
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	f := newFramer(c)
 	f.noWindows = noWindows
+	for _, fn := range setup {
+		fn(f)
+	}
 	_, err = clientHandshake(t.Context(), f, token, false)
 	require.NoError(t, err)
 	return f, c

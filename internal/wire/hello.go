@@ -44,6 +44,10 @@ const (
 	// either side sends while it is in a long phase that counts no byte
 	// (tcpsync's busy.go); both sides set it.
 	FeatBusy = 1 << 7
+	// FeatBatch says the peer takes BATCH frames (batch.go): many small
+	// data ranges in one frame (both sides set it). A peer without it gets
+	// a DATA frame per range.
+	FeatBatch = 1 << 8
 )
 
 // magic starts every HELLO.
