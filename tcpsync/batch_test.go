@@ -95,7 +95,7 @@ func TestBatchWithOlderPeers(t *testing.T) {
 }
 
 // TestHostileBatchesRefused: a client that sends BATCH frames breaking
-// their rules (no ranges or too many, a range past the size, not
+// their rules (no count, no ranges or too many, a range past the size, not
 // block-aligned, of no length, overlapping or descending, behind what was
 // already sent, lengths that do not add up to the payload, a frame over
 // its limit, or BATCH without having agreed to it) ends its session with
@@ -124,6 +124,7 @@ func TestHostileBatchesRefused(t *testing.T) {
 		noBatch bool
 		want    error
 	}{
+		{"no count", []step{{wire.Batch, []byte{1}}}, false, ErrProtocol},
 		{"no ranges", []step{{wire.Batch, []byte{0, 0}}}, false, ErrProtocol},
 		{"too many ranges", []step{{wire.Batch, batch(0, many...)}}, false, ErrProtocol},
 		{"truncated head", []step{{wire.Batch, batch(0, rg(0, 4096), rg(8192, 4096))[:20]}}, false, ErrProtocol},

@@ -30,6 +30,9 @@ type Range struct {
 	Len int64
 }
 
+// End is the offset just past the range.
+func (r Range) End() int64 { return r.Off + r.Len }
+
 // BatchBody is a parsed BATCH body. Parse reuses its slice, so one per
 // receiving goroutine costs no allocation per frame.
 type BatchBody struct {
@@ -45,10 +48,11 @@ type BatchBody struct {
 // check (Decoder.Decompress), as in DATA. Anything else is ErrProtocol.
 func (b *BatchBody) Parse(body []byte, size int64) error {
 	d := Dec{B: body, T: Batch}
-	n := int(binary.LittleEndian.Uint16(d.Take(2)))
+	c := d.Take(2)
 	if d.Err != nil {
 		return d.Err
 	}
+	n := int(binary.LittleEndian.Uint16(c))
 	if n == 0 || n > MaxBatchRanges {
 		return fmt.Errorf("%w: BATCH of %d ranges (1 to %d)", ErrProtocol, n, MaxBatchRanges)
 	}
@@ -71,7 +75,7 @@ func (b *BatchBody) Parse(body []byte, size int64) error {
 			return fmt.Errorf("%w: BATCH of more than %d bytes", ErrProtocol, MaxDataPayload)
 		}
 		b.Ranges = append(b.Ranges, Range{Off: off, Len: l})
-		end = off + l
+		end = b.Ranges[len(b.Ranges)-1].End()
 	}
 	b.Payload = d.B
 	return nil
