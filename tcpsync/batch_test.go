@@ -154,17 +154,7 @@ func TestHostileBatchesRefused(t *testing.T) {
 			_, _, err = f.expect(wire.Window)
 			require.NoError(t, err)
 			for _, s := range tc.steps {
-				if len(s.body) > wire.MaxBatchFrame {
-					// writeFrame refuses it: the header by hand, with a
-					// valid tag (the limit, not the MAC, refuses it).
-					h := make([]byte, wire.HeaderLen)
-					h[0] = byte(s.t)
-					binary.LittleEndian.PutUint32(h[4:], uint32(len(s.body)))
-					_, err = f.c.Write(append(h, f.smac.HeaderTag(h)...))
-				} else {
-					err = f.send(s.t, 0, s.body)
-				}
-				require.NoError(t, err)
+				require.NoError(t, sendAnySize(f, s.t, s.body))
 			}
 			err = readUntilError(f)
 			var re *RemoteError

@@ -45,6 +45,20 @@ func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool, set
 	return f, c
 }
 
+// sendAnySize sends a frame of type t, or, when body is over t's limit
+// (writeFrame refuses it), only its header by hand with a valid tag: the
+// limit, not the MAC, must refuse it.
+func sendAnySize(f *framer, t wire.Type, body []byte) error {
+	if len(body) <= t.Limit() {
+		return f.send(t, 0, body)
+	}
+	h := make([]byte, wire.HeaderLen)
+	h[0] = byte(t)
+	binary.LittleEndian.PutUint32(h[4:], uint32(len(body)))
+	_, err := f.c.Write(append(h, f.smac.HeaderTag(h)...))
+	return err
+}
+
 // readUntilError reads frames until the peer's ERROR (decoded) or the
 // end of the connection.
 func readUntilError(f *framer) error {
