@@ -47,7 +47,7 @@ const (
 	// FeatBatch says the peer takes BATCH frames (batch.go): many small
 	// data ranges in one frame (both sides set it). A peer without it gets
 	// a DATA frame per range.
-	FeatBatch = 1 << 8
+	FeatBatch = 1 << 9
 )
 
 // magic starts every HELLO.
