@@ -26,12 +26,13 @@ func (f *framer) agree(peer uint32) {
 	f.busy = peer&wire.FeatBusy != 0 && !f.notBusy
 	f.windows = peer&wire.FeatWindows != 0 && !f.narrowMaps && !f.noWindows
 	f.pieceMaps = peer&wire.FeatPieceMaps != 0 && !f.narrowMaps && !f.noWindows
+	f.batch = peer&wire.FeatBatch != 0 && !f.noBatch
 }
 
 // ourFeatures is what our HELLO announces: everything, less wide maps
 // when f plays an older peer (tests).
 func ourFeatures(f *framer, noAuth bool) uint32 {
-	feat := uint32(wire.FeatKeepalive | wire.FeatWorked | wire.FeatWideMaps | wire.FeatWindows | wire.FeatGMAC | wire.FeatBusy | wire.FeatPieceMaps)
+	feat := uint32(wire.FeatKeepalive | wire.FeatWorked | wire.FeatWideMaps | wire.FeatWindows | wire.FeatGMAC | wire.FeatBusy | wire.FeatPieceMaps | wire.FeatBatch)
 	if f.narrowMaps {
 		feat &^= wire.FeatWideMaps | wire.FeatWindows | wire.FeatPieceMaps
 	}
@@ -43,6 +44,9 @@ func ourFeatures(f *framer, noAuth bool) uint32 {
 	}
 	if f.notBusy {
 		feat &^= wire.FeatBusy
+	}
+	if f.noBatch {
+		feat &^= wire.FeatBatch
 	}
 	if noAuth {
 		feat |= wire.FeatNoAuth

@@ -315,6 +315,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	f := newFramer(conn)
 	f.narrowMaps = c.hooks != nil && c.hooks.narrowMaps
 	f.hmacOnly = c.hooks != nil && c.hooks.hmacOnly
+	f.noBatch = c.hooks != nil && c.hooks.noBatch
 	f.notBusy = c.hooks != nil && c.hooks.notBusy
 	f.noWindows = c.hooks != nil && c.hooks.noWindows
 	seed, err := clientHandshake(ctx, f, c.Token, c.NoAuth)

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ type framer struct {
 	c    net.Conn
 	cc   countingConn
 	r    *bufio.Reader
-	w    *bufio.Writer
+	w    *frameBuf
 	rbuf []byte
 	hdr  [wire.HeaderLen]byte
 	// heardFrame is set once a valid frame header arrived: the peer
@@ -75,6 +74,10 @@ type framer struct {
 	// (fetch_maps.go) sends each piece's map with the piece; noWindows
 	// and narrowMaps turn it off too (an older peer).
 	pieceMaps bool
+	// batch says both HELLOs announce wire.FeatBatch: small data ranges
+	// go in BATCH frames (sender_batch.go); noBatch makes this side play a
+	// peer without it (tests).
+	batch, noBatch bool
 	// smac and rmac, once the handshake is done, tag and check every frame.
 	smac, rmac *wire.MAC
 	// sentBytes and sentSeq are the bytes on the socket and smac's
@@ -197,7 +200,7 @@ const (
 func newFramer(c net.Conn) *framer {
 	in, out := new(counter), new(counter)
 	cc := countingConn{c, in, out, new(sessionConn)}
-	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: bufio.NewWriterSize(cc, preAuthBuf), in: in, out: out,
+	return &framer{c: c, cc: cc, r: bufio.NewReaderSize(cc, preAuthBuf), w: newFrameBuf(cc, preAuthBuf), in: in, out: out,
 		rbuf: make([]byte, 0, wire.MaxPreAuth)}
 }
 
@@ -214,7 +217,7 @@ func (f *framer) grow() {
 		src = io.MultiReader(bytes.NewReader(bytes.Clone(b)), f.cc)
 	}
 	f.r = bufio.NewReaderSize(src, sessionBuf)
-	f.w = bufio.NewWriterSize(f.cc, sessionBuf)
+	f.w = newFrameBuf(f.cc, sessionBuf)
 }
 
 // setIdle arms d as the read deadline before each frame, pushed back by
@@ -291,37 +294,6 @@ func (f *framer) readFrame() (wire.Type, uint8, []byte, error) {
 	return t, flags, body[:n], nil
 }
 
-// writeFrame buffers one frame; parts are concatenated into its body.
-func (f *framer) writeFrame(t wire.Type, flags uint8, parts ...[]byte) error {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	if n > t.Limit() || n > math.MaxUint32 {
-		return fmt.Errorf("internal: %s frame of %d bytes over the limit", t, n)
-	}
-	wire.PutHeader(&f.whdr, t, flags, n)
-	if _, err := f.w.Write(f.whdr[:]); err != nil {
-		return fmt.Errorf("writing %s: %w", t, err)
-	}
-	if f.smac != nil {
-		if _, err := f.w.Write(f.smac.HeaderTag(f.whdr[:])); err != nil {
-			return fmt.Errorf("writing %s: %w", t, err)
-		}
-	}
-	for _, p := range parts {
-		if _, err := f.w.Write(p); err != nil {
-			return fmt.Errorf("writing %s: %w", t, err)
-		}
-	}
-	if f.smac != nil {
-		if _, err := f.w.Write(f.smac.BodyTag(f.whdr[:], parts...)); err != nil {
-			return fmt.Errorf("writing %s: %w", t, err)
-		}
-	}
-	return nil
-}
-
 func (f *framer) flush() error {
 	if err := f.w.Flush(); err != nil {
 		return fmt.Errorf("sending: %w", err)
@@ -354,7 +326,7 @@ func (f *framer) sendError(err error) {
 		return
 	}
 	// The session's own writes were cut when it failed (its deadline set
-	// to now), and a bufio.Writer keeps its first error for good: the
+	// to now), and the frame buffer keeps its first error for good: the
 	// ERROR would never leave. Drop what is buffered (it never reached the
 	// socket) and send the ERROR alone. If a frame was cut halfway, the
 	// peer cannot parse what follows and fails with an integrity or

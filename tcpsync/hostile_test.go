@@ -1,7 +1,6 @@
 package tcpsync
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -213,7 +212,7 @@ func TestDripStalls(t *testing.T) {
 		// Frames are built by the session's framer (tags, sequence) into
 		// a buffer, then dripped.
 		var frame bytesConn
-		f.w = bufio.NewWriterSize(&frame, 64)
+		f.w = newFrameBuf(&frame, 64)
 		for off := uint64(0); off < size; off += 4096 {
 			frame.b = frame.b[:0]
 			b := binary.LittleEndian.AppendUint64(nil, off)
@@ -265,7 +264,7 @@ func TestPullFacingDrip(t *testing.T) {
 			return
 		}
 		var frame bytesConn
-		f.w = bufio.NewWriterSize(&frame, 64)
+		f.w = newFrameBuf(&frame, 64)
 		for off := uint64(0); off < size; off += 4096 {
 			frame.b = frame.b[:0]
 			b := binary.LittleEndian.AppendUint64(nil, off)

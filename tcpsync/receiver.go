@@ -52,6 +52,7 @@ type receiver struct {
 	}
 	dec     wire.Decoder
 	scratch []byte
+	batch   batchIn // the apply goroutine's
 	blk     *blockhash.Hasher
 	dk      *digestKey // the apply goroutine's
 	// With wire.FeatWindows (receiver_window.go): the chunks of windows before

@@ -23,6 +23,8 @@ func (r *receiver) apply(ctx context.Context, q *sendq, own <-chan *ownHashes) e
 		switch t {
 		case wire.Data:
 			err = r.onData(flags, body)
+		case wire.Batch:
+			err = r.onBatch(flags, body)
 		case wire.Zero:
 			err = r.onZero(body)
 		case wire.SegEnd:
@@ -127,6 +129,13 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 	if err != nil {
 		return err
 	}
+	return r.applyData(raw, o, st)
+}
+
+// applyData writes raw, the source's bytes at o (a checked range of chunk
+// st), and counts it.
+func (r *receiver) applyData(raw []byte, o int64, st *rstate) error {
+	l := int64(len(raw))
 	if err := r.writeData(raw, o); err != nil {
 		return err
 	}

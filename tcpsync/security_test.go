@@ -29,7 +29,7 @@ func rawSession(t *testing.T, addr string, token []byte) (*framer, net.Conn) {
 }
 
 // rawSessionWith is rawSession, announcing windows unless noWindows.
-func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*framer, net.Conn) {
+func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool, setup ...func(*framer)) (*framer, net.Conn) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	require.NoError(t, err)
@@ -37,9 +37,26 @@ func rawSessionWith(t *testing.T, addr string, token []byte, noWindows bool) (*f
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
 	f := newFramer(c)
 	f.noWindows = noWindows
+	for _, fn := range setup {
+		fn(f)
+	}
 	_, err = clientHandshake(t.Context(), f, token, false)
 	require.NoError(t, err)
 	return f, c
+}
+
+// sendAnySize sends a frame of type t, or, when body is over t's limit
+// (writeFrame refuses it), only its header by hand with a valid tag: the
+// limit, not the MAC, must refuse it.
+func sendAnySize(f *framer, t wire.Type, body []byte) error {
+	if len(body) <= t.Limit() {
+		return f.send(t, 0, body)
+	}
+	h := make([]byte, wire.HeaderLen)
+	h[0] = byte(t)
+	binary.LittleEndian.PutUint32(h[4:], uint32(len(body)))
+	_, err := f.c.Write(append(h, f.smac.HeaderTag(h)...))
+	return err
 }
 
 // readUntilError reads frames until the peer's ERROR (decoded) or the

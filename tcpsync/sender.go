@@ -58,9 +58,10 @@ type sender struct {
 	st      Stats
 	copied  atomic.Int64
 	zeroed  atomic.Int64
-	encoder encoder // the producer's
-	fixEnc  encoder // the fixer's
-	sample  []byte  // scratch for CompressAuto's compressibility probe
+	encoder encoder  // the producer's
+	batch   batchOut // the producer's runs bound for one BATCH frame
+	fixEnc  encoder  // the fixer's
+	sample  []byte   // scratch for CompressAuto's compressibility probe
 	// doneSent is set once DONE is queued: only then may DONEACK come.
 	doneSent atomic.Bool
 	// readBackSeen is what the receiver's PROGRESS frames reported read

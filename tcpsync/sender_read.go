@@ -105,8 +105,8 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 			}
 			var err error
 			if runKind == 1 {
-				err = s.sendData(ctx, &s.encoder, pb, buf[runStart:end], off+runStart, codec)
-			} else {
+				err = s.addData(ctx, pb, buf[runStart:end], off+runStart, codec)
+			} else if err = s.flushBatch(ctx, codec); err == nil {
 				err = s.sendZero(ctx, off+runStart, end-runStart)
 			}
 			runKind = 0
@@ -144,6 +144,10 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 				pb.unref()
 				return cdig, err
 			}
+		}
+		if err := s.flushBatch(ctx, codec); err != nil {
+			pb.unref()
+			return cdig, err
 		}
 		if compress == CompressAuto {
 			if ps.sinceCheck += n; ps.sinceCheck >= autoWindow {

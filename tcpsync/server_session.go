@@ -36,6 +36,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	*fp = f
 	f.budget = wire.MaxPreAuth
 	f.hmacOnly = s.hooks != nil && s.hooks.hmacOnly
+	f.noBatch = s.hooks != nil && s.hooks.noBatch
 	f.notBusy = s.hooks != nil && s.hooks.notBusy
 	f.noWindows = s.hooks != nil && s.hooks.noWindows // tests: an older server, without windows or piece maps
 	seed, err := serverHandshake(ctx, f, s.token(), s.NoAuth, s.FailDelay)

@@ -31,6 +31,9 @@ type testHooks struct {
 	// notBusy makes its side play a peer without featBusy (no busy
 	// PROGRESS frames either way).
 	notBusy bool
+	// noBatch makes its side (a client, or a server) play a peer without
+	// wire.FeatBatch (a DATA frame per range).
+	noBatch bool
 	// agreedMAC, on a client, learns after each handshake whether the
 	// peers agreed on GMAC.
 	agreedMAC func(gmac bool)

@@ -171,17 +171,7 @@ func TestHostileWindowsRefused(t *testing.T) {
 			_, _, err = f.expect(wire.DstInfo)
 			require.NoError(t, err)
 			for i, s := range tc.steps {
-				if len(s.body) > wire.MaxFrame {
-					// writeFrame refuses it: the header by hand, with a
-					// valid tag (the limit, not the MAC, refuses it).
-					h := make([]byte, wire.HeaderLen)
-					h[0] = byte(s.t)
-					binary.LittleEndian.PutUint32(h[4:], uint32(len(s.body)))
-					_, err = f.c.Write(append(h, f.smac.HeaderTag(h)...))
-				} else {
-					err = f.send(s.t, 0, s.body)
-				}
-				require.NoError(t, err)
+				require.NoError(t, sendAnySize(f, s.t, s.body))
 				if i < len(tc.steps)-1 {
 					_, _, err = f.expect(wire.Window) // the server's answer to a valid window
 					require.NoError(t, err)

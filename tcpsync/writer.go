@@ -59,7 +59,11 @@ type outFrame struct {
 	head    [48]byte
 	headN   int
 	payload []byte
-	buf     *pbuf // released after the write
+	// ext and parts, when set, follow head and payload in the body (a
+	// BATCH's ranges and their runs); their arrays are kept with o.
+	ext   []byte
+	parts [][]byte
+	buf   *pbuf // released after the write
 }
 
 func (o *outFrame) u8(v uint8) { o.head[o.headN] = v; o.headN++ }
@@ -78,6 +82,7 @@ type sendq struct {
 	f       *framer
 	blocked atomic.Int64 // nanoseconds producers waited for queue space
 	pool    sync.Pool
+	body    [][]byte // run's: the parts of the frame it writes
 }
 
 func newSendq(f *framer, depth int) *sendq {
@@ -86,7 +91,7 @@ func newSendq(f *framer, depth int) *sendq {
 
 func (q *sendq) frame(t wire.Type) *outFrame {
 	o := q.pool.Get().(*outFrame)
-	*o = outFrame{t: t}
+	*o = outFrame{t: t, ext: o.ext[:0], parts: o.parts[:0]}
 	return o
 }
 
@@ -133,7 +138,9 @@ func (q *sendq) run(ctx context.Context) error {
 		if !ok {
 			return q.f.flush()
 		}
-		err := q.f.writeFrame(o.t, o.flags, o.head[:o.headN], o.payload)
+		q.body = append(append(q.body[:0], o.head[:o.headN], o.ext, o.payload), o.parts...)
+		err := q.f.writeFrame(o.t, o.flags, q.body...)
+		clear(q.body)
 		if o.buf != nil {
 			o.buf.unref()
 		}

@@ -35,6 +35,7 @@ const (
 	Fetch                    // fetch client: piece index, seed, the block hashes it holds
 	PieceEnd                 // fetch source: the piece's DATA/ZERO frames are complete
 	Window                   // lo u64 | hi u64 | an encoded sparse.Map of size hi: one side's data in [lo, hi) (FeatWindows)
+	Batch                    // count u16 | count × (off u64 | len u32) | payload (flags: codec), batch.go (FeatBatch)
 	typeEnd
 )
 
@@ -43,7 +44,7 @@ const (
 func (t Type) String() string {
 	names := [...]string{"?", "HELLO", "AUTH", "OPEN", "OPENED", "SRCINFO", "DSTINFO", "EXTENTS", "DATA", "ZERO",
 		"SEGEND", "RESULT", "HASHES", "FIXEND", "DONE", "DONEACK", "ERROR", "PROGRESS",
-		"MANIFEST", "FETCH", "PIECEEND", "WINDOW"}
+		"MANIFEST", "FETCH", "PIECEEND", "WINDOW", "BATCH"}
 	if int(t) < len(names) {
 		return names[t]
 	}
@@ -56,7 +57,7 @@ const (
 	FlagWorked    = 1 << 0 // PROGRESS: bytes the receiver applied or compared, not read back
 	FlagBusy      = 1 << 1 // PROGRESS: the side is in a phase that counts no byte (tcpsync's busy.go); its count is 0
 	FlagPieceMap  = 1 << 0 // FETCH: asks for the piece's map (a WINDOW frame), not its blocks (FeatPieceMaps)
-	FlagCodecMask = 3 << 1 // DATA codec
+	FlagCodecMask = 3 << 1 // DATA and BATCH codec
 	FlagCodecLZ4  = 1 << 1
 	FlagCodecZstd = 2 << 1
 )
@@ -80,8 +81,11 @@ const (
 
 // Limit is the most bytes a body of type t may have.
 func (t Type) Limit() int {
-	if t == Data {
+	switch t {
+	case Data:
 		return MaxDataFrame
+	case Batch:
+		return MaxBatchFrame
 	}
 	return MaxFrame
 }

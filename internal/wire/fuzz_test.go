@@ -7,7 +7,7 @@ import (
 )
 
 // FuzzDecoders feeds arbitrary bytes to every decoder of peer input in
-// the package (header, HELLO, WINDOW, DATA payloads, body fields): none
+// the package (header, HELLO, WINDOW, BATCH, DATA payloads, body fields): none
 // may panic, allocate past the limits, or accept what breaks its rules.
 func FuzzDecoders(f *testing.F) {
 	var h [HeaderLen]byte
@@ -19,8 +19,10 @@ func FuzzDecoders(f *testing.F) {
 	var e Encoder
 	z, _ := e.Compress(FlagCodecZstd, make([]byte, 4096), make([]byte, 0, 8192))
 	f.Add(z, uint8(FlagCodecZstd), uint32(4096))
+	f.Add(AppendBatchHead(nil, []Range{{0, 4096}, {8192, 4096}}), uint8(0), uint32(8192))
 	dst := make([]byte, MaxDataPayload)
 	var d Decoder
+	var bb BatchBody
 	f.Fuzz(func(t *testing.T, b []byte, flags uint8, rawLen uint32) {
 		if len(b) > 2*MaxFrame {
 			t.Skip("larger than any frame")
@@ -38,6 +40,18 @@ func FuzzDecoders(f *testing.F) {
 				if x.Off < 0 || x.End() > hi {
 					t.Fatalf("extent %v outside the window [0,%d)", x, hi)
 				}
+			}
+		}
+		if err := bb.Parse(b, 1<<40); err == nil {
+			sum, end := 0, int64(0)
+			for i, r := range bb.Ranges {
+				if r.Len <= 0 || r.Off < 0 || r.Off+r.Len > 1<<40 || (i > 0 && r.Off < end) {
+					t.Fatalf("BATCH range %v taken after one ending at %d", r, end)
+				}
+				sum, end = sum+int(r.Len), r.End()
+			}
+			if len(bb.Ranges) == 0 || sum != bb.RawLen || sum > MaxDataPayload {
+				t.Fatalf("BATCH of %d ranges, %d bytes (RawLen %d) taken", len(bb.Ranges), sum, bb.RawLen)
 			}
 		}
 		n := int(rawLen % (MaxDataPayload + 1))

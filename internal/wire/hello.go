@@ -51,6 +51,10 @@ const (
 	// piece is fetched, so no whole map crosses and a client's memory
 	// does not grow with the extent count.
 	FeatPieceMaps = 1 << 8
+	// FeatBatch says the peer takes BATCH frames (batch.go): many small
+	// data ranges in one frame (both sides set it). A peer without it gets
+	// a DATA frame per range.
+	FeatBatch = 1 << 9
 )
 
 // magic starts every HELLO.

@@ -45,9 +45,6 @@ type MAC struct {
 	sum   []byte
 	pre   [9]byte
 	nonce [12]byte
-	// msg gathers header ‖ body for GMAC when the body comes in parts
-	// (at most a DATA frame and its header).
-	msg []byte
 }
 
 // NewHMAC returns an HMAC-SHA256 MAC under key.
@@ -66,19 +63,11 @@ func NewGMAC(key []byte) (*MAC, error) {
 	return &MAC{g: g}, nil
 }
 
-// tag computes the tag of kind at the current seq over msg, which is
-// whole when body is nil, else followed by the parts of body.
-func (m *MAC) tag(kind byte, msg []byte, body [][]byte) []byte {
+// tag computes the tag of kind at the current seq over msg.
+func (m *MAC) tag(kind byte, msg []byte) []byte {
 	if m.g != nil {
 		m.nonce[0] = kind
 		binary.LittleEndian.PutUint64(m.nonce[4:], m.seq)
-		if len(body) > 0 {
-			m.msg = append(m.msg[:0], msg...)
-			for _, p := range body {
-				m.msg = append(m.msg, p...)
-			}
-			msg = m.msg
-		}
 		m.sum = m.g.Seal(m.sum[:0], m.nonce[:], nil, msg)
 		return m.sum
 	}
@@ -87,9 +76,6 @@ func (m *MAC) tag(kind byte, msg []byte, body [][]byte) []byte {
 	binary.LittleEndian.PutUint64(m.pre[1:], m.seq)
 	m.h.Write(m.pre[:])
 	m.h.Write(msg)
-	for _, p := range body {
-		m.h.Write(p)
-	}
 	m.sum = m.h.Sum(m.sum[:0])
 	return m.sum
 }
@@ -105,21 +91,15 @@ func (m *MAC) SetSeq(seq uint64) { m.seq = seq }
 
 // HeaderTag returns the header tag of the frame with header hdr.
 func (m *MAC) HeaderTag(hdr []byte) []byte {
-	return m.tag('H', hdr, nil)[:HeaderTagLen]
+	return m.tag('H', hdr)[:HeaderTagLen]
 }
 
-// BodyTag returns the body tag of the frame with header hdr and a body of
-// parts, and moves to the next frame.
-func (m *MAC) BodyTag(hdr []byte, parts ...[]byte) []byte {
-	t := m.tag('B', hdr, parts)
-	m.seq++
-	return t[:BodyTagLen]
-}
-
-// FrameTag returns the body tag of a frame held whole as header ‖ body
-// (a received frame: nothing to gather), and moves to the next frame.
+// FrameTag returns the body tag of a frame held whole as header ‖ body,
+// and moves to the next frame. Both sides hold it so: a receiver reads
+// the frame into one buffer, a sender lays it out in its write buffer
+// (tcpsync's frameBuf), so no frame is gathered for its tag.
 func (m *MAC) FrameTag(frame []byte) []byte {
-	t := m.tag('B', frame, nil)
+	t := m.tag('B', frame)
 	m.seq++
 	return t[:BodyTagLen]
 }
