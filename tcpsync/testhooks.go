@@ -37,8 +37,8 @@ type testHooks struct {
 	// agreedMAC, on a client, learns after each handshake whether the
 	// peers agreed on GMAC.
 	agreedMAC func(gmac bool)
-	// noWindows makes the client play a peer without wire.FeatWindows (whole
-	// maps up front).
+	// noWindows makes its side (a client, or a server) play a peer without
+	// wire.FeatWindows or wire.FeatPieceMaps (whole maps up front).
 	noWindows bool
 	// sessionMemory, when positive, is the client's session memory
 	// budget (the server's is Server.MaxSessionMemory).
