@@ -253,3 +253,72 @@ func TestVerifyCopy(t *testing.T) {
 	require.NoError(t, f.Close())
 	require.ErrorIs(t, verifyCopy(t.Context(), a, c, nil), replica.ErrVerify)
 }
+
+// verifyCopy and sameBlocks hold a window of verifyWindow extents of each
+// file at a time: over several windows a reflink copy is still proved by
+// its blocks, a destination denser than its source (its windows end sooner)
+// is still read wherever either file has data, and a differing byte or data
+// in a source hole is caught in the last window.
+func TestVerifyCopyInWindows(t *testing.T) {
+	mnt := loopfs.Mount(t, loopfs.XFS, 1<<30)
+	const n, stride = 3*verifyWindow + 100, 16 << 10
+	a := filepath.Join(mnt, "a")
+	block := bytes.Repeat([]byte("w"), 4096)
+	write := func(p string, offs func(i int) []int64, data []byte) {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		defer f.Close()
+		require.NoError(t, f.Truncate(n*stride))
+		for i := range n {
+			for _, off := range offs(i) {
+				_, err := f.WriteAt(data, off)
+				require.NoError(t, err)
+			}
+		}
+	}
+	write(a, func(i int) []int64 { return []int64{int64(i) * stride} }, block)
+	cp := func(dst string, args ...string) {
+		out, err := exec.Command("cp", append(args, a, dst)...).CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+	b := filepath.Join(mnt, "b")
+	cp(b, "--reflink=always")
+	ok, err := sameBlocks(t.Context(), a, b)
+	require.NoError(t, err)
+	require.True(t, ok, "a reflink copy over several windows")
+	require.NoError(t, verifyCopy(t.Context(), a, b, nil))
+
+	// A destination with zeros written in every source hole: twice the
+	// extents, so its windows end sooner; it reads the same.
+	c := filepath.Join(mnt, "c")
+	cp(c, "--reflink=never", "--sparse=always")
+	zeros := make([]byte, 4096)
+	write(c, func(i int) []int64 { return []int64{int64(i)*stride + 8<<10} }, zeros)
+	ok, err = sameBlocks(t.Context(), a, c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, verifyCopy(t.Context(), a, c, nil))
+
+	// Data in one of those destination-only extents, past where the
+	// destination's first window ends (2,048 strides) but inside the
+	// source's (4,096).
+	last := int64(3000)*stride + 8<<10 + 100
+	f, err := os.OpenFile(c, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("x"), last)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	err = verifyCopy(t.Context(), a, c, nil)
+	require.ErrorIs(t, err, replica.ErrVerify)
+	require.Contains(t, err.Error(), fmt.Sprintf("[%d,", last-100), "names the range")
+
+	// A differing byte of the source's data in the last window.
+	d := filepath.Join(mnt, "d")
+	cp(d, "--reflink=never", "--sparse=always")
+	f, err = os.OpenFile(d, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("x"), int64(n-2)*stride+7)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.ErrorIs(t, verifyCopy(t.Context(), a, d, nil), replica.ErrVerify)
+}
