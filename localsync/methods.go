@@ -14,13 +14,11 @@ import (
 )
 
 // cloneWhole tries FICLONE onto the empty destination. done reports that
-// the copy is complete.
+// the copy is complete (the caller then counts it: exactTotal).
 func (e *engine) cloneWhole() (done bool, err error) {
 	handled, err := e.dst.Clone(e.src)
 	switch {
 	case handled && err == nil:
-		e.cloned.Add(e.total)
-		e.progress(e.total)
 		e.clone.state.Store(stWorks)
 		e.log.Debug("localsync: cloned whole file", "src", e.src.Name(), "dst", e.dst.Name())
 		return true, nil

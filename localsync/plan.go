@@ -71,13 +71,10 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 			// A new (empty) destination is one whole-file FICLONE; where
 			// cloning is impossible it writes nothing, so with cloneOnly
 			// it is its own probe.
-			if err := e.exactTotal(w); err != nil {
-				return e.stats(), err
-			}
 			done, err := e.cloneWhole()
 			if err != nil || done {
 				if err == nil {
-					err = e.checkSource(info)
+					err = e.countClone(w, info)
 				}
 				return e.stats(), err
 			}
@@ -122,30 +119,35 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	return e.stats(), e.checkSource(info)
 }
 
-// exactTotal counts the source's data before a whole-file clone, a window
-// at a time, without its unstored zeros (sparse.UnstoredZeros).
-func (e *engine) exactTotal(w *sparse.Walker) error {
-	if e.counted && !e.unstored {
-		return nil
+// countClone counts a whole-file clone's data, a window at a time, as
+// the windows would have (its unstored zeros apart: sparse.UnstoredZeros),
+// and checks the source did not change under it. It runs only after the
+// clone succeeded: where cloning is impossible the windows count the data
+// and no walk is spent on it.
+func (e *engine) countClone(w *sparse.Walker, info sparse.FileInfo) error {
+	if !e.counted || e.unstored {
+		var total, unstored int64
+		for lo := int64(0); lo < e.size; {
+			ext, hi, err := w.Window(e.ctx, lo, e.size, windowExtents)
+			if err != nil {
+				return err
+			}
+			m, err := sparse.FromExtents(hi, ext)
+			if err != nil {
+				return err
+			}
+			total += m.Bytes()
+			if e.unstored {
+				unstored += sparse.UnstoredZeros(e.ctx, e.src, m, nil).Bytes()
+			}
+			lo = hi
+		}
+		e.total, e.counted = total, true
+		e.unstoredBytes.Store(unstored)
 	}
-	var total int64
-	for lo := int64(0); lo < e.size; {
-		ext, hi, err := w.Window(e.ctx, lo, e.size, windowExtents)
-		if err != nil {
-			return err
-		}
-		m, err := sparse.FromExtents(hi, ext)
-		if err != nil {
-			return err
-		}
-		total += m.Bytes()
-		if e.unstored {
-			total -= sparse.UnstoredZeros(e.ctx, e.src, m, nil).Bytes()
-		}
-		lo = hi
-	}
-	e.total, e.counted = total, true
-	return nil
+	e.cloned.Add(e.dataBytes())
+	e.progress(e.dataBytes())
+	return e.checkSource(info)
 }
 
 // longRanges returns the extents of m at least min bytes long.
