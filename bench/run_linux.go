@@ -84,7 +84,7 @@ func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
 	defer os.RemoveAll(dir)
 	base := filepath.Join(dir, "src-"+w.Name)
 	s.cfg.Logger.Debug("generating workload", "workload", w.Name, "path", base)
-	if err := w.Generate(ctx, base, s.cfg.Gen); err != nil {
+	if err := w.Generate(ctx, base, &s.cfg.Gen); err != nil {
 		return err
 	}
 	for _, sc := range s.cfg.Scenarios {

@@ -351,7 +351,7 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 			}))
 		bar.stopAtTotal = true
 	}
-	res, err := bench.WriteBench(ctx, dir, bench.WriteBenchOptions{
+	res, err := bench.WriteBench(ctx, dir, &bench.WriteBenchOptions{
 		Size: size, QueueDepth: opts.qd, Duration: time.Duration(opts.seconds * float64(time.Second)), Counter: mode, Flush: opts.flush,
 	})
 	bar.Stop()

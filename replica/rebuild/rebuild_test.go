@@ -46,11 +46,11 @@ func makeSourceLayers(t testing.TB, dir string, size int64, data ...int64) {
 		}
 	}
 	writeLayer(0, data[0])
-	require.NoError(t, r.Snapshot("s1"))
+	require.NoError(t, r.Snapshot("s1", nil))
 	writeLayer(1, data[1])
 	_, err = r.WriteAt([]byte("unaligned"), 5000)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s2"))
+	require.NoError(t, r.Snapshot("s2", nil))
 	writeLayer(2, data[2])
 	require.NoError(t, r.Close())
 }
@@ -155,7 +155,7 @@ func TestRebuildLocalIncremental(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("x"), 4096), 1<<20)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s3"))
+	require.NoError(t, r.Snapshot("s3", nil))
 	_, err = r.WriteAt(bytes.Repeat([]byte("y"), 4096), 2<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
