@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -378,24 +376,12 @@ func sameContent(ctx context.Context, a, b string) error {
 		return err
 	}
 	defer fb.Close()
-	ba, bb := make([]byte, mib), make([]byte, mib)
-	for _, e := range ma.Union(mb).Extents() {
-		for off := e.Off; off < e.End(); off += mib {
-			n := min(mib, e.End()-off)
-			if _, err := fa.ReadAt(ba[:n], off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			if _, err := fb.ReadAt(bb[:n], off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			if !bytes.Equal(ba[:n], bb[:n]) {
-				for i := range n {
-					if ba[i] != bb[i] {
-						return fmt.Errorf("%w at offset %d", ErrResultDiffers, off+i)
-					}
-				}
-			}
-		}
+	off, err := sparse.FirstDiff(ctx, fa, fb, ma.Union(mb), nil)
+	if err != nil {
+		return err
+	}
+	if off >= 0 {
+		return fmt.Errorf("%w at offset %d", ErrResultDiffers, off)
 	}
 	return nil
 }

@@ -1,11 +1,9 @@
 package rebuild
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 
@@ -43,30 +41,18 @@ func verifyCopy(ctx context.Context, src, dst string, read *qos.Limiter) error {
 		return err
 	}
 	defer df.Close()
-	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
-	for _, e := range sm.Union(dm).Extents() {
-		for off := e.Off; off < e.End(); {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			n := min(int64(len(a)), e.End()-off)
-			if p := read.Piece(); p > 0 {
-				n = min(n, max(p/2, 4096)) // both reads in one piece: a steady rate
-			}
-			if err := read.Wait(ctx, 2*n); err != nil {
-				return err
-			}
-			if _, err := sf.ReadAt(a[:n], off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			if _, err := df.ReadAt(b[:n], off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			if !bytes.Equal(a[:n], b[:n]) {
-				return fmt.Errorf("%w: %s differs from %s in [%d, %d)", replica.ErrVerify, dst, src, off, off+n)
-			}
-			off += n
+	pace := func(n int64) (int64, error) {
+		if p := read.Piece(); p > 0 {
+			n = min(n, max(p/2, 4096)) // both reads in one piece: a steady rate
 		}
+		return n, read.Wait(ctx, 2*n)
+	}
+	off, err := sparse.FirstDiff(ctx, sf, df, sm.Union(dm), pace)
+	if err != nil {
+		return err
+	}
+	if off >= 0 {
+		return fmt.Errorf("%w: %s differs from %s at offset %d", replica.ErrVerify, dst, src, off)
 	}
 	return nil
 }

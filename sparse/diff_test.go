@@ -1,0 +1,60 @@
+package sparse
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// TestFirstDiff: FirstDiff finds the first differing byte inside the map's
+// extents, in any chunk (pace shortens them), ignores what lies outside
+// the map (holes of both), and stops on pace's error.
+func TestFirstDiff(t *testing.T) {
+	const size = 3 << 20
+	base := make([]byte, size)
+	for i := range base {
+		base[i] = byte(i*7 + 1)
+	}
+	changed := func(offs ...int) []byte {
+		b := bytes.Clone(base)
+		for _, o := range offs {
+			b[o] ^= 0xff
+		}
+		return b
+	}
+	all, err := NewMap(size, Extent{Off: 0, Len: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := NewMap(size, Extent{Off: 4096, Len: 1 << 20}, Extent{Off: 2 << 20, Len: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		m    Map
+		pace func(int64) (int64, error)
+		want int64
+	}{
+		{"same", changed(), all, nil, -1},
+		{"first byte", changed(0), all, nil, 0},
+		{"second chunk, two diffs", changed(1<<20+17, 2<<20), all, nil, 1<<20 + 17},
+		{"last byte", changed(size - 1), all, nil, size - 1},
+		{"outside the map", changed(0, 4095, 1<<20+4096, size-1), part, nil, -1},
+		{"second extent", changed(2<<20 + 8191), part, nil, 2<<20 + 8191},
+		{"small chunks", changed(5*4096 + 3), all, func(n int64) (int64, error) { return min(n, 4096), nil }, 5*4096 + 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := FirstDiff(t.Context(), bytes.NewReader(base), bytes.NewReader(tc.b), tc.m, tc.pace)
+			if err != nil || got != tc.want {
+				t.Fatalf("FirstDiff = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+	stop := errors.New("budget closed")
+	if _, err := FirstDiff(t.Context(), bytes.NewReader(base), bytes.NewReader(base), all,
+		func(int64) (int64, error) { return 0, stop }); !errors.Is(err, stop) {
+		t.Fatalf("pace's error: got %v", err)
+	}
+}
