@@ -5,7 +5,39 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 )
+
+// DiffFiles compares the files at paths a and b: their sizes, and when
+// those are equal their bytes over the union of both data maps
+// (FirstDiff, with pace). It returns both sizes and the offset of the first
+// differing byte, -1 when the bytes are the same or were not compared.
+func DiffFiles(ctx context.Context, a, b string, pace func(n int64) (int64, error)) (sizeA, sizeB, off int64, err error) {
+	ma, _, err := ReadMap(ctx, a)
+	if err != nil {
+		return 0, 0, -1, err
+	}
+	mb, _, err := ReadMap(ctx, b)
+	if err != nil {
+		return 0, 0, -1, err
+	}
+	sizeA, sizeB = ma.Size(), mb.Size()
+	if sizeA != sizeB {
+		return sizeA, sizeB, -1, nil
+	}
+	fa, err := os.Open(a)
+	if err != nil {
+		return sizeA, sizeB, -1, err
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return sizeA, sizeB, -1, err
+	}
+	defer fb.Close()
+	off, err = FirstDiff(ctx, fa, fb, ma.Union(mb), pace)
+	return sizeA, sizeB, off, err
+}
 
 // FirstDiff compares a and b byte for byte over the extents of m (the
 // union of both files' data maps: outside it both read as zeros, unread)

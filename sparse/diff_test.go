@@ -3,6 +3,9 @@ package sparse
 import (
 	"bytes"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -56,5 +59,48 @@ func TestFirstDiff(t *testing.T) {
 	if _, err := FirstDiff(t.Context(), bytes.NewReader(base), bytes.NewReader(base), all,
 		func(int64) (int64, error) { return 0, stop }); !errors.Is(err, stop) {
 		t.Fatalf("pace's error: got %v", err)
+	}
+}
+
+// TestDiffFiles: DiffFiles reports both sizes, skips the bytes when they
+// differ, and finds a difference inside data while a hole and written
+// zeros compare equal.
+func TestDiffFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, size int64, at map[int64][]byte) string {
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		for off, b := range at {
+			if _, err := f.WriteAt(b, off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	data := bytes.Repeat([]byte("d"), 8192)
+	a := write("a", 1<<20, map[int64][]byte{65536: data})
+	zeros := write("zeros", 1<<20, map[int64][]byte{65536: data, 0: make([]byte, 4096)})
+	changed := write("changed", 1<<20, map[int64][]byte{65536: data, 65536 + 100: []byte("x")})
+	longer := write("longer", 2<<20, map[int64][]byte{65536: data})
+	extra := write("extra", 1<<20, map[int64][]byte{65536: data, 524288: []byte("y")}) // data where a has a hole
+	for _, tc := range []struct {
+		b      string
+		sizeB  int64
+		offset int64
+	}{{zeros, 1 << 20, -1}, {changed, 1 << 20, 65536 + 100}, {longer, 2 << 20, -1}, {extra, 1 << 20, 524288}} {
+		sa, sb, off, err := DiffFiles(t.Context(), a, tc.b, nil)
+		if err != nil || sa != 1<<20 || sb != tc.sizeB || off != tc.offset {
+			t.Fatalf("DiffFiles(a, %s) = %d, %d, %d, %v; want %d, %d, %d", filepath.Base(tc.b), sa, sb, off, err, 1<<20, tc.sizeB, tc.offset)
+		}
+	}
+	if _, _, _, err := DiffFiles(t.Context(), a, filepath.Join(dir, "missing"), nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
 	}
 }

@@ -20,36 +20,18 @@ func verifyCopy(ctx context.Context, src, dst string, read *qos.Limiter) error {
 	if ok, err := sameBlocks(ctx, src, dst); err != nil || ok {
 		return err
 	}
-	sm, si, err := sparse.ReadMap(ctx, src)
-	if err != nil {
-		return err
-	}
-	dm, di, err := sparse.ReadMap(ctx, dst)
-	if err != nil {
-		return err
-	}
-	if si.Size != di.Size {
-		return fmt.Errorf("%w: %s: size %d, source %s has %d", replica.ErrVerify, dst, di.Size, src, si.Size)
-	}
-	sf, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer sf.Close()
-	df, err := os.Open(dst)
-	if err != nil {
-		return err
-	}
-	defer df.Close()
 	pace := func(n int64) (int64, error) {
 		if p := read.Piece(); p > 0 {
 			n = min(n, max(p/2, 4096)) // both reads in one piece: a steady rate
 		}
 		return n, read.Wait(ctx, 2*n)
 	}
-	off, err := sparse.FirstDiff(ctx, sf, df, sm.Union(dm), pace)
+	ss, ds, off, err := sparse.DiffFiles(ctx, src, dst, pace)
 	if err != nil {
 		return err
+	}
+	if ss != ds {
+		return fmt.Errorf("%w: %s: size %d, source %s has %d", replica.ErrVerify, dst, ds, src, ss)
 	}
 	if off >= 0 {
 		return fmt.Errorf("%w: %s differs from %s at offset %d", replica.ErrVerify, dst, src, off)
