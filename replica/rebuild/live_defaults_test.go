@@ -1,12 +1,9 @@
 package rebuild
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,20 +26,7 @@ func TestAddReplicaTCPFallbackDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, v.Snapshot("base", nil))
 
-	var mu sync.Mutex
-	var pulls []tcpsync.SessionEvent
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := &tcpsync.Server{Root: root, NoAuth: true, OnSession: func(ev tcpsync.SessionEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Op == "pull" && ev.Err == nil {
-			pulls = append(pulls, ev)
-		}
-	}}
-	addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
-	require.NoError(t, err)
-	defer func() { cancel(); require.NoError(t, wait()) }()
-
+	addr, pulls := servePulls(t, root)
 	b := qos.NewBudget(8 << 30)
 	o := &Options{Remote: addr, TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1}, Budget: b,
 		fault: func(step, name string) error {
@@ -56,14 +40,7 @@ func TestAddReplicaTCPFallbackDefaults(t *testing.T) {
 	require.Equal(t, PathLocalTCP, st.Path)
 	require.NotEmpty(t, st.Files)
 	require.Equal(t, tcpsync.ReadBackAuto, o.TCP.ReadBack, "the caller's options are not changed")
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(pulls) >= len(st.Files)
-	}, 30*time.Second, 10*time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	for _, ev := range pulls {
+	for _, ev := range pulls(len(st.Files)) {
 		require.True(t, ev.Stats.ReadBack, "pull of %s read back", ev.Path)
 	}
 	require.Positive(t, b.Wire.Bytes(), "the network copy is charged to Options.Budget")
