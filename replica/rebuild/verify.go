@@ -1,9 +1,11 @@
 package rebuild
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
@@ -20,21 +22,51 @@ func verifyCopy(ctx context.Context, src, dst string, read *qos.Limiter) error {
 	if ok, err := sameBlocks(ctx, src, dst); err != nil || ok {
 		return err
 	}
-	pace := func(n int64) (int64, error) {
-		if p := read.Piece(); p > 0 {
-			n = min(n, max(p/2, 4096)) // both reads in one piece: a steady rate
-		}
-		return n, read.Wait(ctx, 2*n)
-	}
-	ss, ds, off, err := sparse.DiffFiles(ctx, src, dst, pace)
+	sm, si, err := sparse.ReadMap(ctx, src)
 	if err != nil {
 		return err
 	}
-	if ss != ds {
-		return fmt.Errorf("%w: %s: size %d, source %s has %d", replica.ErrVerify, dst, ds, src, ss)
+	dm, di, err := sparse.ReadMap(ctx, dst)
+	if err != nil {
+		return err
 	}
-	if off >= 0 {
-		return fmt.Errorf("%w: %s differs from %s at offset %d", replica.ErrVerify, dst, src, off)
+	if si.Size != di.Size {
+		return fmt.Errorf("%w: %s: size %d, source %s has %d", replica.ErrVerify, dst, di.Size, src, si.Size)
+	}
+	sf, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
+	df, err := os.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer df.Close()
+	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	for _, e := range sm.Union(dm).Extents() {
+		for off := e.Off; off < e.End(); {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(int64(len(a)), e.End()-off)
+			if p := read.Piece(); p > 0 {
+				n = min(n, max(p/2, 4096)) // both reads in one piece: a steady rate
+			}
+			if err := read.Wait(ctx, 2*n); err != nil {
+				return err
+			}
+			if _, err := sf.ReadAt(a[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if _, err := df.ReadAt(b[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if !bytes.Equal(a[:n], b[:n]) {
+				return fmt.Errorf("%w: %s differs from %s in [%d, %d)", replica.ErrVerify, dst, src, off, off+n)
+			}
+			off += n
+		}
 	}
 	return nil
 }
