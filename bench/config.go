@@ -109,7 +109,7 @@ func (c *Config) Preflight(ctx context.Context) error {
 	}
 	for _, name := range c.Workloads {
 		w, _ := WorkloadNamed(name)
-		if err := w.Check(ctx, c.Gen); err != nil {
+		if err := w.Check(ctx, &c.Gen); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,9 @@ var (
 	// ErrTreeTooBig: the vm-image workload's tree cannot fit in the image
 	// at this scale (mkfs.ext4 -d would fail after minutes of work).
 	ErrTreeTooBig = errors.New("bench: tree too big for the vm-image workload")
+	// ErrInvalidOptions: options that cannot be used (GenOptions,
+	// WriteBenchOptions); the error names the field.
+	ErrInvalidOptions = errors.New("bench: invalid options")
 	// ErrResultDiffers: a tool's target does not have the source's bytes.
 	ErrResultDiffers = errors.New("bench: target differs from the source")
 )

@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -84,7 +82,7 @@ func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
 	defer os.RemoveAll(dir)
 	base := filepath.Join(dir, "src-"+w.Name)
 	s.cfg.Logger.Debug("generating workload", "workload", w.Name, "path", base)
-	if err := w.Generate(ctx, base, s.cfg.Gen); err != nil {
+	if err := w.Generate(ctx, base, &s.cfg.Gen); err != nil {
 		return err
 	}
 	for _, sc := range s.cfg.Scenarios {
@@ -357,45 +355,15 @@ func freePort() (int, error) {
 // sameContent checks that b has a's bytes and size: it compares the union
 // of both files' data extents (outside it both read as zeros).
 func sameContent(ctx context.Context, a, b string) error {
-	ma, _, err := sparse.ReadMap(ctx, a)
+	sa, sb, off, err := sparse.DiffFiles(ctx, a, b, nil)
 	if err != nil {
 		return err
 	}
-	mb, _, err := sparse.ReadMap(ctx, b)
-	if err != nil {
-		return err
+	if sa != sb {
+		return fmt.Errorf("%w: size %d, want %d", ErrResultDiffers, sb, sa)
 	}
-	if ma.Size() != mb.Size() {
-		return fmt.Errorf("%w: size %d, want %d", ErrResultDiffers, mb.Size(), ma.Size())
-	}
-	fa, err := os.Open(a)
-	if err != nil {
-		return err
-	}
-	defer fa.Close()
-	fb, err := os.Open(b)
-	if err != nil {
-		return err
-	}
-	defer fb.Close()
-	ba, bb := make([]byte, mib), make([]byte, mib)
-	for _, e := range ma.Union(mb).Extents() {
-		for off := e.Off; off < e.End(); off += mib {
-			n := min(mib, e.End()-off)
-			if _, err := fa.ReadAt(ba[:n], off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			if _, err := fb.ReadAt(bb[:n], off); err != nil && !errors.Is(err, io.EOF) {
-				return err
-			}
-			if !bytes.Equal(ba[:n], bb[:n]) {
-				for i := range n {
-					if ba[i] != bb[i] {
-						return fmt.Errorf("%w at offset %d", ErrResultDiffers, off+i)
-					}
-				}
-			}
-		}
+	if off >= 0 {
+		return fmt.Errorf("%w at offset %d", ErrResultDiffers, off)
 	}
 	return nil
 }

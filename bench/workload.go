@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -42,14 +43,18 @@ type Workload struct {
 
 // Check says, before any workload is made, why w cannot be made with g
 // (a vm-image tree bigger than the image): minutes of work not wasted.
-func (w Workload) Check(ctx context.Context, g GenOptions) error {
+func (w Workload) Check(ctx context.Context, g *GenOptions) error {
+	if err := g.Validate(); err != nil {
+		return err
+	}
 	if w.check == nil {
 		return nil
 	}
-	return w.check(ctx, w.ScaledSize(g), g)
+	return w.check(ctx, w.ScaledSize(g), g.value())
 }
 
-// GenOptions tune workload generation.
+// GenOptions tune workload generation. nil and the zero value mean the
+// defaults.
 type GenOptions struct {
 	// Scale multiplies every size (1 when 0): tests use tiny workloads.
 	Scale float64
@@ -58,6 +63,22 @@ type GenOptions struct {
 	// TreeDir is the directory copied into the vm-image workload
 	// (/usr/share when empty).
 	TreeDir string
+}
+
+// Validate says why g cannot be used (a negative or non-finite Scale).
+func (g *GenOptions) Validate() error {
+	if g != nil && (g.Scale < 0 || math.IsNaN(g.Scale) || math.IsInf(g.Scale, 0)) {
+		return fmt.Errorf("%w: Scale %v", ErrInvalidOptions, g.Scale)
+	}
+	return nil
+}
+
+// value is g, or the zero (default) options when g is nil.
+func (g *GenOptions) value() GenOptions {
+	if g == nil {
+		return GenOptions{}
+	}
+	return *g
 }
 
 func (g GenOptions) scale() float64 {
@@ -135,19 +156,22 @@ func WorkloadNamed(name string) (Workload, error) {
 
 // ScaledSize is the workload's size at the options' scale (whole 4 KiB
 // blocks, at least 64 KiB).
-func (w Workload) ScaledSize(g GenOptions) int64 {
-	s := int64(float64(w.Size)*g.scale()) / blk * blk
+func (w Workload) ScaledSize(g *GenOptions) int64 {
+	s := int64(float64(w.Size)*g.value().scale()) / blk * blk
 	return max(s, 64*kib)
 }
 
 // ScaledData is about how many bytes of data the workload holds with g.
-func (w Workload) ScaledData(g GenOptions) int64 {
+func (w Workload) ScaledData(g *GenOptions) int64 {
 	return int64(float64(w.ScaledSize(g)) * w.DataFraction)
 }
 
 // Generate writes the workload's file at path.
-func (w Workload) Generate(ctx context.Context, path string, g GenOptions) error {
-	if err := w.build(ctx, path, w.ScaledSize(g), g.seed(), g); err != nil {
+func (w Workload) Generate(ctx context.Context, path string, g *GenOptions) error {
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	if err := w.build(ctx, path, w.ScaledSize(g), g.value().seed(), g.value()); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("workload %s: %s: %w", w.Name, path, err)
 	}

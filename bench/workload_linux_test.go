@@ -17,7 +17,7 @@ import (
 // description promises (checked with a bare SEEK_DATA loop).
 func TestWorkloadsAreSeeded(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.Tmpfs, 256<<20)
-	g := bench.GenOptions{Scale: 1.0 / 64, Seed: 3}
+	g := &bench.GenOptions{Scale: 1.0 / 64, Seed: 3}
 	for _, c := range []struct {
 		name             string
 		minPct, maxPct   float64
@@ -102,7 +102,7 @@ func sameBytes(t *testing.T, a, b string) bool {
 func TestChanges(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.Tmpfs, 256<<20)
 	w, _ := bench.WorkloadNamed("dense")
-	g := bench.GenOptions{Scale: 1.0 / 64} // 16 MiB of data
+	g := &bench.GenOptions{Scale: 1.0 / 64} // 16 MiB of data
 	base := filepath.Join(dir, "base")
 	if err := w.Generate(t.Context(), base, g); err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestVMImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := bench.GenOptions{Scale: 1.0 / 64, TreeDir: tree} // 32 MiB
+	g := &bench.GenOptions{Scale: 1.0 / 64, TreeDir: tree} // 32 MiB
 	img, again := filepath.Join(dir, "vm.img"), filepath.Join(dir, "vm2.img")
 	for _, p := range []string{img, again} {
 		if err := w.Generate(t.Context(), p, g); err != nil {
@@ -249,7 +249,7 @@ func TestWideWorkload(t *testing.T) {
 		t.Error("wide runs by default")
 	}
 	p := filepath.Join(dir, "wide")
-	if err := w.Generate(t.Context(), p, bench.GenOptions{Scale: 1.0 / 1000}); err != nil {
+	if err := w.Generate(t.Context(), p, &bench.GenOptions{Scale: 1.0 / 1000}); err != nil {
 		t.Fatal(err)
 	}
 	ext := layout.SeekWalk(t, p)

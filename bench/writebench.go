@@ -12,7 +12,8 @@ import (
 	"github.com/sparsesync/sparsesync/replica"
 )
 
-// WriteBenchOptions configure WriteBench (it moved here from package replica).
+// WriteBenchOptions configure WriteBench (it moved here from package
+// replica). nil and the zero value mean the defaults.
 type WriteBenchOptions struct {
 	// Size of the volume (default 1 GiB). It is filled with data first so
 	// that the measured writes overwrite allocated blocks.
@@ -41,7 +42,14 @@ type WriteBenchResult struct {
 // WriteBench creates a replica in dir (which must not hold one), fills it,
 // then measures random 4 KiB-aligned 4 KiB writes at the queue depth for
 // the duration. It leaves the replica in dir for the caller to remove.
-func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenchResult, error) {
+func WriteBench(ctx context.Context, dir string, opts *WriteBenchOptions) (WriteBenchResult, error) {
+	if err := opts.Validate(); err != nil {
+		return WriteBenchResult{}, err
+	}
+	var o WriteBenchOptions
+	if opts != nil {
+		o = *opts
+	}
 	if o.Size == 0 {
 		o.Size = 1 << 30
 	}
@@ -67,6 +75,22 @@ func WriteBench(ctx context.Context, dir string, o WriteBenchOptions) (WriteBenc
 		err = cerr
 	}
 	return res, err
+}
+
+// Validate says which field of o cannot be used (a negative Size,
+// QueueDepth or Duration).
+func (o *WriteBenchOptions) Validate() error {
+	switch {
+	case o == nil:
+		return nil
+	case o.Size < 0:
+		return fmt.Errorf("%w: Size %d", ErrInvalidOptions, o.Size)
+	case o.QueueDepth < 0:
+		return fmt.Errorf("%w: QueueDepth %d", ErrInvalidOptions, o.QueueDepth)
+	case o.Duration < 0:
+		return fmt.Errorf("%w: Duration %v", ErrInvalidOptions, o.Duration)
+	}
+	return nil
 }
 
 // FillReplica writes every block of r (1 MiB at a time) and flushes: the

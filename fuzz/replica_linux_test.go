@@ -103,7 +103,7 @@ func replicaCase(t *testing.T, srv server, c fcase) {
 	}
 	run(c.Src)
 	if c.Knobs&4 != 0 {
-		if err := r.Snapshot("s1"); err != nil {
+		if err := r.Snapshot("s1", nil); err != nil {
 			t.Fatalf("%s: snapshot: %v", what, err)
 		}
 		snapshots = true

@@ -103,15 +103,7 @@ func (w *worker) writeChanged(b []byte, off int64) error {
 	if e.cloneOnly {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
 	}
-	if err := e.throttle(0, n); err != nil {
-		return err
-	}
-	if _, err := e.dst.WriteAt(b, off); err != nil {
-		return err
-	}
-	e.rwBytes.Add(n)
-	e.wrote(n)
-	return nil
+	return e.writeRW(b, off)
 }
 
 func errOr(err, def error) error {

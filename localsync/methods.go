@@ -255,19 +255,27 @@ func (w *worker) readWrite(off, n int64) error {
 			if err := w.writeNonZero(b, off); err != nil {
 				return err
 			}
-		} else {
-			if err := e.throttle(0, c); err != nil {
-				return err
-			}
-			if _, err := e.dst.WriteAt(b, off); err != nil {
-				return err
-			}
-			e.rwBytes.Add(c)
-			e.wrote(c)
+		} else if err := e.writeRW(b, off); err != nil {
+			return err
 		}
 		e.progress(c)
 		off, n = off+c, n-c
 	}
+	return nil
+}
+
+// writeRW writes b at off with write(2) (the read/write method's write),
+// charged to the budget and counted as read/write bytes.
+func (e *engine) writeRW(b []byte, off int64) error {
+	n := int64(len(b))
+	if err := e.throttle(0, n); err != nil {
+		return err
+	}
+	if _, err := e.dst.WriteAt(b, off); err != nil {
+		return err
+	}
+	e.rwBytes.Add(n)
+	e.wrote(n)
 	return nil
 }
 
@@ -280,16 +288,9 @@ func (w *worker) writeNonZero(b []byte, off int64) error {
 		if start < 0 {
 			return nil
 		}
-		if err := e.throttle(0, int64(end-start)); err != nil {
-			return err
-		}
-		if _, err := e.dst.WriteAt(b[start:end], off+int64(start)); err != nil {
-			return err
-		}
-		e.rwBytes.Add(int64(end - start))
-		e.wrote(int64(end - start))
+		err := e.writeRW(b[start:end], off+int64(start))
 		start = -1
-		return nil
+		return err
 	}
 	for p := 0; p < len(b); p += int(bs) {
 		blk := b[p:min(p+int(bs), len(b))]

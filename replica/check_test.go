@@ -404,7 +404,7 @@ func TestVolumeDemotesFailedReplica(t *testing.T) {
 			_, err = v.ReadAt(got, 2*BlockSize)
 			require.NoError(t, err)
 			require.Equal(t, "after demotion", string(got[:14]))
-			require.NoError(t, v.Snapshot("s1"))
+			require.NoError(t, v.Snapshot("s1", nil))
 			require.NoError(t, v.Unmap(0, BlockSize))
 			require.NoError(t, v.Flush())
 			require.NoError(t, v.Close())

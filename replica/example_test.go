@@ -68,7 +68,7 @@ func ExampleExport() {
 	}
 	r.WriteAt([]byte("old"), 0)
 	r.WriteAt([]byte("kept"), 8192)
-	r.Snapshot("s1")
+	r.Snapshot("s1", nil)
 	r.WriteAt([]byte("new"), 0)
 	if err := r.Close(); err != nil {
 		panic(err)

@@ -33,27 +33,27 @@ func stripeSpans(first, last int64) (spans [2][2]int, n int) {
 	return [2][2]int{{0, hi - nStripes}, {lo, nStripes - 1}}, 2
 }
 
-func (l *blockLocks) lock(first, last int64, exclusive bool) {
-	spans, n := stripeSpans(first, last)
-	for _, s := range spans[:n] {
-		for i := s[0]; i <= s[1]; i++ {
-			if exclusive {
-				l[i].Lock()
-			} else {
-				l[i].RLock()
-			}
-		}
-	}
-}
+func (l *blockLocks) lock(first, last int64, exclusive bool) { l.each(first, last, exclusive, false) }
 
-func (l *blockLocks) unlock(first, last int64, exclusive bool) {
+func (l *blockLocks) unlock(first, last int64, exclusive bool) { l.each(first, last, exclusive, true) }
+
+// each takes (or, with release, gives back) the stripes of blocks
+// first..last, shared or exclusive: one loop, so that release mirrors take.
+// The switch is on two booleans the caller fixed: no indirect call on the
+// write path.
+func (l *blockLocks) each(first, last int64, exclusive, release bool) {
 	spans, n := stripeSpans(first, last)
 	for _, s := range spans[:n] {
 		for i := s[0]; i <= s[1]; i++ {
-			if exclusive {
+			switch {
+			case exclusive && release:
 				l[i].Unlock()
-			} else {
+			case exclusive:
+				l[i].Lock()
+			case release:
 				l[i].RUnlock()
+			default:
+				l[i].RLock()
 			}
 		}
 	}

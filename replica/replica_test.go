@@ -147,7 +147,7 @@ func TestReplicaReadWrite(t *testing.T) {
 			require.True(t, bytes.Equal(ref[777:777+12345], got))
 		}
 		check(r)
-		require.NoError(t, r.Snapshot("s1"))
+		require.NoError(t, r.Snapshot("s1", nil))
 		// writes after the snapshot go to the new head; RMW copies up.
 		_, err = r.WriteAt([]byte("hello"), 100)
 		require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestCounterFaultLatches(t *testing.T) {
 	require.ErrorIs(t, r.Flush(), ErrLatched)
 	_, err = r.ReadAt(b, 0)
 	require.ErrorIs(t, err, ErrLatched)
-	require.ErrorIs(t, r.Snapshot("x"), ErrLatched)
+	require.ErrorIs(t, r.Snapshot("x", nil), ErrLatched)
 	require.Equal(t, int64(1), r.Revision(), "the failed write must not be counted")
 	require.ErrorIs(t, r.Close(), ErrLatched)
 	// Nothing after the failure was persisted as clean.
@@ -339,7 +339,7 @@ func TestLonghornDirectory(t *testing.T) {
 	}
 	_, err = r.WriteAt([]byte("x"), BlockSize) // RMW copies the snapshot block up
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("after"))
+	require.NoError(t, r.Snapshot("after", nil))
 	require.NoError(t, r.Close())
 
 	// What Longhorn reads back: volume.meta fields, the chain, the counter.

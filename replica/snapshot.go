@@ -11,12 +11,13 @@ import (
 
 // SnapshotOptions are what Longhorn's Snapshot records in the snapshot's
 // .meta besides its name (replica.go Snapshot(name, userCreated, created,
-// labels)).
+// labels)). The zero value (and nil) is a user-created snapshot with no
+// labels, taken now.
 type SnapshotOptions struct {
-	// UserCreated: a snapshot the user asked for; false for system
-	// snapshots (Longhorn's expansion and rebuild snapshots), which
-	// Longhorn's purge may remove.
-	UserCreated bool
+	// System marks a system snapshot (Longhorn's expansion and rebuild
+	// snapshots, which Longhorn's purge may remove): the .meta's
+	// UserCreated is false. The default is a snapshot the user asked for.
+	System bool
 	// Labels are stored as is (nil is written as null, as Longhorn does).
 	Labels map[string]string
 	// Created is the creation time; zero means now.
@@ -25,13 +26,13 @@ type SnapshotOptions struct {
 
 // Snapshot freezes the current head as volume-snap-NAME.img and continues
 // on a new empty head volume-head-(N+1).img whose parent it is, as Longhorn
-// does. Without opts (at most one is used) the snapshot is user-created
-// with no labels. It waits for the I/O in flight. A failure latches the
+// does. opts nil means the defaults (a user-created snapshot with no
+// labels, taken now). It waits for the I/O in flight. A failure latches the
 // replica.
-func (r *Replica) Snapshot(name string, opts ...SnapshotOptions) error {
-	so := SnapshotOptions{UserCreated: true}
-	if len(opts) > 0 {
-		so = opts[0]
+func (r *Replica) Snapshot(name string, opts *SnapshotOptions) error {
+	var so SnapshotOptions
+	if opts != nil {
+		so = *opts
 	}
 	if so.Created.IsZero() {
 		so.Created = time.Now()
@@ -87,7 +88,7 @@ func (r *Replica) snapshot(snap string, so SnapshotOptions) error {
 		return err
 	}
 	sm := newDiskMeta(snap, r.vm.Parent, now)
-	sm.UserCreated, sm.Labels = so.UserCreated, so.Labels
+	sm.UserCreated, sm.Labels = !so.System, so.Labels
 	if err := writeJSONAtomic(r.dir, MetaName(snap), sm); err != nil {
 		return err
 	}

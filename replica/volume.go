@@ -375,13 +375,13 @@ func (v *Volume) Flush() error {
 // Snapshot takes snapshot name on every healthy (and WO) replica, with no
 // write in flight, so every replica's snapshot holds the same writes (opts: see
 // Replica.Snapshot).
-func (v *Volume) Snapshot(name string, opts ...SnapshotOptions) error {
+func (v *Volume) Snapshot(name string, opts *SnapshotOptions) error {
 	if !validSnapshotName(name) {
 		return fmt.Errorf("%w: %q", ErrBadName, name)
 	}
 	v.io.Lock()
 	defer v.io.Unlock()
-	return v.fanout(true, func(r *Replica) error { return r.Snapshot(name, opts...) })
+	return v.fanout(true, func(r *Replica) error { return r.Snapshot(name, opts) })
 }
 
 // ReadAt reads from the first healthy replica; one that fails is demoted

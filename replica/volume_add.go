@@ -122,7 +122,7 @@ func (v *Volume) joinWO(stage *Stage) (src, wo *Replica, lock *os.File, err erro
 // the source lists (as Longhorn's rebuild copies them, SourceFiles), the
 // off-chain ones first, then the snapshots, oldest first, all immutable.
 func (v *Volume) freeze(src, wo *Replica) ([]string, error) {
-	if err := v.Snapshot("rebuild-"+newID().String()[:12], SnapshotOptions{}); err != nil { // a system snapshot, as Longhorn's rebuild takes
+	if err := v.Snapshot("rebuild-"+newID().String()[:12], &SnapshotOptions{System: true}); err != nil { // a system snapshot, as Longhorn's rebuild takes
 		return nil, err
 	}
 	if err := v.woFailed(wo); err != nil {

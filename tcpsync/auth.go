@@ -74,6 +74,21 @@ func sessionSeed(token, t []byte) uint64 {
 	return binary.LittleEndian.Uint64(wire.Proof(token, "seed", t))
 }
 
+// readHello reads the peer's HELLO and agrees on the features both sides
+// have; raw is the message as received (a copy), for the transcript.
+func readHello(f *framer) (raw []byte, h wire.HelloMsg, err error) {
+	_, b, err := f.expect(wire.Hello)
+	if err != nil {
+		return nil, h, err
+	}
+	raw = bytes.Clone(b)
+	if h, err = wire.ParseHello(raw); err != nil {
+		return nil, h, err
+	}
+	f.agree(h.Features)
+	return raw, h, nil
+}
+
 // clientHandshake runs the client side: HELLO both ways, then mutual HMAC
 // proofs unless both sides run without authentication. It returns the
 // session seed.
@@ -82,16 +97,10 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 	if err := f.send(wire.Hello, 0, ch); err != nil {
 		return 0, err
 	}
-	_, sb, err := f.expect(wire.Hello)
+	sh, srv, err := readHello(f)
 	if err != nil {
 		return 0, err
 	}
-	sh := bytes.Clone(sb)
-	srv, err := wire.ParseHello(sh)
-	if err != nil {
-		return 0, err
-	}
-	f.agree(srv.Features)
 	t := transcript(f, ch, sh)
 	if srv.Features&wire.FeatNoAuth != 0 {
 		if !noAuth {
@@ -124,16 +133,10 @@ func clientHandshake(ctx context.Context, f *framer, token []byte, noAuth bool) 
 // serverHandshake runs the server side. On a wrong proof it waits failDelay
 // (bounded by ctx) before returning, to slow guessing.
 func serverHandshake(ctx context.Context, f *framer, token []byte, noAuth bool, failDelay time.Duration) (uint64, error) {
-	_, cb, err := f.expect(wire.Hello)
+	ch, _, err := readHello(f)
 	if err != nil {
 		return 0, err
 	}
-	ch := bytes.Clone(cb)
-	cli, err := wire.ParseHello(ch)
-	if err != nil {
-		return 0, err
-	}
-	f.agree(cli.Features)
 	sh := wire.NewHello(ourFeatures(f, noAuth)).Marshal()
 	if err := f.send(wire.Hello, 0, sh); err != nil {
 		return 0, err

@@ -306,15 +306,9 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	dk := newDigestKey(r.p.seed)
 	buf := make([]byte, wire.MaxDataPayload)
 	for {
-		var j planJob
-		var ok bool
-		select {
-		case j, ok = <-jobs:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		if !ok {
-			return nil
+		j, ok, err := recv(ctx, jobs)
+		if err != nil || !ok {
+			return err
 		}
 		if err := r.hashPlan(ctx, j, h, dk, buf, out); err != nil {
 			return err

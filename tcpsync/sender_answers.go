@@ -167,15 +167,9 @@ func (s *sender) takeHashes(k uint32) (inflight, error) {
 func (s *sender) fixer(ctx context.Context, fixes <-chan fixJob) error {
 	hasher := blockhash.New(s.p.seed)
 	for {
-		var job fixJob
-		var ok bool
-		select {
-		case job, ok = <-fixes:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		if !ok {
-			return nil
+		job, ok, err := recv(ctx, fixes)
+		if err != nil || !ok {
+			return err
 		}
 		in, err := s.takeHashes(job.k)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 var scale = flag.Float64("workload-scale", 1.0/16, "size of bench's named workloads in the Workloads benchmarks (1: full size, 2 GiB to 8 GiB)")
 
 // Gen returns the generation options: the flag's scale, seed 1.
-func Gen() bench.GenOptions { return bench.GenOptions{Scale: *scale, Seed: 1} }
+func Gen() *bench.GenOptions { return &bench.GenOptions{Scale: *scale, Seed: 1} }
 
 // Dir returns a directory to run the workloads in: a fresh ext4 loop
 // filesystem (room for the largest at full scale, a source, its changed

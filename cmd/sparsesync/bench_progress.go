@@ -41,9 +41,9 @@ func newBenchPlan(cfg *bench.Config) *benchPlan {
 		w, _ := bench.WorkloadNamed(wn)
 		for _, pl := range cfg.Places {
 			for range cfg.Scenarios {
-				p.weights = append(p.weights, w.ScaledSize(cfg.Gen))
-				p.total += w.ScaledSize(cfg.Gen)
-				d := w.ScaledData(cfg.Gen)
+				p.weights = append(p.weights, w.ScaledSize(&cfg.Gen))
+				p.total += w.ScaledSize(&cfg.Gen)
+				d := w.ScaledData(&cfg.Gen)
 				p.moved[pl.Dir] += d + int64(p.runs*p.tools)*2*d
 			}
 		}

@@ -59,6 +59,24 @@ one object instead.
 
 // readCluster reads a cluster file in Ganeti's text format or, when its
 // first non-blank character is '{', in JSON.
+// runPlanner is balance's and squeeze's run: options that cannot be used
+// are a usage error, then FILE is read and planned.
+func runPlanner[O interface{ Validate() error }, R any](cmd, file string, o O, plan func(*ganeti.Cluster, O) (R, error)) (R, error) {
+	var none R
+	if err := o.Validate(); err != nil {
+		return none, usageError{err}
+	}
+	c, err := readCluster(file)
+	if err != nil {
+		return none, fmt.Errorf("%s: %w", cmd, err)
+	}
+	res, err := plan(c, o)
+	if err != nil {
+		return none, fmt.Errorf("%s: %s: %w", cmd, file, err)
+	}
+	return res, nil
+}
+
 func readCluster(path string) (*ganeti.Cluster, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -87,16 +105,9 @@ func runBalance(ctx context.Context, g *globalOpts, opts balanceOptions) error {
 	case opts.maxRounds > 0:
 		bo.MaxRounds = opts.maxRounds
 	}
-	if err := bo.Validate(); err != nil {
-		return usageError{err}
-	}
-	c, err := readCluster(opts.file)
+	res, err := runPlanner("balance", opts.file, &bo, ganeti.Balance)
 	if err != nil {
-		return fmt.Errorf("balance: %w", err)
-	}
-	res, err := ganeti.Balance(c, &bo)
-	if err != nil {
-		return fmt.Errorf("balance: %s: %w", opts.file, err)
+		return err
 	}
 	if res.Moves == nil {
 		res.Moves = []ganeti.PlannedMove{}

@@ -116,15 +116,13 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 	if err != nil {
 		return err
 	}
-	show, err := progressEnabled(opts.progress, g.stderr)
-	if err != nil {
-		return err
-	}
-	var bar *progressBar
-	if show {
+	bar, err := g.startBar(opts.progress, "local", g.delay(opts.progressDelay), func() sampleFunc {
 		var c progressCounter
 		o.Progress = c.update
-		bar = startProgress(g.stderr, "local", terminalWidth(g.stderr, 80), g.delay(opts.progressDelay), c.sample)
+		return c.sample
+	})
+	if err != nil {
+		return err
 	}
 	dst = intoDir(dst, src) // like cp: DST a directory means DST/SRC's name
 	var before dstState

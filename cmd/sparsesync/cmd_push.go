@@ -217,13 +217,9 @@ func transfer(g *globalOpts, opts netOptions, addr, label string, run func(co *t
 	if err != nil {
 		return tcpsync.Stats{}, err
 	}
-	show, err := progressEnabled(opts.progress, g.stderr)
+	bar, err := g.startBar(opts.progress, label, 0, func() sampleFunc { return progressOf(co.Progress) })
 	if err != nil {
 		return tcpsync.Stats{}, err
-	}
-	var bar *progressBar
-	if show {
-		bar = startProgress(g.stderr, label, terminalWidth(g.stderr, 80), 0, progressOf(co.Progress))
 	}
 	co.OnRetry = func(attempt, maxAttempts int, delay time.Duration, err error) {
 		bar.Println(g.stderr, fmt.Sprintf("sparsesync: %s: retrying in %s (attempt %d/%d): %s",

@@ -337,21 +337,17 @@ func runReplicaBench(ctx context.Context, g *globalOpts, opts replicaBenchOption
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("replica bench: %s: directory is not empty", dir)
 	}
-	show, err := progressEnabled(opts.progress, g.stderr)
+	// The fill writes every block of DIR's head: watch it allocate.
+	// The bar is cleared when the fill is done, before measuring.
+	bar, err := g.startBar(opts.progress, "bench fill", g.delay(time.Second), func() sampleFunc {
+		return fileSampler(size, func() int64 {
+			return dirAllocated(dir, func(n string) bool { return strings.HasPrefix(n, "volume-head-") && strings.HasSuffix(n, ".img") })
+		})
+	}, clearAtTotal)
 	if err != nil {
 		return err
 	}
-	var bar *progressBar
-	if show {
-		// The fill writes every block of DIR's head: watch it allocate.
-		// The bar is cleared when the fill is done, before measuring.
-		bar = startProgress(g.stderr, "bench fill", terminalWidth(g.stderr, 80), g.delay(time.Second),
-			fileSampler(size, func() int64 {
-				return dirAllocated(dir, func(n string) bool { return strings.HasPrefix(n, "volume-head-") && strings.HasSuffix(n, ".img") })
-			}))
-		bar.stopAtTotal = true
-	}
-	res, err := bench.WriteBench(ctx, dir, bench.WriteBenchOptions{
+	res, err := bench.WriteBench(ctx, dir, &bench.WriteBenchOptions{
 		Size: size, QueueDepth: opts.qd, Duration: time.Duration(opts.seconds * float64(time.Second)), Counter: mode, Flush: opts.flush,
 	})
 	bar.Stop()

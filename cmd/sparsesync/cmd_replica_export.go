@@ -63,13 +63,9 @@ func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOpti
 	if err != nil {
 		return err
 	}
-	show, err := progressEnabled(opts.progress, g.stderr)
+	bar, err := g.startBar(opts.progress, "export", g.delay(time.Second), func() sampleFunc { return exportSampler(ctx, dir, out) })
 	if err != nil {
 		return err
-	}
-	var bar *progressBar
-	if show {
-		bar = exportProgress(ctx, g, dir, out)
 	}
 	st, err := replica.Export(ctx, dir, out, &replica.ExportOptions{Budget: budget})
 	bar.Stop()
@@ -85,10 +81,10 @@ func runReplicaExport(ctx context.Context, g *globalOpts, opts replicaExportOpti
 	return err
 }
 
-// exportProgress draws the bytes written to OUT's new files (the image, or
+// exportSampler samples the bytes written to OUT's new files (the image, or
 // its temporary twin) against the volume's data bytes. A block device OUT
 // is written in place and cannot be watched: no bar.
-func exportProgress(ctx context.Context, g *globalOpts, dir, out string) *progressBar {
+func exportSampler(ctx context.Context, dir, out string) sampleFunc {
 	if fi, err := os.Stat(out); err == nil && !fi.Mode().IsRegular() {
 		return nil
 	}
@@ -103,6 +99,5 @@ func exportProgress(ctx context.Context, g *globalOpts, dir, out string) *progre
 	}
 	parent := filepath.Dir(out)
 	keep := newFilesIn(parent)
-	return startProgress(g.stderr, "export", terminalWidth(g.stderr, 80), g.delay(time.Second),
-		fileSampler(m.Bytes(), func() int64 { return dirAllocated(parent, keep) }))
+	return fileSampler(m.Bytes(), func() int64 { return dirAllocated(parent, keep) })
 }

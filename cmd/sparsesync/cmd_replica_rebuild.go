@@ -146,16 +146,17 @@ func runReplicaRebuild(ctx context.Context, g *globalOpts, opts replicaRebuildOp
 	if opts.noLocal {
 		local = ""
 	}
-	show, err := progressEnabled(opts.progress, g.stderr)
+	bar, err := g.startBar(opts.progress, "rebuild", g.delay(time.Second), func() sampleFunc {
+		if opts.noLocal {
+			return nil // no local source to measure against
+		}
+		// The target's files grow towards the source's allocated bytes.
+		return fileSampler(dirAllocated(source, nil), func() int64 { return dirAllocated(target, nil) })
+	})
 	if err != nil {
 		return err
 	}
-	var bar *progressBar
-	if show && !opts.noLocal {
-		// The target's files grow towards the source's allocated bytes.
-		total := dirAllocated(source, nil)
-		bar = startProgress(g.stderr, "rebuild", terminalWidth(g.stderr, 80), g.delay(time.Second),
-			fileSampler(total, func() int64 { return dirAllocated(target, nil) }))
+	if bar != nil {
 		ro.Logger = newLineLogger(barWriter{bar, g.stderr}, slog.LevelWarn)
 	}
 	_, statErr := os.Lstat(target)

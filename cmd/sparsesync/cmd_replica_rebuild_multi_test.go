@@ -23,7 +23,7 @@ func TestReplicaRebuildTwoRemotes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 6<<20), 0)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s1"))
+	require.NoError(t, r.Snapshot("s1", nil))
 	_, err = r.WriteAt(bytes.Repeat([]byte("b"), 5<<20), 8<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())

@@ -19,7 +19,7 @@ func TestReplicaRebuildExportPushCommands(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("a"), 8192), 0)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s1"))
+	require.NoError(t, r.Snapshot("s1", nil))
 	_, err = r.WriteAt(bytes.Repeat([]byte("b"), 4096), 1<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())

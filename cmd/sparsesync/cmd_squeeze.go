@@ -105,16 +105,9 @@ func runSqueeze(ctx context.Context, g *globalOpts, opts squeezeOptions) error {
 	default:
 		return usageError{fmt.Errorf("--search: want auto, exact, bounded, pruned or incremental, got %q", opts.search)}
 	}
-	if err := so.Validate(); err != nil {
-		return usageError{err}
-	}
-	c, err := readCluster(opts.file)
+	res, err := runPlanner("squeeze", opts.file, &so, ganeti.Squeeze)
 	if err != nil {
-		return fmt.Errorf("squeeze: %w", err)
-	}
-	res, err := ganeti.Squeeze(c, &so)
-	if err != nil {
-		return fmt.Errorf("squeeze: %s: %w", opts.file, err)
+		return err
 	}
 	if opts.verbose > 0 {
 		fmt.Fprintf(g.stderr, "search: %s (%d balancing runs, %d steps, %d candidate sets ruled out by resource totals)\n",

@@ -71,6 +71,25 @@ func progressEnabled(mode string, w io.Writer) (bool, error) {
 	return false, usageError{fmt.Errorf("--progress: unknown value %q (want auto, always or never)", mode)}
 }
 
+// sampleFunc reports a bar's done and total bytes and the wire bytes.
+type sampleFunc = func() (done, total, wire int64)
+
+// startBar is every command's bar set-up: --progress (mode) decides whether
+// to draw on g.stderr; if so, sampler is called (it may wire counters into
+// the command's options) and its sample is drawn after delay. A nil sample
+// means nothing can be watched. The bar is nil (a no-op) when none is drawn.
+func (g *globalOpts) startBar(mode, label string, delay time.Duration, sampler func() sampleFunc, opts ...func(*progressBar)) (*progressBar, error) {
+	show, err := progressEnabled(mode, g.stderr)
+	if err != nil || !show {
+		return nil, err
+	}
+	sample := sampler()
+	if sample == nil {
+		return nil, nil
+	}
+	return startProgress(g.stderr, label, terminalWidth(g.stderr, 80), delay, sample, opts...), nil
+}
+
 // startProgress starts drawing on w (width columns) after delay, from
 // sample (a progressCounter's, or counters a library exposes).
 func startProgress(w io.Writer, label string, width int, delay time.Duration, sample func() (done, total, wire int64), opts ...func(*progressBar)) *progressBar {

@@ -6,7 +6,11 @@ import (
 )
 
 // Packages are the packages of the module whose sentinels carry their name.
-var Packages = []string{"tcpsync", "localsync", "replica", "sparse", "target", "disks", "qos"}
+// TestPackagesListsEverySentinel keeps it in step with the tree.
+var Packages = []string{
+	"tcpsync", "localsync", "replica", "sparse", "target", "disks", "qos", "ganeti", "longhorn", "bench",
+	"coldread", "destplan", "dirlock", "kcopy",
+}
 
 // Strip leaves out of msg (err's text, or a rendering of it) the package
 // name of every sentinel in err's tree, at the last place the sentinel's

@@ -139,13 +139,6 @@ type Stats struct {
 func Rebuild(ctx context.Context, source, target string, opts *Options) (Stats, error) {
 	start := time.Now()
 	o := opts.clone()
-	if o.TCP.Budget == (qos.Budget{}) {
-		o.TCP.Budget = o.Budget
-	}
-	if o.TCP.ReadBack == tcpsync.ReadBackAuto {
-		// A replica must hold the source's bytes as stored, not as sent.
-		o.TCP.ReadBack = tcpsync.ReadBackOn
-	}
 	if o.RemoteDir == "" && source != "" {
 		o.RemoteDir = filepath.Base(source)
 	}
@@ -251,7 +244,8 @@ func rebuildLocal(ctx context.Context, source, target string, o *Options) (res r
 }
 
 // clone returns the caller's options (the defaults when nil) as the
-// callee's own copy, with a Logger.
+// callee's own copy with the defaults filled in (a Logger; for the TCP
+// copy, Rebuild's and AddReplica's alike, Budget and ReadBackOn).
 func (o *Options) clone() Options {
 	var c Options
 	if o != nil {
@@ -259,6 +253,13 @@ func (o *Options) clone() Options {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TCP.Budget == (qos.Budget{}) {
+		c.TCP.Budget = c.Budget
+	}
+	if c.TCP.ReadBack == tcpsync.ReadBackAuto {
+		// A replica must hold the source's bytes as stored, not as sent.
+		c.TCP.ReadBack = tcpsync.ReadBackOn
 	}
 	return c
 }

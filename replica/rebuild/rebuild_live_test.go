@@ -39,7 +39,7 @@ func addReplicaWhileWriting(t *testing.T, fallback bool) {
 		_, err := v.WriteAt(buf, off)
 		require.NoError(t, err)
 	}
-	require.NoError(t, v.Snapshot("base"))
+	require.NoError(t, v.Snapshot("base", nil))
 
 	var stop atomic.Bool
 	var writes atomic.Int64

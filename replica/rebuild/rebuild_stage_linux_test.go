@@ -216,7 +216,7 @@ func TestRebuildKilledNeverAdoptable(t *testing.T) {
 	}
 	_, err = r.WriteAt(buf, 256<<10)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s3"))
+	require.NoError(t, r.Snapshot("s3", nil))
 	_, err = r.WriteAt(buf[:replica.BlockSize], 1<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())

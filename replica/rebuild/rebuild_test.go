@@ -46,11 +46,11 @@ func makeSourceLayers(t testing.TB, dir string, size int64, data ...int64) {
 		}
 	}
 	writeLayer(0, data[0])
-	require.NoError(t, r.Snapshot("s1"))
+	require.NoError(t, r.Snapshot("s1", nil))
 	writeLayer(1, data[1])
 	_, err = r.WriteAt([]byte("unaligned"), 5000)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s2"))
+	require.NoError(t, r.Snapshot("s2", nil))
 	writeLayer(2, data[2])
 	require.NoError(t, r.Close())
 }
@@ -155,7 +155,7 @@ func TestRebuildLocalIncremental(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.WriteAt(bytes.Repeat([]byte("x"), 4096), 1<<20)
 	require.NoError(t, err)
-	require.NoError(t, r.Snapshot("s3"))
+	require.NoError(t, r.Snapshot("s3", nil))
 	_, err = r.WriteAt(bytes.Repeat([]byte("y"), 4096), 2<<20)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
@@ -213,6 +213,36 @@ func serveDir(t *testing.T, dir string) string {
 	require.NoError(t, err)
 	t.Cleanup(func() { cancel(); require.NoError(t, wait()) })
 	return addr
+}
+
+// servePulls serves root on loopback without authentication and records
+// the server's successful pull sessions; pulls(n) waits for n at least
+// (OnSession runs after the client has its answer) and returns them.
+func servePulls(t *testing.T, root string) (addr string, pulls func(n int) []tcpsync.SessionEvent) {
+	var mu sync.Mutex
+	var got []tcpsync.SessionEvent
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &tcpsync.Server{Root: root, NoAuth: true, OnSession: func(ev tcpsync.SessionEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Op == "pull" && ev.Err == nil {
+			got = append(got, ev)
+		}
+	}}
+	addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
+	require.NoError(t, err)
+	t.Cleanup(func() { cancel(); require.NoError(t, wait()) })
+	return addr, func(n int) []tcpsync.SessionEvent {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) >= n
+		}, 30*time.Second, 10*time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
 }
 
 func TestRebuildFallbackToTCP(t *testing.T) {
@@ -347,36 +377,14 @@ func TestRebuildTCPReadsBack(t *testing.T) {
 		want bool
 	}{{tcpsync.ReadBackAuto, true}, {tcpsync.ReadBackOff, false}} {
 		t.Run(fmt.Sprint(c.want), func(t *testing.T) {
-			var mu sync.Mutex
-			var pulls []tcpsync.SessionEvent
-			ctx, cancel := context.WithCancel(context.Background())
-			srv := &tcpsync.Server{Root: root, NoAuth: true, OnSession: func(ev tcpsync.SessionEvent) {
-				mu.Lock()
-				defer mu.Unlock()
-				if ev.Op == "pull" && ev.Err == nil {
-					pulls = append(pulls, ev)
-				}
-			}}
-			addr, wait, err := tcpsync.ServeLoopback(ctx, srv)
-			require.NoError(t, err)
-			defer func() { cancel(); require.NoError(t, wait()) }()
-
+			addr, pulls := servePulls(t, root)
 			dst := filepath.Join(t.TempDir(), "dst")
 			o := &Options{Remote: addr, RemoteDir: "src", TCP: tcpsync.Options{NoAuth: true, MaxAttempts: 1, ReadBack: c.mode}}
 			st, err := Rebuild(t.Context(), "", dst, o)
 			require.NoError(t, err)
 			require.Equal(t, PathTCP, st.Path)
 			requireSameReplica(t, src, dst)
-			// OnSession runs after the client has its answer: wait for
-			// one event per copied file at least.
-			require.Eventually(t, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(pulls) >= len(st.Files)
-			}, 30*time.Second, 10*time.Millisecond)
-			mu.Lock()
-			defer mu.Unlock()
-			for _, ev := range pulls {
+			for _, ev := range pulls(len(st.Files)) {
 				require.Equal(t, c.want, ev.Stats.ReadBack, "mode %v: pull of %s", c.mode, ev.Path)
 			}
 		})

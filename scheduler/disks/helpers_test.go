@@ -58,7 +58,7 @@ func writeReplica(t *testing.T, dir string, size, data int64, seed uint64) strin
 		_, err := r.WriteAt(buf, i*stride)
 		require.NoError(t, err)
 		if i == pieces/2 {
-			require.NoError(t, r.Snapshot("half"))
+			require.NoError(t, r.Snapshot("half", nil))
 		}
 	}
 	require.NoError(t, r.Close())

@@ -75,18 +75,22 @@ type options[T any] interface {
 	setDefaults()
 }
 
-// prepare returns the planner's own copy of the caller's options (nil: the
-// zero value), checked, with the defaults filled in.
-func prepare[T any, P options[T]](opts P) (P, error) {
+// prepare is a planner's start: its own copy of the caller's options (nil:
+// the zero value), checked, with the defaults filled in, and c loaded.
+func prepare[T any, P options[T]](c *Cluster, opts P) (P, *State, error) {
 	var o T
 	if opts != nil {
 		o = *opts
 	}
 	if err := P(&o).Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	P(&o).setDefaults()
-	return &o, nil
+	s, err := Load(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &o, s, nil
 }
 
 // PlannedMove is one balancing step.
@@ -113,11 +117,7 @@ type BalanceResult struct {
 // Balance runs hbal's algorithm on c and returns the moves in order.
 // A nil opts means the defaults.
 func Balance(c *Cluster, opts *BalanceOptions) (*BalanceResult, error) {
-	opts, err := prepare(opts)
-	if err != nil {
-		return nil, err
-	}
-	s, err := Load(c)
+	opts, s, err := prepare(c, opts)
 	if err != nil {
 		return nil, err
 	}

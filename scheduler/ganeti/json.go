@@ -24,12 +24,9 @@ import (
 //
 // A missing policy (cluster or group) means DefaultIPolicy.
 func ReadJSON(r io.Reader, name string) (*Cluster, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxTextInput+1))
+	data, err := readInput(r, name)
 	if err != nil {
-		return nil, &ParseError{File: name, Err: err}
-	}
-	if len(data) > maxTextInput {
-		return nil, &ParseError{File: name, Err: fmt.Errorf("%w: input larger than %d bytes", ErrSyntax, maxTextInput)}
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

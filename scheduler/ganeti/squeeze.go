@@ -203,11 +203,7 @@ type SqueezeStats struct {
 // Squeeze decides which nodes to power down (or up), as hsqueeze does.
 // A nil opts means the defaults.
 func Squeeze(c *Cluster, opts *SqueezeOptions) (*SqueezeResult, error) {
-	opts, err := prepare(opts)
-	if err != nil {
-		return nil, err
-	}
-	base, err := Load(c)
+	opts, base, err := prepare(c, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,17 @@ const maxTextInput = 64 << 20
 // line, and the cluster without one, get DefaultIPolicy. Lists are
 // comma-separated. Like Ganeti, the reader does not trim fields.
 func ReadText(r io.Reader, name string) (*Cluster, error) {
+	data, err := readInput(r, name)
+	if err != nil {
+		return nil, err
+	}
+	p := &textParser{file: name}
+	return p.parse(string(data))
+}
+
+// readInput reads the whole input (ReadText's or ReadJSON's) up to
+// maxTextInput bytes; a larger input is a syntax error.
+func readInput(r io.Reader, name string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxTextInput+1))
 	if err != nil {
 		return nil, &ParseError{File: name, Err: err}
@@ -38,8 +49,18 @@ func ReadText(r io.Reader, name string) (*Cluster, error) {
 	if len(data) > maxTextInput {
 		return nil, &ParseError{File: name, Err: fmt.Errorf("%w: input larger than %d bytes", ErrSyntax, maxTextInput)}
 	}
-	p := &textParser{file: name}
-	return p.parse(string(data))
+	return data, nil
+}
+
+// yesNo reads a Y/N field.
+func (p *textParser) yesNo(line int, field, s string) (bool, error) {
+	switch s {
+	case "Y":
+		return true, nil
+	case "N":
+		return false, nil
+	}
+	return false, p.errf(line, field, ErrSyntax, "want Y or N, got %q", s)
 }
 
 type textLine struct {
@@ -218,12 +239,9 @@ func (p *textParser) node(l textLine, groups map[string]int) (Node, error) {
 			*d = v
 		}
 	}
-	switch f[11] {
-	case "Y":
-		n.ExclStorage = true
-	case "N":
-	default:
-		return Node{}, p.errf(l.no, "node "+name+" exclusive storage", ErrSyntax, "want Y or N, got %q", f[11])
+	var err error
+	if n.ExclStorage, err = p.yesNo(l.no, "node "+name+" exclusive storage", f[11]); err != nil {
+		return Node{}, err
 	}
 	return n, nil
 }
@@ -266,12 +284,9 @@ func (p *textParser) instance(l textLine, nodes map[string]int) (Instance, error
 	if !validStatus[f[4]] {
 		return Instance{}, p.errf(l.no, "instance "+name+" status", ErrSyntax, "unknown status %q", f[4])
 	}
-	switch f[5] {
-	case "Y":
-		in.AutoBalance = true
-	case "N":
-	default:
-		return Instance{}, p.errf(l.no, "instance "+name+" auto balance", ErrSyntax, "want Y or N, got %q", f[5])
+	var err error
+	if in.AutoBalance, err = p.yesNo(l.no, "instance "+name+" auto balance", f[5]); err != nil {
+		return Instance{}, err
 	}
 	if !validTemplate(in.Template) {
 		return Instance{}, p.errf(l.no, "instance "+name+" disk template", ErrSyntax, "unknown template %q", f[8])
@@ -283,12 +298,8 @@ func (p *textParser) instance(l textLine, nodes map[string]int) (Instance, error
 		}
 		in.Spindles = v
 	}
-	switch f[12] {
-	case "Y":
-		in.Forthcoming = true
-	case "N":
-	default:
-		return Instance{}, p.errf(l.no, "instance "+name+" forthcoming", ErrSyntax, "want Y or N, got %q", f[12])
+	if in.Forthcoming, err = p.yesNo(l.no, "instance "+name+" forthcoming", f[12]); err != nil {
+		return Instance{}, err
 	}
 	if in.Template == DRBD && in.SNode == in.PNode {
 		return Instance{}, p.errf(l.no, "instance "+name+" secondary node", ErrInvalid, "same as the primary node %q", f[6])

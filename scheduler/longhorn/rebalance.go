@@ -385,15 +385,7 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 	// owner in the same zone or in a zone with fewer replicas than the
 	// source's (so zone spread never worsens). The owners are the nodes
 	// with a replica and the open nodes (with 0).
-	src, hi := argmax(b.nodeCount, w.nodeLess)
-	lo := hi
-	if b.openWithout() {
-		lo = 0
-	} else {
-		for _, c := range b.nodeCount {
-			lo = min(lo, c)
-		}
-	}
+	src, hi, lo := spread(b.nodeCount, w.nodeLess, b.openWithout())
 	if hi-lo >= 2 {
 		srcZone := b.zoneCount[zoneOf(src)]
 		allow := func(n int) bool {
@@ -409,20 +401,27 @@ func (w *world) balanceMove(vi int, mode string, b balanced) (Move, bool) {
 	return Move{}, false
 }
 
+// spread is best-effort balancing's measure over owners (nodes or zones):
+// the most loaded owner in counts (ties by less) and its count, and the
+// least count, 0 when an open owner holds none (openEmpty).
+func spread[K int | string](counts map[K]int, less func(a, b K) bool, openEmpty bool) (src K, hi, lo int) {
+	src, hi = argmax(counts, less)
+	if openEmpty {
+		return src, hi, 0
+	}
+	lo = hi
+	for _, c := range counts {
+		lo = min(lo, c)
+	}
+	return src, hi, lo
+}
+
 // zoneBestEffortMove is best-effort balancing over zones, tried after the
 // disk-pressure move. The zones counted are those with a replica and those
 // with an open node (with 0).
 func (w *world) zoneBestEffortMove(vi int, b balanced) (Move, bool) {
 	zoneOf := func(n int) string { return w.c.Nodes[n].Zone }
-	srcZone, hi := argmax(b.zoneCount, stringLess)
-	lo := hi
-	if b.openZoneWithout() {
-		lo = 0
-	} else {
-		for _, c := range b.zoneCount {
-			lo = min(lo, c)
-		}
-	}
+	srcZone, hi, lo := spread(b.zoneCount, stringLess, b.openZoneWithout())
 	if hi-lo < 2 {
 		return Move{}, false
 	}
