@@ -32,7 +32,7 @@ func TestChainWalkIsTheLayersUnion(t *testing.T) {
 			require.NoError(t, err)
 		}
 		if layer < 2 {
-			require.NoError(t, r.Snapshot("s"+string(rune('a'+layer))))
+			require.NoError(t, r.Snapshot("s"+string(rune('a'+layer)), nil))
 		}
 	}
 	require.NoError(t, r.Close())
