@@ -185,10 +185,13 @@ type multi struct {
 	// preallocations, the pieces' maps kept for the read-back, and the
 	// data bytes of the pieces written.
 	dstWalk *sparse.Walker
-	dstSize int64
-	mayHide bool
-	spill   *pieceSpill
-	dataN   atomic.Int64
+	// dstWalkMu serializes walks of dstWalk: the sources' goroutines
+	// share it, and a Walker is not safe for concurrent use.
+	dstWalkMu sync.Mutex
+	dstSize   int64
+	mayHide   bool
+	spill     *pieceSpill
+	dataN     atomic.Int64
 }
 
 // fetchHead is what a source states before any data moves.

@@ -202,6 +202,14 @@ func (m *multi) onPieceMap(ctx context.Context, f *framer, h *blockhash.Hasher, 
 	return m.request(ctx, f, h, w)
 }
 
+// walkDst walks the target from off on (see sparse.Walker.WalkFrom), one
+// source's goroutine at a time.
+func (m *multi) walkDst(ctx context.Context, off int64, fn func(sparse.Extent) error) error {
+	m.dstWalkMu.Lock()
+	defer m.dstWalkMu.Unlock()
+	return m.dstWalk.WalkFrom(ctx, off, fn)
+}
+
 // markHeldWalk sets w.held from a walk of the target over the piece's
 // blocks.
 func (m *multi) markHeldWalk(ctx context.Context, w *want) error {
@@ -211,7 +219,7 @@ func (m *multi) markHeldWalk(ctx context.Context, w *want) error {
 	var offs []int64
 	_ = eachBlock(w.ext, m.agreed.bs, func(_ int, off, _, _ int64) error { offs = append(offs, off); return nil })
 	end := w.ext[len(w.ext)-1].End()
-	err := m.dstWalk.WalkFrom(ctx, w.ext[0].Off, func(e sparse.Extent) error {
+	err := m.walkDst(ctx, w.ext[0].Off, func(e sparse.Extent) error {
 		if e.Off >= end {
 			return errWindowFull
 		}
@@ -244,7 +252,7 @@ func (m *multi) clearPiece(ctx context.Context, f *framer, w *want) error {
 	bs := m.agreed.bs
 	for lo := w.lo; lo < w.hi && m.dstWalk != nil && lo < m.dstSize; {
 		end := min(w.hi, m.dstSize)
-		dst, h, err := collectWindow(ctx, m.dstWalk.WalkFrom, lo, end, bs)
+		dst, h, err := collectWindow(ctx, m.walkDst, lo, end, bs)
 		if err != nil {
 			return fmt.Errorf("walking %s: %w", m.t.display, err)
 		}
