@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -77,8 +79,8 @@ func TestDiffFiles(t *testing.T) {
 		if err := f.Truncate(size); err != nil {
 			t.Fatal(err)
 		}
-		for off, b := range at {
-			if _, err := f.WriteAt(b, off); err != nil {
+		for _, off := range slices.Sorted(maps.Keys(at)) { // in order: a later write lands on an earlier one
+			if _, err := f.WriteAt(at[off], off); err != nil {
 				t.Fatal(err)
 			}
 		}
