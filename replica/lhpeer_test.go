@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -31,20 +32,36 @@ import (
 
 const lhArchive = "longhorn-engine-5939910c.tar.gz"
 
-var lhPeerBuild struct {
+var lhPeerBuild peerBuild
+
+type peerBuild struct {
 	once sync.Once
 	dir  string // removed by TestMain
 	bin  string
 	skip string
 }
 
-// TestMain removes the peer's build directory after the tests.
+// TestMain removes the peer's build directory after the tests. In a run
+// of the whole package it starts building the peer at once: the build (a
+// cgo program and Longhorn's vendor tree, about 35 s with an empty build
+// cache) then overlaps the tests that wait on fsync instead of holding up
+// the first test that needs it.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" { // children run with -test.run
+		go lhPeerBuild.build()
+	}
 	code := m.Run()
+	lhPeerBuild.build() // waits for a build still running
 	if lhPeerBuild.dir != "" {
 		os.RemoveAll(lhPeerBuild.dir)
 	}
 	os.Exit(code)
+}
+
+// build builds the peer once; a second caller waits for the first.
+func (b *peerBuild) build() {
+	b.once.Do(func() { b.dir, b.bin, b.skip = buildLonghornPeer() })
 }
 
 // longhornPeer returns the path of the built peer, or skips the test (fails
@@ -53,7 +70,7 @@ func TestMain(m *testing.M) {
 func longhornPeer(t *testing.T) string {
 	t.Helper()
 	b := &lhPeerBuild
-	b.once.Do(func() { b.dir, b.bin, b.skip = buildLonghornPeer() })
+	b.build()
 	if b.skip != "" {
 		if os.Getenv("SPARSESYNC_REQUIRE_TOOLS") == "1" {
 			t.Fatalf("Longhorn peer unavailable and SPARSESYNC_REQUIRE_TOOLS=1: %s", b.skip)

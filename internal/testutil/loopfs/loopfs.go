@@ -93,7 +93,7 @@ func MountWith(t testing.TB, kind Kind, size int64, mkfsOpts ...string) string {
 		mount(t, mnt, "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10), "tmpfs", mnt)
 		return mnt
 	}
-	img := filepath.Join(imageDir(t), "fs.img")
+	img := filepath.Join(imageDir(t, size), "fs.img")
 	f, err := os.Create(img)
 	if err != nil {
 		t.Fatal(err)
