@@ -25,11 +25,7 @@ import (
 // most of this test's time.
 func TestExtentsJSONMatrix(t *testing.T) {
 	loopfs.Run(t, loopfs.DefaultSize, func(t *testing.T, kind loopfs.Kind, dir string) {
-		layouts := layout.Standard()
-		if kind != loopfs.Tmpfs && os.Getenv("SPARSESYNC_HEAVY") != "1" {
-			layouts = layout.Lighter(layouts)
-		}
-		for _, l := range layouts {
+		for _, l := range layout.OnLoop(layout.Standard(), kind != loopfs.Tmpfs) {
 			t.Run(l.Name, func(t *testing.T) {
 				path := filepath.Join(dir, l.Name)
 				layout.Create(t, path, l)

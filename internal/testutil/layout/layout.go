@@ -9,6 +9,7 @@
 package layout
 
 import (
+	"os"
 	"testing"
 
 	"github.com/sparsesync/sparsesync/internal/patternfile"
@@ -81,6 +82,22 @@ func Ranges(offLen ...int64) []Range {
 		out = append(out, Range{Off: offLen[i], Len: offLen[i+1]})
 	}
 	return out
+}
+
+// HeavyEnv is the environment variable that asks tests for their full
+// scale (CI sets it to 1).
+const HeavyEnv = "SPARSESYNC_HEAVY"
+
+// Heavy reports whether the tests run at full scale (HeavyEnv=1).
+func Heavy() bool { return os.Getenv(HeavyEnv) == "1" }
+
+// OnLoop returns ls for a test on a loop filesystem: ls itself with
+// HeavyEnv=1, else Lighter(ls). On tmpfs (onLoop false) it is always ls.
+func OnLoop(ls []Layout, onLoop bool) []Layout {
+	if !onLoop || Heavy() {
+		return ls
+	}
+	return Lighter(ls)
 }
 
 // Lighter returns ls with every layout of more than 10,000 extents replaced
