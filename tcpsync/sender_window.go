@@ -28,13 +28,16 @@ func (s *sender) runWindowed(ctx context.Context, size int64) (Stats, error) {
 	if err != nil {
 		return s.st, err
 	}
+	if err := s.f.mem.reserve(windowMemory, "the windows of the extent maps"); err != nil {
+		return s.st, err
+	}
+	// The kept extents only where the budget has room once the windows
+	// have theirs: they save a walk, and a session that cannot keep them
+	// walks the source again instead.
 	if kept != nil && s.f.mem.reserve(int64(len(kept))*keptCost, "the source's extents") == nil {
 		if m, err := sparse.NewMap(size, kept...); err == nil {
 			s.walk = mapWalk(m)
 		}
-	}
-	if err := s.f.mem.reserve(windowMemory, "the windows of the extent maps"); err != nil {
-		return s.st, err
 	}
 	b := binary.LittleEndian.AppendUint64(s.srcInfo(size), uint64(total))
 	if err := s.f.send(wire.SrcInfo, 0, b); err != nil {
