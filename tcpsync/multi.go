@@ -138,6 +138,9 @@ func PullMulti(ctx context.Context, sources []MultiSource, dst string, o *Option
 		if err == nil {
 			err = m.finish(ctx)
 		}
+		if err != nil && !m.t.atomic() {
+			_ = m.t.w.Ungrow() // no data past the old end: the old size back
+		}
 		m.t.close()
 	}
 	m.spill.close()

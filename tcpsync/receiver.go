@@ -101,6 +101,15 @@ func receiveTarget(ctx context.Context, f *framer, t *target, p syncParams) (st 
 	r := &receiver{f: f, t: t, p: p, blk: blockhash.New(p.seed), dk: newDigestKey(p.seed)}
 	defer r.dec.Close()
 	err = r.run(ctx)
+	if err != nil && !r.t.atomic() {
+		// A target grown to the source's size before any data reached
+		// past its old end gets its size back (only holes lay there), and
+		// what settled is checkpointed, for a resume.
+		if uerr := r.t.w.Ungrow(); uerr != nil {
+			err = fmt.Errorf("%w (and could not restore the size of %s: %v)", err, r.t.display, uerr)
+		}
+		r.checkpoint(true)
+	}
 	return r.st, err
 }
 
@@ -219,11 +228,7 @@ func (r *receiver) run(ctx context.Context) error {
 	r.jobs = make(chan planJob, 1)
 	r.jobs <- planJob{p: r.plan, first: r.first}
 	close(r.jobs)
-	err = r.stream(ctx)
-	if err != nil && !r.t.atomic() {
-		r.checkpoint(true)
-	}
-	return err
+	return r.stream(ctx)
 }
 
 // markIncomplete marks the target incomplete before a byte of it changes

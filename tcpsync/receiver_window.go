@@ -66,11 +66,7 @@ func (r *receiver) runWindowed(ctx context.Context, old *sidecar, ident string, 
 	if r.winHi == r.st.Size {
 		close(r.jobs) // nothing left to send
 	}
-	err := r.stream(ctx)
-	if err != nil && !r.t.atomic() {
-		r.checkpoint(true)
-	}
-	return err
+	return r.stream(ctx)
 }
 
 // onWindow takes the sender's next window: only once every chunk of the

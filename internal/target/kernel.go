@@ -1,6 +1,7 @@
 package target
 
 import (
+	"math"
 	"os"
 
 	"github.com/sparsesync/sparsesync/internal/kcopy"
@@ -18,12 +19,14 @@ var _ kcopy.Dst = (*File)(nil)
 
 // Clone reflinks all of src into the file (FICLONE).
 func (t *File) Clone(src *os.File) (handled bool, err error) {
+	t.wrote(math.MaxInt64) // the whole file, whatever its size
 	return kcopy.CloneFile(src, t.f, t.Injector(OpClone))
 }
 
 // CloneRange reflinks [off, off+n) of src to the same offsets of the file
 // (FICLONERANGE): all or nothing.
 func (t *File) CloneRange(src *os.File, off, n int64) (handled bool, err error) {
+	t.wrote(off + n)
 	return kcopy.CloneRange(src, t.f, off, n, t.Injector(OpCloneRange))
 }
 
@@ -31,7 +34,9 @@ func (t *File) CloneRange(src *os.File, off, n int64) (handled bool, err error) 
 // to n bytes at off, to the same offset. kcopy.CopyRange and kcopy.Copy
 // loop over it.
 func (t *File) CopyFileRange(src *os.File, off, n int64) (written int64, handled bool, err error) {
-	return kcopy.CopyFileRange(src, t.f, off, n, t.Injector(OpCopyRange))
+	written, handled, err = kcopy.CopyFileRange(src, t.f, off, n, t.Injector(OpCopyRange))
+	t.wrote(off + max(written, 0))
+	return written, handled, err
 }
 
 // Injector returns the File's Faults for op as the kernel copy layer asks

@@ -58,6 +58,12 @@ type File struct {
 	size    int64
 	done    atomic.Bool
 	faults  *Faults
+
+	// For Ungrow: the file's size before SetSize first grew it (valid if
+	// grew), and the end of the furthest write since.
+	grew     bool
+	grewFrom int64
+	wroteEnd atomic.Int64
 }
 
 // Create opens path for writing: an existing block device in place, an
@@ -322,7 +328,8 @@ func (t *File) SetSize(n int64) error {
 	}
 	// A file that already has the size keeps it untouched: ftruncate would
 	// move its mtime and ctime, and an unchanged re-sync must change nothing.
-	if fi, err := t.f.Stat(); err == nil && fi.Size() == n {
+	fi, err := t.f.Stat()
+	if err == nil && fi.Size() == n {
 		t.size = n
 		return nil
 	}
@@ -332,8 +339,39 @@ func (t *File) SetSize(n int64) error {
 	if err := t.f.Truncate(n); err != nil {
 		return &fs.PathError{Op: "ftruncate", Path: t.path, Err: errors.Unwrap(err)}
 	}
+	if fi != nil && !t.grew && n > fi.Size() {
+		t.grew, t.grewFrom = true, fi.Size()
+	}
 	t.size = n
 	return nil
+}
+
+// Ungrow gives a file that SetSize grew its old size back, if nothing has
+// been written past that size since (only holes lie there): a sync that
+// fails before its data reached past the old end leaves the file no longer
+// than it was. A no-op otherwise: for block devices, and after Publish.
+func (t *File) Ungrow() error {
+	if t.done.Load() {
+		return ErrClosed
+	}
+	if t.device || !t.grew || t.wroteEnd.Load() > t.grewFrom {
+		return nil
+	}
+	if err := t.f.Truncate(t.grewFrom); err != nil {
+		return &fs.PathError{Op: "ftruncate", Path: t.path, Err: errors.Unwrap(err)}
+	}
+	t.grew, t.size = false, t.grewFrom
+	return nil
+}
+
+// wrote notes that [off, end) of the file was written (for Ungrow).
+func (t *File) wrote(end int64) {
+	for {
+		cur := t.wroteEnd.Load()
+		if end <= cur || t.wroteEnd.CompareAndSwap(cur, end) {
+			return
+		}
+	}
 }
 
 // WriteAt writes b at off (pwrite, retried until complete).
@@ -343,6 +381,7 @@ func (t *File) WriteAt(b []byte, off int64) (int, error) {
 		b, injected = b[:min(max(r.Short, 0), len(b))], r.Err
 	}
 	n, err := t.f.WriteAt(b, off)
+	t.wrote(off + int64(n))
 	if err == nil {
 		err = injected
 	}
@@ -478,7 +517,7 @@ func (t *File) Publish(sync bool) error {
 		}
 		t.tmp = ""
 	}
-	t.created = false
+	t.created, t.grew = false, false // final: Ungrow leaves it alone
 	return nil
 }
 
