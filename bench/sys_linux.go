@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // syncFS makes everything on the filesystem holding path durable
@@ -21,18 +23,12 @@ func syncFS(path string) error {
 		return err
 	}
 	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.Syncfs(int(fd)) }); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &os.PathError{Op: "syncfs", Path: path, Err: serr}
-	}
-	return nil
+	return rawfd.Do(f, func(fd int) error {
+		if err := unix.Syncfs(fd); err != nil {
+			return &os.PathError{Op: "syncfs", Path: path, Err: err}
+		}
+		return nil
+	})
 }
 
 // dropCaches drops the clean page cache, dentries and inodes, so the next
@@ -64,10 +60,12 @@ func evictFiles(dir string) error {
 			return err
 		}
 		defer f.Close()
-		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-			return &os.PathError{Op: "fadvise", Path: path, Err: err}
-		}
-		return nil
+		return rawfd.Do(f, func(fd int) error {
+			if err := unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED); err != nil {
+				return &os.PathError{Op: "fadvise", Path: path, Err: err}
+			}
+			return nil
+		})
 	})
 }
 

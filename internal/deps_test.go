@@ -74,8 +74,12 @@ const depsRules = `
 	  scheduler/longhorn,
 	  fuzz;
 
+	# The one way to a raw descriptor (SyscallConn().Control): the
+	# standard library only, below everything that makes system calls.
+	NONE < internal/rawfd;
+
 	# Leaves over the kernel.
-	golang.org/x/sys/unix
+	golang.org/x/sys/unix, internal/rawfd
 	< internal/coldread,
 	  internal/dirlock,
 	  internal/kcopy,

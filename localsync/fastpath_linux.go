@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // oTmpfile opens an unnamed temporary file in a directory.
@@ -13,9 +15,7 @@ const oTmpfile = unix.O_TMPFILE
 // length 0 so that no filesystem reads the whole file at once. Errors are
 // ignored: it is only a hint.
 func adviseSequential(f *os.File) {
-	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.Fadvise(int(fd), 0, 0, unix.FADV_SEQUENTIAL) })
-	}
+	_ = rawfd.Do(f, func(fd int) error { return unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL) })
 }
 
 // startWriteback starts asynchronous writeback of f's dirty pages
@@ -23,7 +23,5 @@ func adviseSequential(f *os.File) {
 // waiting for it. Errors are ignored: the final fdatasync reports them.
 // It is a variable so that tests can watch the calls (StartWritebackHook).
 var startWriteback = func(f *os.File) {
-	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.SyncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
-	}
+	_ = rawfd.Do(f, func(fd int) error { return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
 }

@@ -8,43 +8,30 @@ import (
 // Method is a way of moving bytes from the source to the destination. In
 // Options it is the only method to use (MethodAuto: try them in order); in
 // Stats it is the method that moved the data.
+//
+// Its String is the name used in --json output: reflink, copy_file_range,
+// read_write, mixed; "none" for MethodAuto in Stats is left to the caller.
 type Method uint8
+
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=Method,ReflinkMode -linecomment
 
 // Methods, cheapest first.
 const (
 	// MethodAuto (Options): reflink, then copy_file_range, then read/write.
 	// In Stats it means that no data had to move.
-	MethodAuto Method = iota
+	MethodAuto Method = iota // auto
 	// MethodReflink shares blocks: FICLONE for a whole new file, FICLONERANGE
 	// per block-aligned range otherwise (XFS, btrfs).
-	MethodReflink
+	MethodReflink // reflink
 	// MethodCopyRange is copy_file_range with explicit offsets, one data
 	// extent at a time (in-kernel copy; remaps on some filesystems).
-	MethodCopyRange
+	MethodCopyRange // copy_file_range
 	// MethodReadWrite is pread/pwrite through pooled buffers, several
 	// requests in flight.
-	MethodReadWrite
+	MethodReadWrite // read_write
 	// MethodMixed (Stats only): more than one method moved data.
-	MethodMixed
+	MethodMixed // mixed
 )
-
-// String returns the name used in --json output: reflink, copy_file_range,
-// read_write, mixed; "none" for MethodAuto in Stats is left to the caller.
-func (m Method) String() string {
-	switch m {
-	case MethodAuto:
-		return "auto"
-	case MethodReflink:
-		return "reflink"
-	case MethodCopyRange:
-		return "copy_file_range"
-	case MethodReadWrite:
-		return "read_write"
-	case MethodMixed:
-		return "mixed"
-	}
-	return fmt.Sprintf("Method(%d)", uint8(m))
-}
 
 // ParseMethod parses auto, reflink, copy-range (or copy_file_range) and
 // read-write (or read_write).
@@ -68,27 +55,15 @@ type ReflinkMode uint8
 // Reflink modes, as cp --reflink.
 const (
 	// ReflinkAuto clones where the filesystem can and copies elsewhere.
-	ReflinkAuto ReflinkMode = iota
+	ReflinkAuto ReflinkMode = iota // auto
 	// ReflinkAlways fails with ErrReflinkUnsupported, before writing, when
 	// the files cannot share blocks; every data byte is cloned.
-	ReflinkAlways
+	ReflinkAlways // always
 	// ReflinkNever never shares blocks: no FICLONE, and no copy_file_range
 	// either (it remaps blocks on XFS and btrfs) unless Method is
 	// MethodCopyRange.
-	ReflinkNever
+	ReflinkNever // never
 )
-
-func (r ReflinkMode) String() string {
-	switch r {
-	case ReflinkAuto:
-		return "auto"
-	case ReflinkAlways:
-		return "always"
-	case ReflinkNever:
-		return "never"
-	}
-	return fmt.Sprintf("ReflinkMode(%d)", uint8(r))
-}
 
 // ParseReflink parses auto, always and never.
 func ParseReflink(s string) (ReflinkMode, error) {

@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // preallocSmall is the longest source extent whose destination blocks a
@@ -24,13 +26,8 @@ const preallocSmall = 1 << 20
 // well and would only pay for the unwritten extents; tmpfs would allocate
 // twice.
 func allocatesEagerly(f *os.File) bool {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
 	var st unix.Statfs_t
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.Fstatfs(int(fd), &st) }); err != nil || serr != nil {
+	if rawfd.Do(f, func(fd int) error { return unix.Fstatfs(fd, &st) }) != nil {
 		return false
 	}
 	return st.Type == unix.EXT4_SUPER_MAGIC
@@ -41,7 +38,5 @@ func allocatesEagerly(f *os.File) bool {
 // write that follows reports real trouble (ENOSPC). It is a variable so
 // that tests can see it run.
 var preallocate = func(f *os.File, off, n int64) {
-	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.Fallocate(int(fd), unix.FALLOC_FL_KEEP_SIZE, off, n) })
-	}
+	_ = rawfd.Do(f, func(fd int) error { return unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, off, n) })
 }

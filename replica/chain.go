@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // openImage opens an image file, with O_DIRECT where the filesystem allows
@@ -28,19 +30,14 @@ func openImage(path string, flag int, directIO bool) (f *os.File, direct bool, e
 // seekLayer returns the next data (whence SEEK_DATA) or hole (SEEK_HOLE)
 // offset of f at or after off; io.EOF when there is no more data.
 func seekLayer(f *os.File, off int64, whence int) (int64, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
 	var n int64
 	var errno error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			n, errno = unix.Seek(int(fd), off, whence)
-			if errno != unix.EINTR {
-				return
-			}
-		}
+	if err := rawfd.Do(f, func(fd int) error {
+		errno = rawfd.Retry(func() (err error) {
+			n, err = unix.Seek(fd, off, whence)
+			return err
+		})
+		return nil
 	}); err != nil {
 		return 0, err
 	}

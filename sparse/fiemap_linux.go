@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // fsIocFiemap is FS_IOC_FIEMAP, _IOWR('f', 11, struct fiemap).
@@ -50,10 +52,6 @@ func Fiemap(ctx context.Context, f *os.File, start, length int64, fn func(Fiemap
 	if start < 0 || length < 0 {
 		return &fs.PathError{Op: "fiemap", Path: f.Name(), Err: fmt.Errorf("negative range %d+%d: %w", start, length, unix.EINVAL)}
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return &fs.PathError{Op: "fiemap", Path: f.Name(), Err: err}
-	}
 	req := new(fiemapRequest)
 	end := uint64(start) + uint64(length)
 	pos := uint64(start)
@@ -63,11 +61,11 @@ func Fiemap(ctx context.Context, f *os.File, start, length int64, fn func(Fiemap
 		}
 		req.hdr = fiemapHeader{start: pos, length: end - pos, extentCount: fiemapBatch}
 		var errno unix.Errno
-		if err := rc.Control(func(fd uintptr) {
+		if err := rawfd.Do(f, func(fd int) error {
 			for {
-				_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, fsIocFiemap, uintptr(unsafe.Pointer(req)))
+				_, _, errno = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), fsIocFiemap, uintptr(unsafe.Pointer(req)))
 				if errno != unix.EINTR {
-					return
+					return nil
 				}
 			}
 		}); err != nil {

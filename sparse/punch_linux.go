@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // PunchHole makes [off, off+n) of f read as zeros without changing its size.
@@ -17,18 +19,12 @@ func PunchHole(f *os.File, off, n int64) (punched bool, err error) {
 	if n <= 0 {
 		return true, nil
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false, &fs.PathError{Op: "punch_hole", Path: f.Name(), Err: err}
-	}
 	var errno error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			errno = unix.Fallocate(int(fd), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
-			if errno != unix.EINTR {
-				return
-			}
-		}
+	if err := rawfd.Do(f, func(fd int) error {
+		errno = rawfd.Retry(func() error {
+			return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		})
+		return nil
 	}); err != nil {
 		return false, &fs.PathError{Op: "punch_hole", Path: f.Name(), Err: err}
 	}

@@ -3,8 +3,6 @@ package sparse
 import (
 	"context"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // UnstoredZeros returns the parts of data (the source's SEEK_DATA map) that
@@ -54,21 +52,14 @@ func UnstoredZeros(ctx context.Context, f *os.File, data Map, buf []byte) Map {
 	if candidates.Len() == 0 {
 		return empty
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return empty
-	}
 	var zeros []Extent
 	var failed bool
 	// check keeps the parts of x with no dirty page that read as zeros,
 	// halving a range with dirty pages down to single pages.
 	var check func(x Extent)
 	check = func(x Extent) {
-		var st unix.Cachestat_t
-		var cerr error
-		if err := rc.Control(func(fd uintptr) {
-			cerr = unix.Cachestat(uint(fd), &unix.CachestatRange{Off: uint64(x.Off), Len: uint64(x.Len)}, &st, 0)
-		}); err != nil || cerr != nil {
+		st, err := cachestat(f, x.Off, x.Len)
+		if err != nil {
 			failed = true
 			return
 		}

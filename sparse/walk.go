@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // checkEvery is how many extents the walker yields between ctx checks.
@@ -102,13 +104,10 @@ func (w *Walker) WalkFrom(ctx context.Context, off int64, fn func(Extent) error)
 		return nil
 	}
 	off = max(off, 0)
-	rc, err := w.f.SyscallConn()
-	if err != nil {
-		return &fs.PathError{Op: "walk", Path: w.f.Name(), Err: err}
-	}
 	var walkErr error
-	if err := rc.Control(func(fd uintptr) {
-		walkErr = w.walkFd(ctx, int(fd), off, fn)
+	if err := rawfd.Do(w.f, func(fd int) error {
+		walkErr = w.walkFd(ctx, fd, off, fn)
+		return nil
 	}); err != nil {
 		return &fs.PathError{Op: "walk", Path: w.f.Name(), Err: err}
 	}

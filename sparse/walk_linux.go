@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 var errNoMoreData = unix.ENXIO
@@ -33,29 +35,23 @@ func isSeekUnsupported(err error) bool {
 // Stat returns what the package needs to know about f. For a block device
 // the size comes from BLKGETSIZE64, since st_size is 0.
 func Stat(f *os.File) (FileInfo, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return FileInfo{}, &fs.PathError{Op: "stat", Path: f.Name(), Err: err}
-	}
 	var st unix.Stat_t
 	var size uint64
-	var opErr error
-	var op string
-	err = rc.Control(func(fd uintptr) {
-		if opErr = unix.Fstat(int(fd), &st); opErr != nil {
+	op := "stat"
+	err := rawfd.Do(f, func(fd int) error {
+		if err := unix.Fstat(fd, &st); err != nil {
 			op = "fstat"
-			return
+			return err
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFBLK {
-			_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size)))
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size)))
 			if e != 0 {
-				op, opErr = "ioctl BLKGETSIZE64", e
+				op = "ioctl BLKGETSIZE64"
+				return e
 			}
 		}
+		return nil
 	})
-	if err == nil {
-		err = opErr
-	}
 	if err != nil {
 		return FileInfo{}, &fs.PathError{Op: op, Path: f.Name(), Err: err}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 	"github.com/sparsesync/sparsesync/internal/wire"
 )
 
@@ -102,20 +103,13 @@ func speaks(c net.Conn, wait time.Duration) bool {
 	if !ok {
 		return false
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	var n int
-	_ = rc.Control(func(fd uintptr) {
+	_ = rawfd.Do(sc, func(fd int) error {
 		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			var err error
+		return rawfd.Retry(func() (err error) {
 			n, err = unix.Poll(p, int(wait.Milliseconds()))
-			if err != unix.EINTR {
-				return
-			}
-		}
+			return err
+		})
 	})
 	return n > 0
 }

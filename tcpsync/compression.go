@@ -10,31 +10,19 @@ import (
 // Compression selects how DATA frames are compressed.
 type Compression int
 
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=Compression -linecomment
+
 const (
 	// CompressAuto compresses with zstd only while the network, not the
 	// CPU, is the bottleneck (the sender is blocked on the socket).
-	CompressAuto Compression = iota
+	CompressAuto Compression = iota // auto
 	// CompressNone sends raw bytes.
-	CompressNone
+	CompressNone // none
 	// CompressLZ4 uses LZ4 blocks: low CPU, moderate ratio.
-	CompressLZ4
+	CompressLZ4 // lz4
 	// CompressZstd uses zstd level 1 (SpeedFastest).
-	CompressZstd
+	CompressZstd // zstd
 )
-
-func (c Compression) String() string {
-	switch c {
-	case CompressAuto:
-		return "auto"
-	case CompressNone:
-		return "none"
-	case CompressLZ4:
-		return "lz4"
-	case CompressZstd:
-		return "zstd"
-	}
-	return fmt.Sprintf("Compression(%d)", int(c))
-}
 
 // ParseCompression parses "auto", "none", "lz4" or "zstd".
 func ParseCompression(s string) (Compression, error) {

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -44,13 +45,9 @@ func (s *Server) walkDirs(ctx context.Context, name string, create bool) (w *dir
 		return w, pathErr(sanitize(name), err)
 	}
 	defer rootDir.Close()
-	rc, err := rootDir.SyscallConn()
-	if err != nil {
-		return w, pathErr(sanitize(name), err)
-	}
 	var rootFd int
-	if cerr := rc.Control(func(fd uintptr) { rootFd, err = unix.Dup(int(fd)) }); cerr != nil || err != nil {
-		return w, pathErr(sanitize(name), errors.Join(cerr, err))
+	if err := rawfd.Do(rootDir, func(fd int) (err error) { rootFd, err = unix.Dup(fd); return err }); err != nil {
+		return w, pathErr(sanitize(name), err)
 	}
 	dir := rootFd
 	defer func() { unix.Close(dir) }()

@@ -26,30 +26,21 @@ import (
 // mismatch ends the sync with ErrVerify, leaves an in-place target marked
 // incomplete with its checkpoint back at the start (an atomic target is not
 // replaced), and the client's full-compare retry repairs it.
+//
+// Its String is auto, on or off (the CLI's --read-back values).
 type ReadBack uint8
+
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=ReadBack -linecomment
 
 const (
 	// ReadBackAuto reads back atomic syncs only (the default).
-	ReadBackAuto ReadBack = iota
+	ReadBackAuto ReadBack = iota // auto
 	// ReadBackOn reads back every sync (replica.Rebuild turns it on when
 	// its options leave ReadBackAuto).
-	ReadBackOn
+	ReadBackOn // on
 	// ReadBackOff never reads back.
-	ReadBackOff
+	ReadBackOff // off
 )
-
-// String returns auto, on or off (the CLI's --read-back values).
-func (r ReadBack) String() string {
-	switch r {
-	case ReadBackAuto:
-		return "auto"
-	case ReadBackOn:
-		return "on"
-	case ReadBackOff:
-		return "off"
-	}
-	return fmt.Sprintf("ReadBack(%d)", int(r))
-}
 
 // ParseReadBack parses auto, on or off ("" is auto).
 func ParseReadBack(s string) (ReadBack, error) {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/internal/kcopy"
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -162,22 +163,12 @@ func (t *target) unlock() {
 		if f == nil {
 			continue
 		}
-		if rc, err := f.SyscallConn(); err == nil {
-			_ = rc.Control(func(fd uintptr) { _ = unix.Flock(int(fd), unix.LOCK_UN) })
-		}
+		_ = rawfd.Do(f, func(fd int) error { return unix.Flock(fd, unix.LOCK_UN) })
 	}
 }
 
 func flock(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB) }); err != nil {
-		return err
-	}
-	return ferr
+	return rawfd.Do(f, func(fd int) error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) })
 }
 
 func pathErr(display string, err error) error {

@@ -45,7 +45,7 @@ one object instead.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.file, "text-data", "t", "", "cluster file (Ganeti text format or JSON)")
+	clusterFileFlag(cmd, &opts.file)
 	f.BoolVar(&opts.json, "json", false, "print the result as one JSON object")
 	f.StringVarP(&opts.group, "group", "G", "", "node group to balance (needed when the cluster has several)")
 	f.Float64VarP(&opts.minGain, "min-gain", "g", def.MinGain, "minimum gain per step once the score is below --min-gain-limit")
@@ -53,8 +53,14 @@ one object instead.
 	f.Float64VarP(&opts.minScore, "min-score", "e", def.MinScore, "stop once the score is at most this")
 	f.IntVarP(&opts.maxRounds, "max-length", "l", def.MaxRounds, "maximum number of moves (-1: no limit)")
 	f.BoolVar(&opts.noDiskMoves, "no-disk-moves", false, "only failovers and migrations, no disk replacement")
-	_ = cmd.MarkFlagRequired("text-data")
 	return cmd
+}
+
+// clusterFileFlag adds the Ganeti planners' (balance, squeeze) required
+// -t/--text-data flag to cmd: the cluster file readCluster reads.
+func clusterFileFlag(cmd *cobra.Command, file *string) {
+	cmd.Flags().StringVarP(file, "text-data", "t", "", "cluster file (Ganeti text format or JSON)")
+	_ = cmd.MarkFlagRequired("text-data")
 }
 
 // readCluster reads a cluster file in Ganeti's text format or, when its

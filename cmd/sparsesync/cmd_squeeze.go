@@ -64,7 +64,7 @@ names; -C adds the moves, tag and power commands; --json prints one object
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.file, "text-data", "t", "", "cluster file (Ganeti text format or JSON)")
+	clusterFileFlag(cmd, &opts.file)
 	f.BoolVar(&opts.json, "json", false, "print the decision as one JSON object")
 	f.Float64Var(&opts.minimal, "minimal-resources", 2.0, "power nodes up when some node has room for fewer standard instances than this")
 	f.Float64Var(&opts.target, "target-resources", 2.0, "room, in standard instances, every node keeps when nodes are powered down")
@@ -74,7 +74,6 @@ names; -C adds the moves, tag and power commands; --json prints one object
 	f.BoolVar(&opts.noHeaders, "no-headers", false, "do not print the action header")
 	f.CountVarP(&opts.verbose, "verbose", "v", "more output (twice: candidate lists and notes)")
 	f.StringVar(&opts.search, "search", "auto", "search strategy: exact (hsqueeze's), bounded (same decisions, faster), pruned or incremental (approximate), or auto")
-	_ = cmd.MarkFlagRequired("text-data")
 	return cmd
 }
 

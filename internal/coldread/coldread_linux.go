@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // off turns direct reads off for every Reader, so that benchmarks can
@@ -32,12 +34,8 @@ type Reader struct {
 // New returns nil when f cannot be read directly (no cachestat, not a
 // regular file).
 func New(f *os.File) *Reader {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil
-	}
 	fd := -1
-	if rc.Control(func(p uintptr) { fd = int(p) }) != nil || fd < 0 {
+	if rawfd.Do(f, func(p int) error { fd = p; return nil }) != nil || fd < 0 {
 		return nil
 	}
 	var st unix.Stat_t
@@ -95,22 +93,16 @@ func (c *Reader) open() *os.File {
 // is. The caller closes the new file. It fails where O_DIRECT or /proc is
 // not available, and with ErrOtherFile when the path names another file.
 func OpenDirect(f *os.File) (*os.File, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
 	var d *os.File
 	// Inside Control, so f's descriptor stays open while its path is used.
-	if cerr := rc.Control(func(p uintptr) {
+	err := rawfd.Do(f, func(p int) (err error) {
 		var st unix.Stat_t
-		if err = unix.Fstat(int(p), &st); err != nil {
-			err = &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
-			return
+		if err := unix.Fstat(p, &st); err != nil {
+			return &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
 		}
-		d, err = reopenDirect(int(p), st.Dev, st.Ino)
-	}); cerr != nil {
-		return nil, cerr
-	}
+		d, err = reopenDirect(p, st.Dev, st.Ino)
+		return err
+	})
 	return d, err
 }
 
@@ -123,12 +115,7 @@ func reopenDirect(fd int, dev, ino uint64) (*os.File, error) {
 		return nil, err
 	}
 	var st unix.Stat_t
-	rc, err := d.SyscallConn()
-	var serr error = unix.EBADF
-	if err == nil {
-		rc.Control(func(p uintptr) { serr = unix.Fstat(int(p), &st) })
-	}
-	if serr != nil {
+	if serr := rawfd.Do(d, func(p int) error { return unix.Fstat(p, &st) }); serr != nil {
 		d.Close()
 		return nil, &fs.PathError{Op: "fstat", Path: path, Err: serr}
 	}

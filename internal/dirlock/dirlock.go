@@ -14,6 +14,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // ErrLocked is returned when another open file description holds the lock.
@@ -27,21 +29,9 @@ func Lock(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := d.SyscallConn()
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	var errno error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if errno = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB); errno != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		errno = err
-	}
+	errno := rawfd.Do(d, func(fd int) error {
+		return rawfd.Retry(func() error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) })
+	})
 	if errno != nil {
 		d.Close()
 		if errors.Is(errno, unix.EWOULDBLOCK) {

@@ -14,7 +14,7 @@
 // "unsupported" errno after data has moved (ErrPartial), is a real failure
 // that no fallback may hide.
 //
-// Calls retry EINTR, reach descriptors through SyscallConn (never Fd, which
+// Calls retry EINTR, reach descriptors through internal/rawfd (never Fd, which
 // would put the file in blocking mode), and cap one copy_file_range at
 // MaxCopyRange. On systems other than Linux nothing is handled and the
 // read/write fallback does all the work.

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // The syscalls this package makes, as variables so that this package's own
@@ -31,22 +33,7 @@ func IsUnsupported(err error) bool {
 
 // withFds runs fn with the raw descriptors of src and dst.
 func withFds(src, dst *os.File, fn func(sfd, dfd int)) error {
-	rs, err := src.SyscallConn()
-	if err != nil {
-		return err
-	}
-	rd, err := dst.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var inner error
-	err = rs.Control(func(s uintptr) {
-		inner = rd.Control(func(d uintptr) { fn(int(s), int(d)) })
-	})
-	if err == nil {
-		err = inner
-	}
-	return err
+	return rawfd.Do2(src, dst, func(sfd, dfd int) error { fn(sfd, dfd); return nil })
 }
 
 // classify turns a syscall's errno into (handled, err); eio says whether

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 var errUnsupported = errors.ErrUnsupported
@@ -29,16 +31,8 @@ var (
 )
 
 func control(f *os.File, op string, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
+	if err := rawfd.Do(f, fn); err != nil {
 		return &fs.PathError{Op: op, Path: f.Name(), Err: err}
-	}
-	var opErr error
-	if err := rc.Control(func(fd uintptr) { opErr = fn(int(fd)) }); err != nil {
-		return &fs.PathError{Op: op, Path: f.Name(), Err: err}
-	}
-	if opErr != nil {
-		return &fs.PathError{Op: op, Path: f.Name(), Err: opErr}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package target
 
 import (
-	"fmt"
 	"io"
 	"path"
 	"sync"
@@ -12,45 +11,34 @@ import (
 // Op is a kind of operation on a destination that Faults can fail.
 type Op uint8
 
-// The operations a fault can be injected into.
-const (
-	OpWrite        Op = iota + 1 // WriteAt (pwrite)
-	OpPunch                      // Zero (fallocate PUNCH_HOLE, or writing zeros)
-	OpTruncate                   // SetSize (ftruncate)
-	OpFdatasync                  // Sync, and Commit/Publish in place
-	OpFsync                      // Commit/Publish of an atomic temporary file
-	OpRename                     // Commit/Publish: the rename over the destination
-	OpSidecarWrite               // a caller's metadata file next to the destination (File.Inject, Faults.Inject)
-	OpClone                      // Clone (FICLONE: a whole-file reflink)
-	OpCloneRange                 // CloneRange (FICLONERANGE), and clone probes (File.Injector)
-	OpCopyRange                  // one copy_file_range call (CopyFileRange)
-)
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=Op -linecomment
 
-func (o Op) String() string {
-	switch o {
-	case OpWrite:
-		return "write"
-	case OpPunch:
-		return "punch"
-	case OpTruncate:
-		return "truncate"
-	case OpFdatasync:
-		return "fdatasync"
-	case OpFsync:
-		return "fsync"
-	case OpRename:
-		return "rename"
-	case OpSidecarWrite:
-		return "sidecar write"
-	case OpClone:
-		return "ficlone"
-	case OpCloneRange:
-		return "ficlonerange"
-	case OpCopyRange:
-		return "copy_file_range"
-	}
-	return fmt.Sprintf("Op(%d)", uint8(o))
-}
+// The operations a fault can be injected into. Each one's String is its
+// line comment.
+const (
+	// OpWrite is WriteAt (pwrite).
+	OpWrite Op = iota + 1 // write
+	// OpPunch is Zero (fallocate PUNCH_HOLE, or writing zeros).
+	OpPunch // punch
+	// OpTruncate is SetSize (ftruncate).
+	OpTruncate // truncate
+	// OpFdatasync is Sync, and Commit/Publish in place.
+	OpFdatasync // fdatasync
+	// OpFsync is Commit/Publish of an atomic temporary file.
+	OpFsync // fsync
+	// OpRename is Commit/Publish: the rename over the destination.
+	OpRename // rename
+	// OpSidecarWrite is a caller's metadata file next to the destination
+	// (File.Inject, Faults.Inject).
+	OpSidecarWrite // sidecar write
+	// OpClone is Clone (FICLONE: a whole-file reflink).
+	OpClone // ficlone
+	// OpCloneRange is CloneRange (FICLONERANGE), and clone probes
+	// (File.Injector).
+	OpCloneRange // ficlonerange
+	// OpCopyRange is one copy_file_range call (CopyFileRange).
+	OpCopyRange // copy_file_range
+)
 
 // Fault is one rule of Faults: fail the N-th call of Op on a name that
 // matches Path.

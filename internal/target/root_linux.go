@@ -6,6 +6,8 @@ import (
 	"path"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sparsesync/sparsesync/internal/rawfd"
 )
 
 // OpenNoFollow opens name inside root (a path when root is nil) for flag,
@@ -31,19 +33,14 @@ func OpenNoFollow(root *os.Root, name string, flag int, perm fs.FileMode) (*os.F
 		return nil, RootErr(err)
 	}
 	defer d.Close()
-	rc, err := d.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
 	fd := -1
 	var oerr error
-	if err := rc.Control(func(dfd uintptr) {
-		for {
-			fd, oerr = unix.Openat(int(dfd), base, flag, uint32(perm.Perm()))
-			if oerr != unix.EINTR {
-				return
-			}
-		}
+	if err := rawfd.Do(d, func(dfd int) error {
+		oerr = rawfd.Retry(func() (err error) {
+			fd, err = unix.Openat(dfd, base, flag, uint32(perm.Perm()))
+			return err
+		})
+		return nil
 	}); err != nil {
 		return nil, err
 	}
