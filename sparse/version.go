@@ -46,16 +46,21 @@ func newSettledWalker(ctx context.Context, f *os.File, now func() time.Time) (*W
 		// runtime timer's millisecond: a copy made within a tick (a
 		// whole-file clone) waits for this before its quick-check mark.
 		wake := fsClockPast(info.ChangeTime.Add(granule(info.ChangeTime)), fs)
-		if err := settleSleep(ctx, max(time.Until(wake)+settleMargin, settleMargin)); err != nil {
+		if err := settleSleep(ctx, max(time.Until(wake)+settleMargin, settlePoll)); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// settleMargin is how long after its step the filesystem clock is looked
-// at again (the step is taken in the tick's interrupt), and the shortest
-// sleep between two looks.
-const settleMargin = 50 * time.Microsecond
+const (
+	// settleMargin is how long after its step the filesystem clock is
+	// looked at again.
+	settleMargin = 50 * time.Microsecond
+	// settlePoll is the shortest sleep between two looks: the kernel
+	// takes the step in a tick's interrupt, which can come late (0.4 ms
+	// in a virtual machine under load).
+	settlePoll = 200 * time.Microsecond
+)
 
 // settleSleep sleeps d, or until ctx is done (its cause is returned). All
 // but its last millisecond is a runtime timer, which ctx can cut short;
