@@ -47,12 +47,16 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	if st, err := os.Stat(dst); err == nil && sameFile(w.Info(), st) {
-		return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: ErrSameFile}
-	}
-	if st, ok := quickCheckPath(w.Info(), dst, &opts); ok {
-		st.Elapsed = time.Since(start)
-		return st, nil
+	if st, err := os.Stat(dst); err == nil {
+		if sameFile(w.Info(), st) {
+			return Stats{}, &fs.PathError{Op: "copy", Path: dst, Err: ErrSameFile}
+		}
+		// Only an existing destination can carry a mark (a new one costs
+		// no second lookup).
+		if qs, ok := quickCheckPath(w.Info(), dst, &opts); ok {
+			qs.Elapsed = time.Since(start)
+			return qs, nil
+		}
 	}
 	t, err := target.Create(dst, &target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm(), Faults: opts.faults})
 	if err != nil {

@@ -38,28 +38,68 @@ func newSettledWalker(ctx context.Context, f *os.File, now func() time.Time) (*W
 			return nil, err
 		}
 		info := w.Info()
-		if info.BlockDevice || !racy(info.ChangeTime, now()) || time.Now().After(deadline) {
+		fs := now()
+		if info.BlockDevice || !racy(info.ChangeTime, fs) || time.Now().After(deadline) {
 			return w, nil
 		}
-		t := time.NewTimer(time.Millisecond)
+		// Sleep until the clock's step that passes the change, not by a
+		// runtime timer's millisecond: a copy made within a tick (a
+		// whole-file clone) waits for this before its quick-check mark.
+		wake := fsClockPast(info.ChangeTime.Add(granule(info.ChangeTime)), fs)
+		if err := settleSleep(ctx, max(time.Until(wake)+settleMargin, settlePoll)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+const (
+	// settleMargin is how long after its step the filesystem clock is
+	// looked at again.
+	settleMargin = 50 * time.Microsecond
+	// settlePoll is the shortest sleep between two looks: the kernel
+	// takes the step in a tick's interrupt, which can come late (0.4 ms
+	// in a virtual machine under load).
+	settlePoll = 200 * time.Microsecond
+)
+
+// settleSleep sleeps d, or until ctx is done (its cause is returned). All
+// but its last millisecond is a runtime timer, which ctx can cut short;
+// the rest is a precise sleep (the runtime's timers wake up to a
+// millisecond late, a quarter of a 250 Hz tick).
+func settleSleep(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	if d > time.Millisecond {
+		t := time.NewTimer(d - time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, context.Cause(ctx)
+			return context.Cause(ctx)
 		}
 	}
+	if r := time.Until(end); r > 0 {
+		preciseSleep(r)
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// granule is the timestamp granule of a filesystem that stamped c: 1 ns,
+// or 1 s when c has no sub-second part (coarse filesystems).
+func granule(c time.Time) time.Duration {
+	if c.Nanosecond() == 0 {
+		return time.Second
+	}
+	return time.Nanosecond
 }
 
 // racy reports whether a write at now could get the ctime c again: the
 // filesystem's clock has not moved past c by one timestamp granule (1 ns,
 // or 1 s when c has no sub-second part, as on coarse filesystems).
 func racy(c, now time.Time) bool {
-	gran := time.Nanosecond
-	if c.Nanosecond() == 0 {
-		gran = time.Second
-	}
-	return now.Before(c.Add(gran))
+	return now.Before(c.Add(granule(c)))
 }
 
 // SameVersion reports whether two infos of a file name the same version:
