@@ -299,11 +299,15 @@ func closed(err error) bool {
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, net.ErrClosed)
 }
 
-// reportable reports whether a session's failure is this side's own (the
-// source changed, a local file failed), which the peer should hear about
-// in an ERROR frame rather than as a connection cut mid-frame.
+// reportable reports whether a session's failure is one the peer should
+// hear about in an ERROR frame rather than as a connection cut mid-frame:
+// this side's own (the source changed, a local file failed), or a frame
+// of the peer's that this side refused (a protocol violation, a frame over
+// its limit), on a connection that still works. A peer that stops reading
+// meanwhile is cut by the idle watchdog.
 func reportable(err error) bool {
-	return errors.Is(err, ErrSourceChanged) || errors.Is(err, ErrTooManyExtents) || errors.As(err, new(*fs.PathError))
+	return errors.Is(err, ErrSourceChanged) || errors.Is(err, ErrTooManyExtents) || errors.As(err, new(*fs.PathError)) ||
+		errors.Is(err, ErrProtocol) || errors.Is(err, ErrFrameTooLarge)
 }
 
 // unblock, once ctx ends, unblocks the goroutines of a session that use c:
