@@ -106,3 +106,73 @@ func TestResyncByCloning(t *testing.T) {
 		})
 	}
 }
+
+// TestResyncManyExtentsIsOneClone re-syncs an independent copy of a file of
+// many small extents (more than the windows would clone range by range, so
+// they would compare them all) on XFS and btrfs: with reflink auto the
+// destination is made as a new copy is, one whole-file clone. Nothing is
+// read or written, every data block of the destination is the source's
+// block (FIEMAP), data the destination had where the source has a hole is
+// gone, and the bytes and hole map are the source's; the next re-sync finds
+// every block shared and does nothing. With reflink never the
+// same re-sync still compares and writes only the changed blocks.
+func TestResyncManyExtentsIsOneClone(t *testing.T) {
+	for _, kind := range []loopfs.Kind{loopfs.XFS, loopfs.Btrfs} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			dir := loopfs.Mount(t, kind, gib)
+			src, dst, never := filepath.Join(dir, "src"), filepath.Join(dir, "dst"), filepath.Join(dir, "never")
+			const extents = 2048 // 4 KiB every 16 KiB: all short
+			f, err := os.Create(src)
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(extents*16<<10))
+			for i := range int64(extents) {
+				_, err := f.WriteAt(bytes.Repeat([]byte{byte(i) | 1}, 4096), i*16<<10)
+				require.NoError(t, err)
+			}
+			require.NoError(t, f.Close())
+			for _, d := range []string{dst, never} {
+				_, err := localsync.Copy(t.Context(), src, d, &localsync.Options{Reflink: localsync.ReflinkNever})
+				require.NoError(t, err)
+			}
+			// Change 21 of the source's blocks; give the destination data
+			// in one of the source's holes.
+			g, err := os.OpenFile(src, os.O_WRONLY, 0)
+			require.NoError(t, err)
+			changed := int64(0)
+			for i := int64(0); i < extents; i += extents / 20 {
+				_, err := g.WriteAt([]byte("changed"), i*16<<10+9)
+				require.NoError(t, err)
+				changed++
+			}
+			require.NoError(t, g.Close())
+			h, err := os.OpenFile(dst, os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = h.WriteAt(bytes.Repeat([]byte{0xee}, 4096), 8<<10)
+			require.NoError(t, err)
+			require.NoError(t, h.Close())
+
+			st, err := localsync.Copy(t.Context(), src, dst, nil)
+			require.NoError(t, err)
+			checkSame(t, src, dst)
+			checkStatsAdd(t, st)
+			require.Equal(t, int64(extents*4096), st.ClonedBytes, "every extent cloned: %+v", st)
+			require.Zero(t, st.CopiedBytes+st.DirectReadBytes, "nothing read or written: %+v", st)
+			ps, pd := physical(t, src), physical(t, dst)
+			for i := range int64(extents) {
+				o := i * 16 << 10
+				require.Equal(t, ps[o], pd[o], "block %d of the destination is not the source's block", o)
+			}
+			// Now everything is shared: the next re-sync does nothing.
+			st, err = localsync.Copy(t.Context(), src, dst, &localsync.Options{FullCompare: true})
+			require.NoError(t, err)
+			require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes, "unchanged re-sync: %+v", st)
+
+			st, err = localsync.Copy(t.Context(), src, never, &localsync.Options{Reflink: localsync.ReflinkNever})
+			require.NoError(t, err)
+			checkSame(t, src, never)
+			require.Zero(t, st.ClonedBytes, "%+v", st)
+			require.Equal(t, changed*4096, st.CopiedBytes, "reflink never writes only the changed blocks: %+v", st)
+		})
+	}
+}

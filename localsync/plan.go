@@ -91,6 +91,26 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		if err := t.SetSize(e.size); err != nil {
 			return e.stats(), err
 		}
+		if dinfo.Size > 0 && e.recloneWhole(w) {
+			// Emptied first, then cloned as a new copy is (as cp does):
+			// FICLONE over 100,000 mapped extents takes twice as long as
+			// freeing them and cloning onto nothing.
+			if err := t.SetSize(0); err != nil {
+				return e.stats(), err
+			}
+			done, err := e.cloneWhole()
+			if err != nil || done {
+				if err == nil {
+					err = e.countClone(w, info)
+				}
+				return e.stats(), err
+			}
+			// Not cloned after all: the windows copy into the empty file.
+			if err := t.SetSize(e.size); err != nil {
+				return e.stats(), err
+			}
+			dinfo.Size = 0
+		}
 		if dinfo.Size > 0 {
 			if d.w, err = sparse.NewWalker(t.OS()); err != nil {
 				return e.stats(), err
@@ -148,6 +168,28 @@ func (e *engine) countClone(w *sparse.Walker, info sparse.FileInfo) error {
 	e.cloned.Add(e.dataBytes())
 	e.progress(e.dataBytes())
 	return e.checkSource(info)
+}
+
+// recloneWhole reports whether a re-sync onto the existing destination is
+// best made as a new copy is, by one whole-file FICLONE: cloning is allowed
+// and works between the two files, the source has at least recloneWholeMin
+// extents, and the destination shares no block with anything (FIEMAP), so
+// that no range would be skipped as already the source's. The windows'
+// way, a FICLONERANGE per long range (each a transaction that flushes its
+// source range) and a comparison of both files' short ranges, costs more
+// there than one clone of every extent.
+func (e *engine) recloneWhole(w *sparse.Walker) bool {
+	if !e.allowClone || e.cloneOnly {
+		return false
+	}
+	ext, _, err := w.Window(e.ctx, 0, e.size, recloneWholeMin)
+	if err != nil || len(ext) < recloneWholeMin {
+		return false
+	}
+	if shares, err := e.dstShares(); err != nil || shares {
+		return false
+	}
+	return e.cloneWorks()
 }
 
 // longRanges returns the extents of m at least min bytes long.

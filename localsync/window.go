@@ -171,6 +171,22 @@ func (e *engine) reclone(win *window, d *dstSide) {
 // errShares stops the walk of a destination that shares a block.
 var errShares = errors.New("shares blocks")
 
+// dstShares reports whether the destination shares any block with another
+// file (the source or any other: FIEMAP's shared flag), walking its map up
+// to the first shared extent.
+func (e *engine) dstShares() (bool, error) {
+	err := sparse.Fiemap(e.ctx, e.dst.OS(), 0, e.size, func(x sparse.FiemapExtent) error {
+		if x.Flags&sparse.FiemapShared != 0 {
+			return errShares
+		}
+		return nil
+	})
+	if errors.Is(err, errShares) {
+		return true, nil
+	}
+	return false, err
+}
+
 // sharedRanges returns the ranges of [lo, hi) where the destination maps
 // the same physical blocks as the source at the same offsets (a reflink
 // copy neither side has rewritten since, sparse.SharedRangesIn): equal
@@ -182,13 +198,8 @@ func (e *engine) sharedRanges(lo, hi int64) sparse.Map {
 	empty, _ := sparse.NewMap(hi)
 	if !e.sharedChecked {
 		e.sharedChecked = true
-		err := sparse.Fiemap(e.ctx, e.dst.OS(), 0, e.size, func(x sparse.FiemapExtent) error {
-			if x.Flags&sparse.FiemapShared != 0 {
-				return errShares
-			}
-			return nil
-		})
-		e.mayShare = errors.Is(err, errShares) && target.Fdatasync(e.src) == nil && e.dst.Sync() == nil
+		shares, _ := e.dstShares()
+		e.mayShare = shares && target.Fdatasync(e.src) == nil && e.dst.Sync() == nil
 	}
 	if !e.mayShare {
 		return empty

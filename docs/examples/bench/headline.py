@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""The README's headline table from one or more `sparsesync bench --json`
+reports: per case, sparsesync's median time over the floor's and the worst
+of its ratios against the peers (each the median of per-round ratios, rounds
+paired by number, as `--markdown` computes them), for the local copy and the
+push. Usage: headline.py report.json [report.json ...]"""
+import json, statistics, sys
+
+LOCAL = ["cp", "cp-reflink", "rsync", "qemu-img", "bmaptool"]
+TCP = ["rsync-daemon", "ssync"]
+
+
+def walls(t):
+    return {r["round"]: r["wall_s"] for r in t.get("runs", [])}
+
+
+def ratio(mine, theirs):
+    r = [mine[k] / theirs[k] for k in mine if k in theirs and theirs[k] > 0]
+    return statistics.median(r) if r else None
+
+
+def worst(mine, tools, names):
+    got = []
+    for p in names:
+        t = tools.get(p)
+        if t and not t.get("skipped") and t.get("runs"):
+            x = ratio(mine, walls(t))
+            if x is not None:
+                got.append((x, p))
+    if not got:
+        return "skip"
+    x, p = max(got)
+    return "%.2f (%s)" % (x, p)
+
+
+print("| workload | scenario | fs | local s | x floor | worst vs a peer | push s | x floor | worst vs a peer |")
+print("|---|---|---|---|---|---|---|---|---|")
+for path in sys.argv[1:]:
+    for c in json.load(open(path))["cases"]:
+        tools = {t["name"]: t for t in c["tools"]}
+        floor = walls(c["floor"])
+        row = [c["workload"], c["scenario"], c["fs_type"]]
+        for me, peers in (("sparsesync", LOCAL), ("sparsesync-tcp", TCP)):
+            t = tools.get(me)
+            if not t or t.get("skipped") or not t.get("runs"):
+                row += ["skip", "", ""]
+                continue
+            mine = walls(t)
+            row += ["%.3f" % statistics.median(mine.values()), "%.2f" % ratio(mine, floor), worst(mine, tools, peers)]
+        print("| " + " | ".join(row) + " |")
