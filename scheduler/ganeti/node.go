@@ -28,7 +28,7 @@ func newNodeState(n *Node) nodeState {
 		utilPool:    baseUtil,
 		group:       n.Group,
 	}
-	s.cur = s.newUsage(n)
+	s.cur = newUsage(n)
 	s.fth = s.cur
 	s.loDsk = 0 // Ganeti's default reserved disk ratio is 0
 	return s
@@ -150,7 +150,7 @@ func pairCounts(m map[[2]string]int, keys [][2]string, add bool) map[[2]string]i
 func (n *nodeState) setPri(in *instState) {
 	if !in.forthcoming {
 		n.nPri++
-		n.cur = n.setPriUsage(n.cur, in, 0)
+		n.cur.setPri(n, in, 0)
 		n.locScore += in.locScore + n.dsrdScore(in)
 		n.instMap = pairCounts(n.instMap, n.locPairs(in), true)
 	}
@@ -159,31 +159,16 @@ func (n *nodeState) setPri(in *instState) {
 	if !in.usesMemory() {
 		mem = in.mem
 	}
-	n.fth = n.setPriUsage(n.fth, in, mem)
-}
-
-// setPriUsage is u after setPri, with mem the memory in takes beyond the
-// reported free memory.
-func (n *nodeState) setPriUsage(u usage, in *instState, mem int) usage {
-	u = n.withCPU(u, true, in)
-	u.load = u.load.add(in.util)
-	u = n.withMem(u, u.fMem-mem)
-	return n.placed(u, in)
+	n.fth.setPri(n, in, mem)
 }
 
 // setSec records a secondary instance at load time (Ganeti's Node.setSec).
 func (n *nodeState) setSec(in *instState) {
 	if !in.forthcoming {
 		n.nSec++
-		n.cur = n.setSecUsage(n.cur, in)
+		n.cur.setSec(n, in)
 	}
-	n.fth = n.setSecUsage(n.fth, in)
-}
-
-// setSecUsage is u after setSec.
-func (n *nodeState) setSecUsage(u usage, in *instState) usage {
-	u.load.dsk += in.util.dsk
-	return n.placed(u, in)
+	n.fth.setSec(n, in)
 }
 
 // buildPeers computes the N+1 reserve from the node's secondaries.
@@ -260,12 +245,12 @@ func maxPeer(ps []peer) int {
 // removePri is Ganeti's Node.removePri.
 func (n *nodeState) removePri(in *instState) {
 	n.pTags = delCounts(n.pTags, in.exclTags)
-	n.fth = n.primary(n.fth, false, in, in.mem)
+	n.fth.primary(n, false, in, in.mem)
 	if in.forthcoming {
 		return
 	}
 	n.nPri--
-	n.cur = n.primary(n.cur, false, in, in.usedMem())
+	n.cur.primary(n, false, in, in.usedMem())
 	n.failN1 = n.cur.fMem <= n.rMem
 	n.locScore -= in.locScore + n.dsrdScore(in)
 	n.instMap = pairCounts(n.instMap, n.locPairs(in), false)
@@ -274,12 +259,12 @@ func (n *nodeState) removePri(in *instState) {
 // removeSec is Ganeti's Node.removeSec. With dry the peer list is left
 // stale (only the derived rMem is updated): for scoring, never for commit.
 func (n *nodeState) removeSec(in *instState, dry bool) {
-	n.fth = n.secondary(n.fth, false, in, in.localDisk())
+	n.fth.secondary(n, false, in, in.localDisk())
 	if in.forthcoming {
 		return
 	}
 	n.nSec--
-	n.cur = n.secondary(n.cur, false, in, in.localDisk())
+	n.cur.secondary(n, false, in, in.localDisk())
 	oldPeem := peerFind(n.peers, in.pNode)
 	newPeem := oldPeem
 	if in.usesSecMem() {
@@ -317,9 +302,10 @@ func (n *nodeState) removeSec(in *instState, dry bool) {
 func (n *nodeState) addPri(in *instState, force bool) bool {
 	strict := !force
 	useDisk := in.usesLocal()
-	fth := n.primary(n.fth, true, in, in.mem)
-	fthHard, fthSoft := n.diskFits(fth)
-	fthBad := fth.fMem <= 0 || (useDisk && (fthHard || fthSoft)) || n.cpuOver(fth)
+	fth := n.fth
+	fth.primary(n, true, in, in.mem)
+	fthHard, fthSoft := n.diskFits(&fth)
+	fthBad := fth.fMem <= 0 || (useDisk && (fthHard || fthSoft)) || n.cpuOver(&fth)
 	apply := func() {
 		n.pTags = addCounts(n.pTags, in.exclTags)
 		n.fth = fth
@@ -327,15 +313,16 @@ func (n *nodeState) addPri(in *instState, force bool) bool {
 	if in.forthcoming {
 		return addForthcoming(strict, fthBad, apply)
 	}
-	cur := n.primary(n.cur, true, in, in.usedMem())
-	hard, soft := n.diskFits(cur)
+	cur := n.cur
+	cur.primary(n, true, in, in.usedMem())
+	hard, soft := n.diskFits(&cur)
 	newFailN1 := cur.fMem <= n.rMem
 	switch {
 	case cur.fMem <= 0,
 		useDisk && hard,
 		strict && useDisk && soft,
 		strict && newFailN1 && !n.failN1,
-		strict && n.cpuOver(cur),
+		strict && n.cpuOver(&cur),
 		strict && rejectTags(n.pTags, in.exclTags),
 		strict && fthBad:
 		return false
@@ -386,14 +373,16 @@ func (n *nodeState) addSecBase(in *instState, pdx, base int, force, dry bool) bo
 		secMem = in.mem
 	}
 	newPeem := base + secMem
-	fth := n.secondary(n.fth, true, in, in.dsk)
-	fthHard, fthSoft := n.diskFits(fth)
+	fth := n.fth
+	fth.secondary(n, true, in, in.dsk)
+	fthHard, fthSoft := n.diskFits(&fth)
 	fthBad := !in.hasSecondary() || fthHard || fthSoft || secMem >= n.fth.fMem
 	if in.forthcoming {
 		return addForthcoming(strict, fthBad, func() { n.fth = fth })
 	}
-	cur := n.secondary(n.cur, true, in, in.dsk)
-	hard, soft := n.diskFits(cur)
+	cur := n.cur
+	cur.secondary(n, true, in, in.dsk)
+	hard, soft := n.diskFits(&cur)
 	newRMem := max(n.rMem, newPeem)
 	newFailN1 := cur.fMem <= newRMem
 	switch {

@@ -186,7 +186,7 @@ func Load(c *Cluster) (*State, error) {
 			// instance memory minus the unexplained part; memory the node
 			// reports free beyond what its instances explain is not used
 			// (the forthcoming-aware figures keep the reported value).
-			n.cur = n.withMem(n.cur, n.cur.fMem+n.xMem)
+			n.cur.fMem += n.xMem
 		}
 	}
 	s.alias = aliases(c)
