@@ -1016,48 +1016,43 @@ func (b *balancer) drbdOwn(ii int, kind MoveKind, force bool, e *ivEntry) bool {
 		ok = lo.addSecBase(&ni, -1, 0, f, true) && hi.addSecBase(&ni, -1, maxPeer(n.peers), true, true)
 		return lo, hi, ok
 	}
+	// Every kind starts by taking the instance off both its nodes and ends
+	// by recording both nodes' intervals (lo..hi; a single point unless
+	// the node becomes the target's secondary).
+	p.removePri(in)
+	sn.removeSec(in, true)
+	pLo, pHi, sLo, sHi := &p, &p, &sn, &sn
 	switch kind {
 	case ReplaceSecondary:
-		p.removePri(in)
-		sn.removeSec(in, true)
 		if !p.addPri(&ni, true) {
 			return false
 		}
-		add(pdx, &p, &p)
-		add(sdx, &sn, &sn)
 	case ReplaceAndFailover:
-		p.removePri(in)
-		sn.removeSec(in, true)
 		lo, hi, ok := sec(&p, forceS)
 		if !ok {
 			return false
 		}
-		add(pdx, &lo, &hi)
-		add(sdx, &sn, &sn)
-	case ReplacePrimary:
-		p.removePri(in)
-		sn.removeSec(in, true)
+		pLo, pHi = &lo, &hi
+	case ReplacePrimary, FailoverAndReplace:
+		// Both fail over to the secondary first; ReplacePrimary then
+		// moves the primary on to the target, which keeps the old
+		// secondary as its secondary.
 		if !migrationOK(&s.nodes[pdx], &s.nodes[sdx]) || !sn.addPri(&ni, forceP) {
 			return false
 		}
-		sn.removePri(&ni)
-		lo, hi, ok := sec(&sn, forceP)
-		if !ok {
-			return false
+		if kind == ReplacePrimary {
+			sn.removePri(&ni)
+			lo, hi, ok := sec(&sn, forceP)
+			if !ok {
+				return false
+			}
+			sLo, sHi = &lo, &hi
 		}
-		add(pdx, &p, &p)
-		add(sdx, &lo, &hi)
-	case FailoverAndReplace:
-		p.removePri(in)
-		sn.removeSec(in, true)
-		if !migrationOK(&s.nodes[pdx], &s.nodes[sdx]) || !sn.addPri(&ni, forceP) {
-			return false
-		}
-		add(pdx, &p, &p)
-		add(sdx, &sn, &sn)
 	default:
 		return false
 	}
+	add(pdx, pLo, pHi)
+	add(sdx, sLo, sHi)
 	return true
 }
 

@@ -39,29 +39,23 @@ type metricVec [nMetrics]float64
 // the map metric is handled separately and left 0 here.
 func (n *nodeState) vector() metricVec {
 	var v metricVec
-	v[0] = n.pMem
-	v[1] = n.pDsk
+	v[0], v[1], v[6], v[12] = n.ratios(&n.cur)
 	if n.failN1 {
 		v[2] = float64(n.nSec + n.nPri)
 	}
 	v[3] = n.pRem
 	v[4] = float64(n.nPri + n.nSec)
 	v[5] = float64(n.nPri)
-	v[6] = n.pCPU / n.cpuSpeed
-	v[7] = n.utilLoad.cpu / n.utilPool.cpu
-	v[8] = n.utilLoad.mem / n.utilPool.mem
-	v[9] = n.utilLoad.dsk / n.utilPool.dsk
-	v[10] = n.utilLoad.net / n.utilPool.net
+	v[7] = n.cur.load.cpu / n.utilPool.cpu
+	v[8] = n.cur.load.mem / n.utilPool.mem
+	v[9] = n.cur.load.dsk / n.utilPool.dsk
+	v[10] = n.cur.load.net / n.utilPool.net
 	sum := 0
 	for _, c := range n.pTags {
 		sum += c
 	}
 	v[11] = float64(sum - len(n.pTags))
-	v[12] = n.instSp / n.hiSpindles
-	v[13] = n.pMemFth
-	v[14] = n.pDskFth
-	v[15] = n.pCPUFth / n.cpuSpeed
-	v[16] = n.instSpFth / n.hiSpindles
+	v[13], v[14], v[15], v[16] = n.ratios(&n.fth)
 	v[17] = float64(n.locScore)
 	v[19] = n.pRem
 	return v

@@ -17,29 +17,19 @@ func computePDsk(free int, total float64) float64 {
 }
 
 func newNodeState(n *Node) nodeState {
-	speed := n.CPUSpeed
 	s := nodeState{
-		tMem: n.TotalMem, nMem: n.NodeMem, fMem: n.FreeMem, fMemFth: n.FreeMem,
-		tDsk: n.TotalDisk, fDsk: n.FreeDisk, fDskFth: n.FreeDisk,
-		tCPU: n.TotalCPU, cpuSpeed: speed, nCPU: n.OSCPUs, uCPU: n.OSCPUs, uCPUFth: n.OSCPUs,
-		tSpindles: n.Spindles, fSpindles: n.FreeSpindles, fSpindFth: n.FreeSpindles,
-		failN1:   true,
-		pMem:     float64(n.FreeMem) / n.TotalMem,
-		pMemFth:  float64(n.FreeMem) / n.TotalMem,
-		pCPU:     float64(n.OSCPUs) / n.TotalCPU,
-		pCPUFth:  float64(n.OSCPUs) / n.TotalCPU,
-		offline:  n.Offline,
-		master:   n.Master,
-		utilPool: baseUtil,
-		group:    n.Group,
+		tMem: n.TotalMem, nMem: n.NodeMem, tDsk: n.TotalDisk,
+		tCPU: n.TotalCPU, cpuSpeed: n.CPUSpeed, nCPU: n.OSCPUs,
+		tSpindles:   n.Spindles,
+		exclStorage: n.ExclStorage,
+		failN1:      true,
+		offline:     n.Offline,
+		master:      n.Master,
+		utilPool:    baseUtil,
+		group:       n.Group,
 	}
-	s.exclStorage = n.ExclStorage
-	if n.ExclStorage {
-		s.pDsk = computePDsk(n.FreeSpindles, float64(n.Spindles))
-	} else {
-		s.pDsk = computePDsk(n.FreeDisk, n.TotalDisk)
-	}
-	s.pDskFth = s.pDsk
+	s.cur = newUsage(n)
+	s.fth = s.cur
 	s.loDsk = 0 // Ganeti's default reserved disk ratio is 0
 	return s
 }
@@ -154,53 +144,31 @@ func pairCounts(m map[[2]string]int, keys [][2]string, add bool) map[[2]string]i
 }
 
 // setPri records a primary instance at load time (Ganeti's Node.setPri):
-// the node's free memory and disk already account for it.
+// the node's free memory and disk already account for it. The reported
+// free memory counts the running instances; the forthcoming copy takes the
+// memory of the others too.
 func (n *nodeState) setPri(in *instState) {
 	if !in.forthcoming {
 		n.nPri++
-		if in.notOffline() {
-			n.uCPU += in.vcpus
-		}
-		n.pCPU = float64(n.uCPU) / n.tCPU
-		n.utilLoad = n.utilLoad.add(in.util)
-		n.instSp = n.calcSpindleUse(true, in, n.instSp)
+		n.cur.setPri(n, in, 0)
 		n.locScore += in.locScore + n.dsrdScore(in)
 		n.instMap = pairCounts(n.instMap, n.locPairs(in), true)
 	}
-	// Fields that include forthcoming instances.
 	n.pTags = addCounts(n.pTags, in.exclTags)
-	if in.notOffline() {
-		n.uCPUFth += in.vcpus
-	}
-	n.pCPUFth = float64(n.uCPUFth) / n.tCPU
-	n.utilLdFth = n.utilLdFth.add(in.util)
+	mem := 0
 	if !in.usesMemory() {
-		n.fMemFth -= in.mem
+		mem = in.mem
 	}
-	n.pMemFth = float64(n.fMemFth) / n.tMem
-	n.setDiskFthAtLoad(in)
+	n.fth.setPri(n, in, mem)
 }
 
 // setSec records a secondary instance at load time (Ganeti's Node.setSec).
 func (n *nodeState) setSec(in *instState) {
 	if !in.forthcoming {
 		n.nSec++
-		n.utilLoad.dsk += in.util.dsk
-		n.instSp = n.calcSpindleUse(true, in, n.instSp)
+		n.cur.setSec(n, in)
 	}
-	n.utilLdFth.dsk += in.util.dsk
-	n.setDiskFthAtLoad(in)
-}
-
-// setDiskFthAtLoad is the end of setPri and setSec: the forthcoming disk
-// counters count in's spindle use, and for a forthcoming instance (which
-// the node's free disk does not yet account for) its disk and spindles.
-func (n *nodeState) setDiskFthAtLoad(in *instState) {
-	if !in.forthcoming {
-		n.instSpFth = n.calcSpindleUse(true, in, n.instSpFth)
-		return
-	}
-	n.setDiskFth(n.diskAfter(true, in, n.fDskFth-in.localDisk(), n.fSpindFth, n.instSpFth))
+	n.fth.setSec(n, in)
 }
 
 // buildPeers computes the N+1 reserve from the node's secondaries.
@@ -219,7 +187,7 @@ func (n *nodeState) buildPeers(s *State, ni int) {
 	}
 	n.peers = ps
 	n.rMem = maxPeer(ps)
-	n.failN1 = n.fMem < n.rMem
+	n.failN1 = n.cur.fMem < n.rMem
 	n.pRem = float64(n.rMem) / n.tMem
 }
 
@@ -276,32 +244,14 @@ func maxPeer(ps []peer) int {
 
 // removePri is Ganeti's Node.removePri.
 func (n *nodeState) removePri(in *instState) {
-	online := in.notOffline()
-	// forthcoming fields
 	n.pTags = delCounts(n.pTags, in.exclTags)
-	n.fMemFth += in.mem
-	n.setDiskFth(n.diskAfter(false, in, n.fDskFth+in.localDisk(), n.fSpindFth, n.instSpFth))
-	n.pMemFth = float64(n.fMemFth) / n.tMem
-	if online {
-		n.uCPUFth -= in.vcpus
-	}
-	n.pCPUFth = float64(n.uCPUFth) / n.tCPU
-	n.utilLdFth = n.utilLdFth.sub(in.util)
+	n.fth.primary(n, false, in, in.mem)
 	if in.forthcoming {
 		return
 	}
 	n.nPri--
-	if in.usesMemory() {
-		n.fMem += in.mem
-	}
-	n.setDisk(n.diskAfter(false, in, n.fDsk+in.localDisk(), n.fSpindles, n.instSp))
-	n.pMem = float64(n.fMem) / n.tMem
-	n.failN1 = n.fMem <= n.rMem
-	if online {
-		n.uCPU -= in.vcpus
-	}
-	n.pCPU = float64(n.uCPU) / n.tCPU
-	n.utilLoad = n.utilLoad.sub(in.util)
+	n.cur.primary(n, false, in, in.usedMem())
+	n.failN1 = n.cur.fMem <= n.rMem
 	n.locScore -= in.locScore + n.dsrdScore(in)
 	n.instMap = pairCounts(n.instMap, n.locPairs(in), false)
 }
@@ -309,13 +259,12 @@ func (n *nodeState) removePri(in *instState) {
 // removeSec is Ganeti's Node.removeSec. With dry the peer list is left
 // stale (only the derived rMem is updated): for scoring, never for commit.
 func (n *nodeState) removeSec(in *instState, dry bool) {
-	n.setDiskFth(n.diskAfter(false, in, n.fDskFth+in.localDisk(), n.fSpindFth, n.instSpFth))
-	n.utilLdFth.dsk -= in.util.dsk
+	n.fth.secondary(n, false, in, in.localDisk())
 	if in.forthcoming {
 		return
 	}
 	n.nSec--
-	n.setDisk(n.diskAfter(false, in, n.fDsk+in.localDisk(), n.fSpindles, n.instSp))
+	n.cur.secondary(n, false, in, in.localDisk())
 	oldPeem := peerFind(n.peers, in.pNode)
 	newPeem := oldPeem
 	if in.usesSecMem() {
@@ -345,8 +294,7 @@ func (n *nodeState) removeSec(in *instState, dry bool) {
 		}
 	}
 	n.pRem = float64(n.rMem) / n.tMem
-	n.failN1 = n.fMem <= n.rMem
-	n.utilLoad.dsk -= in.util.dsk
+	n.failN1 = n.cur.fMem <= n.rMem
 }
 
 // addPri is Ganeti's Node.addPriEx; force skips the soft checks. It reports
@@ -354,92 +302,38 @@ func (n *nodeState) removeSec(in *instState, dry bool) {
 func (n *nodeState) addPri(in *instState, force bool) bool {
 	strict := !force
 	useDisk := in.usesLocal()
-	online := in.notOffline()
-	lCPU := n.vcpuRatio
-
-	memFth := n.fMemFth - in.mem
-	fth := n.diskAfter(true, in, n.fDskFth-in.localDisk(), n.fSpindFth, n.instSpFth)
-	uCPUFth := n.uCPUFth
-	if online {
-		uCPUFth += in.vcpus
-	}
-	pCPUFth := float64(uCPUFth) / n.tCPU
-	fthBad := memFth <= 0 ||
-		(useDisk && fth.dsk <= 0) ||
-		(useDisk && fth.dsk < n.loDsk) ||
-		(useDisk && n.exclStorage && fth.sp < 0) ||
-		(useDisk && fth.instSp > n.hiSpindles) ||
-		(lCPU >= 0 && lCPU < pCPUFth)
-	applyFth := func() {
+	fth := n.fth
+	fth.primary(n, true, in, in.mem)
+	fthHard, fthSoft := n.diskFits(&fth)
+	fthBad := fth.fMem <= 0 || (useDisk && (fthHard || fthSoft)) || n.cpuOver(&fth)
+	apply := func() {
 		n.pTags = addCounts(n.pTags, in.exclTags)
-		n.fMemFth = memFth
-		n.pMemFth = float64(memFth) / n.tMem
-		n.setDiskFth(fth)
-		n.uCPUFth = uCPUFth
-		n.pCPUFth = pCPUFth
-		n.utilLdFth = n.utilLdFth.add(in.util)
+		n.fth = fth
 	}
 	if in.forthcoming {
-		return addForthcoming(strict, fthBad, applyFth)
+		return addForthcoming(strict, fthBad, apply)
 	}
-	newMem := n.fMem
-	if in.usesMemory() {
-		newMem -= in.mem
-	}
-	d := n.diskAfter(true, in, n.fDsk-in.localDisk(), n.fSpindles, n.instSp)
-	newFailN1 := newMem <= n.rMem
-	newUCPU := n.uCPU
-	if online {
-		newUCPU += in.vcpus
-	}
-	newPCPU := float64(newUCPU) / n.tCPU
+	cur := n.cur
+	cur.primary(n, true, in, in.usedMem())
+	hard, soft := n.diskFits(&cur)
+	newFailN1 := cur.fMem <= n.rMem
 	switch {
-	case newMem <= 0,
-		useDisk && d.dsk <= 0,
-		strict && useDisk && d.dsk < n.loDsk,
-		useDisk && n.exclStorage && d.sp < 0,
-		strict && useDisk && d.instSp > n.hiSpindles,
+	case cur.fMem <= 0,
+		useDisk && hard,
+		strict && useDisk && soft,
 		strict && newFailN1 && !n.failN1,
-		strict && lCPU >= 0 && lCPU < newPCPU,
+		strict && n.cpuOver(&cur),
 		strict && rejectTags(n.pTags, in.exclTags),
 		strict && fthBad:
 		return false
 	}
-	applyFth()
+	apply()
 	n.nPri++
-	n.fMem = newMem
+	n.cur = cur
 	n.failN1 = newFailN1
-	n.pMem = float64(newMem) / n.tMem
-	n.setDisk(d)
-	n.uCPU = newUCPU
-	n.pCPU = newPCPU
-	n.utilLoad = n.utilLoad.add(in.util)
 	n.locScore += in.locScore + n.dsrdScore(in)
 	n.instMap = pairCounts(n.instMap, n.locPairs(in), true)
 	return true
-}
-
-// diskFit is what a node's disk counters (the real ones or the forthcoming
-// ones) become when an instance is added or removed: free disk, free spindles (with
-// exclusive storage) and the instances' spindle use (without).
-type diskFit struct {
-	dsk, sp int
-	instSp  float64
-}
-
-// diskAfter is diskFit when in is added (or removed) from the free disk
-// it leaves and the current free spindles and spindle use.
-func (n *nodeState) diskAfter(add bool, in *instState, dsk, sp int, instSp float64) diskFit {
-	return diskFit{dsk: dsk, sp: n.calcFreeSpindles(add, in, sp), instSp: n.calcSpindleUse(add, in, instSp)}
-}
-
-// setDisk and setDiskFth store d as the real or the forthcoming counters.
-func (n *nodeState) setDisk(d diskFit) {
-	n.fDsk, n.pDsk, n.instSp, n.fSpindles = d.dsk, n.newPDsk(d.sp, d.dsk), d.instSp, d.sp
-}
-
-func (n *nodeState) setDiskFth(d diskFit) {
-	n.fDskFth, n.pDskFth, n.instSpFth, n.fSpindFth = d.dsk, n.newPDsk(d.sp, d.dsk), d.instSp, d.sp
 }
 
 // addForthcoming ends addPri and addSec for a forthcoming instance, which
@@ -479,41 +373,36 @@ func (n *nodeState) addSecBase(in *instState, pdx, base int, force, dry bool) bo
 		secMem = in.mem
 	}
 	newPeem := base + secMem
-	fth := n.diskAfter(true, in, n.fDskFth-in.dsk, n.fSpindFth, n.instSpFth)
-	fthBad := !in.hasSecondary() || fth.dsk <= 0 || fth.dsk < n.loDsk ||
-		(n.exclStorage && fth.sp < 0) || fth.instSp > n.hiSpindles || secMem >= n.fMemFth
+	fth := n.fth
+	fth.secondary(n, true, in, in.dsk)
+	fthHard, fthSoft := n.diskFits(&fth)
+	fthBad := !in.hasSecondary() || fthHard || fthSoft || secMem >= n.fth.fMem
 	if in.forthcoming {
-		return addForthcoming(strict, fthBad, func() {
-			n.setDiskFth(fth)
-			n.utilLdFth.dsk += in.util.dsk
-		})
+		return addForthcoming(strict, fthBad, func() { n.fth = fth })
 	}
-	oldMem := n.fMem
-	d := n.diskAfter(true, in, n.fDsk-in.dsk, n.fSpindles, n.instSp)
+	cur := n.cur
+	cur.secondary(n, true, in, in.dsk)
+	hard, soft := n.diskFits(&cur)
 	newRMem := max(n.rMem, newPeem)
-	newFailN1 := oldMem <= newRMem
+	newFailN1 := cur.fMem <= newRMem
 	switch {
 	case !in.hasSecondary(),
-		d.dsk <= 0,
-		strict && d.dsk < n.loDsk,
-		n.exclStorage && d.sp < 0,
-		strict && d.instSp > n.hiSpindles,
-		strict && secMem >= oldMem,
+		hard,
+		strict && soft,
+		strict && secMem >= cur.fMem,
 		strict && newFailN1 && !n.failN1,
 		strict && fthBad:
 		return false
 	}
-	n.setDiskFth(fth)
-	n.utilLdFth.dsk += in.util.dsk
+	n.fth = fth
 	n.nSec++
 	if !dry {
 		n.peers = peerAdd(n.peers, pdx, newPeem, false)
 	}
 	n.failN1 = newFailN1
 	n.rMem = newRMem
-	n.setDisk(d)
+	n.cur = cur
 	n.pRem = float64(newRMem) / n.tMem
-	n.utilLoad.dsk += in.util.dsk
 	return true
 }
 

@@ -361,11 +361,11 @@ func (sq *squeezer) feasible(nodes []int, offline bool, res *instState) bool {
 			continue
 		}
 		n := &s.nodes[i]
-		freeMem += n.fMem
+		freeMem += n.cur.fMem
 		if res.usesMemory() {
 			needMem += res.mem + 1
 		}
-		usedCPU += n.uCPU
+		usedCPU += n.cur.uCPU
 		if n.vcpuRatio < 0 {
 			cpuLimited = false
 		} else {

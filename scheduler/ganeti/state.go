@@ -30,38 +30,33 @@ type peer struct {
 // value: slices and maps inside are shared between copies and never
 // modified in place (copy on write).
 type nodeState struct {
-	tMem                 float64
-	nMem, fMem, fMemFth  int
-	tDsk                 float64
-	fDsk, fDskFth        int
-	tCPU, cpuSpeed       float64
-	nCPU, uCPU, uCPUFth  int
-	tSpindles            int
-	fSpindles, fSpindFth int
-	nPri, nSec           int
-	peers                []peer // sorted by pdx
-	failN1               bool
-	rMem                 int
-	pMem, pMemFth        float64
-	pDsk, pDskFth        float64
-	pRem                 float64
-	pCPU, pCPUFth        float64
-	loDsk                int
-	hiCPU                int
-	hiSpindles           float64
-	instSp, instSpFth    float64
-	offline, master      bool
-	utilPool             dynUtil
-	utilLoad, utilLdFth  dynUtil
-	pTags                map[string]int
-	group                int
-	vcpuRatio            float64
-	exclStorage          bool
-	migTags, rmigTags    []string // sorted sets
-	locTags              []string // sorted set
-	locScore             int
-	instMap              map[[2]string]int
-	xMem                 int
+	tMem           float64
+	nMem           int
+	tDsk           float64
+	tCPU, cpuSpeed float64
+	nCPU           int
+	tSpindles      int
+	// cur counts the committed instances, fth the forthcoming ones too.
+	cur, fth          usage
+	nPri, nSec        int
+	peers             []peer // sorted by pdx
+	failN1            bool
+	rMem              int
+	pRem              float64
+	loDsk             int
+	hiCPU             int
+	hiSpindles        float64
+	offline, master   bool
+	utilPool          dynUtil
+	pTags             map[string]int
+	group             int
+	vcpuRatio         float64
+	exclStorage       bool
+	migTags, rmigTags []string // sorted sets
+	locTags           []string // sorted set
+	locScore          int
+	instMap           map[[2]string]int
+	xMem              int
 }
 
 // instState is hbal's per-instance book-keeping (Ganeti's Instance.Instance).
@@ -84,6 +79,15 @@ type instState struct {
 func (i *instState) notOffline() bool { return i.status != "ADMIN_offline" }
 func (i *instState) isRunning() bool  { return i.status == "running" || i.status == "ERROR_up" }
 func (i *instState) usesMemory() bool { return !i.forthcoming && i.isRunning() }
+
+// usedMem is the memory the instance takes on its primary node: 0 unless
+// it uses memory.
+func (i *instState) usedMem() int {
+	if i.usesMemory() {
+		return i.mem
+	}
+	return 0
+}
 func (i *instState) usesSecMem() bool { return i.notOffline() && i.autoBalance }
 func (i *instState) usesLocal() bool  { return i.tmpl.usesLocalStorage() }
 
@@ -176,14 +180,13 @@ func Load(c *Cluster) (*State, error) {
 	}
 	for ni := range s.nodes {
 		n := &s.nodes[ni]
-		n.xMem = truncInt(n.tMem) - n.nMem - n.fMem - imem[ni]
+		n.xMem = truncInt(n.tMem) - n.nMem - n.cur.fMem - imem[ni]
 		if n.xMem < 0 {
 			// Ganeti 3 counts free memory as total minus node minus
 			// instance memory minus the unexplained part; memory the node
 			// reports free beyond what its instances explain is not used
 			// (the forthcoming-aware figures keep the reported value).
-			n.fMem += n.xMem
-			n.pMem = float64(n.fMem) / n.tMem
+			n.cur.fMem += n.xMem
 		}
 	}
 	s.alias = aliases(c)
