@@ -9,6 +9,7 @@ import (
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/internal/destplan"
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -16,6 +17,11 @@ import (
 const (
 	checkpointBytes    = 256 << 20
 	checkpointInterval = 5 * time.Second
+	// writebackEvery is how many bytes the data phase writes between two
+	// starts of the target's writeback (internal/target's Writebacker):
+	// the disk writes while the next bytes arrive, and a checkpoint's
+	// fdatasync waits only for what is still in flight.
+	writebackEvery = 8 << 20
 )
 
 // receiver applies a sender's stream to a target.
@@ -68,6 +74,9 @@ type receiver struct {
 	// srcData is the source's data blocks in the whole file (the bound of
 	// the read-back's PROGRESS frames at the sender).
 	srcData int64
+	// wb starts the target's writeback as the data phase writes it
+	// (writebackEvery); nil outside stream.
+	wb *wtarget.Writebacker
 }
 
 // planJob is a plan whose compare chunks hashAhead hashes, from first on;
@@ -279,6 +288,8 @@ func (r *receiver) stream(ctx context.Context) error {
 	stop := unblock(gctx, r.f.cc)
 	defer stop()
 	q := newSendq(r.f, window+4)
+	r.wb = wtarget.NewWritebacker(r.t.w, writebackEvery)
+	defer func() { r.wb.Stop(); r.wb = nil }()
 	r.busyPut = busyQueued(gctx, q)
 	defer func() { r.busyPut = nil }()
 	own := make(chan *ownHashes, 2)
