@@ -289,7 +289,13 @@ func (r *receiver) stream(ctx context.Context) error {
 	defer stop()
 	q := newSendq(r.f, window+4)
 	r.wb = wtarget.NewWritebacker(r.t.w, writebackEvery)
-	defer func() { r.wb.Stop(); r.wb = nil }()
+	defer func() {
+		r.wb.Stop()
+		if r.p.hooks != nil && r.p.hooks.writebacks != nil {
+			r.p.hooks.writebacks(r.wb.Started())
+		}
+		r.wb = nil
+	}()
 	r.busyPut = busyQueued(gctx, q)
 	defer func() { r.busyPut = nil }()
 	own := make(chan *ownHashes, 2)

@@ -40,6 +40,10 @@ type testHooks struct {
 	// noWindows makes its side (a client, or a server) play a peer without
 	// wire.FeatWindows or wire.FeatPieceMaps (whole maps up front).
 	noWindows bool
+	// writebacks learns, at the end of a receiver's data phase, how many
+	// times it started the target's writeback (internal/target's
+	// Writebacker), once no more can start.
+	writebacks func(started int64)
 	// sessionMemory, when positive, is the client's session memory
 	// budget (the server's is Server.MaxSessionMemory).
 	sessionMemory int64
