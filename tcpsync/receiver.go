@@ -3,12 +3,15 @@ package tcpsync
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/internal/destplan"
+	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -16,6 +19,11 @@ import (
 const (
 	checkpointBytes    = 256 << 20
 	checkpointInterval = 5 * time.Second
+	// writebackEvery is how many bytes the data phase writes between two
+	// starts of the target's writeback (internal/target's Writebacker):
+	// the disk writes while the next bytes arrive, and a checkpoint's
+	// fdatasync waits only for what is still in flight.
+	writebackEvery = 8 << 20
 )
 
 // receiver applies a sender's stream to a target.
@@ -68,6 +76,9 @@ type receiver struct {
 	// srcData is the source's data blocks in the whole file (the bound of
 	// the read-back's PROGRESS frames at the sender).
 	srcData int64
+	// wb starts the target's writeback as the data phase writes it
+	// (writebackEvery); nil outside stream.
+	wb *wtarget.Writebacker
 }
 
 // planJob is a plan whose compare chunks hashAhead hashes, from first on;
@@ -279,6 +290,14 @@ func (r *receiver) stream(ctx context.Context) error {
 	stop := unblock(gctx, r.f.cc)
 	defer stop()
 	q := newSendq(r.f, window+4)
+	r.wb = wtarget.NewWritebacker(r.t.w, writebackEvery)
+	defer func() {
+		r.wb.Stop()
+		if r.p.hooks != nil && r.p.hooks.writebacks != nil {
+			r.p.hooks.writebacks(r.wb.Started())
+		}
+		r.wb = nil
+	}()
 	r.busyPut = busyQueued(gctx, q)
 	defer func() { r.busyPut = nil }()
 	own := make(chan *ownHashes, 2)
@@ -321,31 +340,49 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	}
 }
 
-// hashPlan hashes the compare chunks of one plan (hashAhead).
+// hashPlan hashes the compare chunks of one plan (hashAhead). Neighbouring
+// compare extents are read in one read (pieces: holes of up to maxReadGap
+// between them, up to len(buf)), as the sender reads its source: a target
+// of many small extents is then read in large requests, not in a cold
+// request per extent.
 func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher, dk *digestKey, buf []byte, out chan<- *ownHashes) error {
 	p := j.p
+	bs := r.p.bs
 	for k := p.nextCmpChunk(j.first); k < p.nchunks; k = p.nextCmpChunk(k + 1) {
 		cv := p.chunk(k)
 		c := &cv
 		o := &ownHashes{k: j.base + k, seeded: make([]uint64, 0, c.ncmp), mix: make([]digest, 0, c.ncmp)}
 		m, err := sparse.FromExtents(p.size, c.cmp)
-		if err == nil {
-			err = h.Walk(ctx, r.t.w.OS(), m, r.p.bs, buf, func(off int64, b []byte, sum uint64) error {
-				if err := r.f.m.read(int64(len(b))); err != nil {
-					return err
-				}
-				r.worked.Add(int64(len(b)))
-				o.seeded = append(o.seeded, sum)
-				var d digest
-				if !sparse.IsZero(b) {
-					d.addBlock(dk, off, b)
-				}
-				o.mix = append(o.mix, d)
-				return nil
-			})
-		}
 		if err != nil {
 			return fmt.Errorf("hashing %s: %w", r.t.display, err)
+		}
+		for _, pc := range pieces(m.RoundOut(bs).Extents(), int64(len(buf))/bs*bs) {
+			if err := ctx.Err(); err != nil {
+				return context.Cause(ctx)
+			}
+			n := pc.end - pc.start
+			if err := r.f.m.read(n); err != nil {
+				return err
+			}
+			if got, err := r.t.w.OS().ReadAt(buf[:n], pc.start); int64(got) < n {
+				if err == nil || errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return fmt.Errorf("hashing %s: reading %d bytes at %d: %w", r.t.display, n, pc.start, err)
+			}
+			r.p.hooks.readTarget(n)
+			for _, e := range pc.ext {
+				for off := e.Off; off < e.End(); off += bs {
+					b := buf[off-pc.start : min(off+bs, e.End())-pc.start]
+					r.worked.Add(int64(len(b)))
+					o.seeded = append(o.seeded, h.Sum(b))
+					var d digest
+					if !sparse.IsZero(b) {
+						d.addBlock(dk, off, b)
+					}
+					o.mix = append(o.mix, d)
+				}
+			}
 		}
 		select {
 		case out <- o:

@@ -172,6 +172,7 @@ func (r *receiver) writeData(raw []byte, off int64) error {
 				return fmt.Errorf("writing %s at %d: %w", r.t.display, a, err)
 			}
 			r.worked.Add(n)
+			r.wb.Wrote(n)
 			a += n
 		}
 	}

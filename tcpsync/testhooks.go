@@ -40,6 +40,13 @@ type testHooks struct {
 	// noWindows makes its side (a client, or a server) play a peer without
 	// wire.FeatWindows or wire.FeatPieceMaps (whole maps up front).
 	noWindows bool
+	// targetRead learns the length of each read of the target's compare
+	// blocks (hashAhead's goroutine).
+	targetRead func(n int64)
+	// writebacks learns, at the end of a receiver's data phase, how many
+	// times it started the target's writeback (internal/target's
+	// Writebacker), once no more can start.
+	writebacks func(started int64)
 	// sessionMemory, when positive, is the client's session memory
 	// budget (the server's is Server.MaxSessionMemory).
 	sessionMemory int64
@@ -54,5 +61,11 @@ func (h *testHooks) readBackRead() {
 func (h *testHooks) finalCheck(f *os.File) {
 	if h != nil && h.beforeFinalCheck != nil {
 		h.beforeFinalCheck(f)
+	}
+}
+
+func (h *testHooks) readTarget(n int64) {
+	if h != nil && h.targetRead != nil {
+		h.targetRead(n)
 	}
 }

@@ -13,6 +13,8 @@
 //	t.Zero(off, n)             // holes: punch, else zeros (devices: punch/zero-out)
 //	t.Clone(src), t.CloneRange(src, off, n), kcopy.CopyRange(ctx, src, t, off, n)
 //	                           // the kernel's copies: reflinks, copy_file_range
+//	w := target.NewWritebacker(t, 8<<20); w.Wrote(n); w.Stop()
+//	                           // writeback started as the bytes accumulate, off the caller
 //	t.Commit(sync)             // fdatasync; atomic: fsync, rename, fsync dir
 //	t.Abort()                  // after any failure: temp file removed
 //
