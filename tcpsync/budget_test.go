@@ -80,6 +80,7 @@ func claimer(ctx context.Context, addr string, host int, name string, period tim
 // all 7 are held while a legitimate push from another address succeeds,
 // and each ends as stalled after the idle timeout.
 func TestClaimsCannotLockOut(t *testing.T) {
+	t.Parallel() // it waits on idle timeouts: beside the other waiting tests
 	root, local := t.TempDir(), t.TempDir()
 	const idle = 2 * time.Second
 	addr, srv := startServer(t, root, func(s *Server) { s.IdleTimeout = idle })

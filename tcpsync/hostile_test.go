@@ -188,6 +188,7 @@ func TestPushFacingEarlyDoneAck(t *testing.T) {
 // within the per-frame read deadline. The session must end for lack of
 // progress (64 KiB per idle timeout), not after hours.
 func TestDripStalls(t *testing.T) {
+	t.Parallel() // it waits on idle timeouts: beside the other waiting tests
 	root := t.TempDir()
 	var ends <-chan SessionEvent
 	addr, srv := startServer(t, root, func(s *Server) {

@@ -187,6 +187,7 @@ func TestSlowLimitIsNoStall(t *testing.T) {
 	const idle = 2 * time.Second
 	for _, side := range []string{"client", "server"} {
 		t.Run(side, func(t *testing.T) {
+			t.Parallel() // each waits out its rate: together, not one after another
 			root := t.TempDir()
 			var evs sessions
 			// 384 KiB/s: a 1 MiB DATA frame or read would take 2.7 s, over
