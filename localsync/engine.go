@@ -34,8 +34,8 @@ const (
 	// comparison of the short ones: 100,000 4 KiB extents on XFS clone in
 	// 1.9 s and compare in 4.4 s (docs/benchmarks.md).
 	recloneWholeMin = 1024
-	// writebackEvery is how many bytes are written between two kicks of
-	// asynchronous writeback (startWriteback): the disk then writes while
+	// writebackEvery is how many bytes are written between two starts of
+	// asynchronous writeback (target.Writebacker): the disk then writes while
 	// the source is still being read, instead of all at the final fdatasync.
 	writebackEvery = 8 << 20
 )
@@ -93,10 +93,9 @@ type engine struct {
 	done                                 atomic.Int64
 	cloned, cfrBytes, rwBytes, unchanged atomic.Int64
 	punched, zeroed, zeroBytes           atomic.Int64
-	dirty                                atomic.Int64  // written since the last writeback kick
-	kick                                 chan struct{} // to the writebacker; nil: no writeback during the copy
-	throttled                            atomic.Int64  // nanoseconds workers waited on opts.Budget, summed
-	workers                              atomic.Int64  // the most workers that ran at once
+	wb                                   *target.Writebacker // during a pipeline; nil: no writeback during the copy
+	throttled                            atomic.Int64        // nanoseconds workers waited on opts.Budget, summed
+	workers                              atomic.Int64        // the most workers that ran at once
 
 	// Cold ranges are read with O_DIRECT (the source in a full
 	// read/write copy and a re-sync, the destination in a re-sync); nil:
@@ -164,43 +163,13 @@ func (e *engine) limit(n int64) int64 {
 	return n
 }
 
-// wrote notes n bytes written to the destination's page cache and has
-// their writeback started (writebacker) every writebackEvery bytes, unless
-// the caller asked for no sync at all.
-func (e *engine) wrote(n int64) {
-	if e.opts.NoSync || n <= 0 {
-		return
-	}
-	if e.dirty.Add(n) >= writebackEvery {
-		e.dirty.Store(0)
-		select {
-		case e.kick <- struct{}{}:
-		default: // a kick is pending: it covers these bytes too
-		}
-	}
-}
-
-// writebacker starts the goroutine that starts writeback when wrote asks
-// for it; stop ends it. One goroutine does it so that no copy worker
-// waits in sync_file_range, which on ext4 and XFS allocates the blocks of
-// every delayed write it starts (at a million 4 KiB extents, tenths of a
-// second per call), and so that the workers never queue on the inode's
-// writeback lock behind each other: kicks that come while one runs fold
-// into the next.
-func (e *engine) writebacker() (stop func()) {
-	e.kick = make(chan struct{}, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range e.kick {
-			startWriteback(e.dst.OS())
-		}
-	}()
-	return func() {
-		close(e.kick)
-		<-done
-	}
-}
+// wrote notes n bytes written to the destination's page cache: the
+// pipeline's Writebacker starts their writeback every writebackEvery bytes,
+// from one goroutine of its own, so that no copy worker waits in
+// sync_file_range (on ext4 and XFS it allocates the blocks of every delayed
+// write it starts: at a million 4 KiB extents, tenths of a second per
+// call). Nothing with NoSync.
+func (e *engine) wrote(n int64) { e.wb.Wrote(n) }
 
 func (e *engine) progress(n int64) {
 	d := e.done.Add(n)

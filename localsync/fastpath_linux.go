@@ -17,11 +17,3 @@ const oTmpfile = unix.O_TMPFILE
 func adviseSequential(f *os.File) {
 	_ = rawfd.Do(f, func(fd int) error { return unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL) })
 }
-
-// startWriteback starts asynchronous writeback of f's dirty pages
-// (sync_file_range SYNC_FILE_RANGE_WRITE over the whole file) without
-// waiting for it. Errors are ignored: the final fdatasync reports them.
-// It is a variable so that tests can watch the calls (StartWritebackHook).
-var startWriteback = func(f *os.File) {
-	_ = rawfd.Do(f, func(fd int) error { return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
-}

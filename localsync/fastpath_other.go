@@ -13,8 +13,6 @@ const (
 
 func adviseSequential(*os.File) {}
 
-func startWriteback(*os.File) {}
-
 func allocatesEagerly(*os.File) bool { return false }
 
 var preallocate = func(*os.File, int64, int64) {}

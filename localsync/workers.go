@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -38,7 +39,7 @@ type pipeline struct {
 	cancel context.CancelCauseFunc
 	jobs   chan job
 	wg     sync.WaitGroup
-	stop   func() // the writebacker's
+	stop   func() // the Writebacker's
 	chunk  int64  // a copy job's largest piece
 }
 
@@ -56,7 +57,8 @@ func (e *engine) startPipeline(n int, prealloc bool) *pipeline {
 		p.chunk = kernelChunk
 	}
 	if !e.opts.NoSync {
-		p.stop = e.writebacker()
+		e.wb = target.NewWritebacker(e.dst, writebackEvery)
+		p.stop = func() { e.wb.Stop(); e.wb = nil }
 	}
 	e.prealloc = prealloc
 	if int64(n) > e.workers.Load() {

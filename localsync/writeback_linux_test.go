@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 )
 
@@ -18,8 +19,7 @@ import (
 // destination's writeback as its bytes accumulate, from one goroutine at
 // a time (never several workers in sync_file_range on one inode, each
 // waiting for the blocks it allocates), all of it before Copy returns, and
-// not at all with NoSync; the copy is exact. The hook sleeps, so that
-// calls made from the copy workers themselves would overlap.
+// not at all with NoSync; the copy is exact.
 func TestWritebackOffTheWorkers(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
@@ -29,15 +29,14 @@ func TestWritebackOffTheWorkers(t *testing.T) {
 	}
 	layout.Create(t, src, l) // 48 MiB of data in 3,072 extents
 
+	// The rule never fires: its When watches each call, and sleeps, so
+	// that calls made from the copy workers themselves would overlap.
 	var mu sync.Mutex
-	var calls, running, most int
+	var running, most int
 	returned := false
 	var late int
-	orig := startWriteback
-	t.Cleanup(func() { startWriteback = orig })
-	startWriteback = func(f *os.File) {
+	watch := target.Fault{Op: target.OpWriteback, When: func() bool {
 		mu.Lock()
-		calls++
 		running++
 		most = max(most, running)
 		if returned {
@@ -45,22 +44,23 @@ func TestWritebackOffTheWorkers(t *testing.T) {
 		}
 		mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
-		orig(f)
 		mu.Lock()
 		running--
 		mu.Unlock()
-	}
+		return false
+	}}
 
 	for _, noSync := range []bool{false, true} {
 		dst := filepath.Join(dir, "dst")
 		os.Remove(dst)
 		mu.Lock()
-		calls, most, returned, late = 0, 0, false, 0
+		most, returned, late = 0, false, 0
 		mu.Unlock()
-		_, err := Copy(context.Background(), src, dst, &Options{NoSync: noSync, Reflink: ReflinkNever})
+		faults := target.NewFaults(watch)
+		_, err := Copy(context.Background(), src, dst, &Options{NoSync: noSync, Reflink: ReflinkNever, faults: faults})
 		mu.Lock()
 		returned = true
-		got, gotMost := calls, most
+		got, gotMost := faults.Calls(target.OpWriteback), most
 		mu.Unlock()
 		require.NoError(t, err)
 		require.Equal(t, layout.SeekWalk(t, src), layout.SeekWalk(t, dst), "hole map (NoSync %v)", noSync)

@@ -38,6 +38,10 @@ const (
 	OpCloneRange // ficlonerange
 	// OpCopyRange is one copy_file_range call (CopyFileRange).
 	OpCopyRange // copy_file_range
+	// OpWriteback is a Writebacker's start of writeback (sync_file_range
+	// SYNC_FILE_RANGE_WRITE). It is only a head start: an Err skips the
+	// call and is not reported.
+	OpWriteback // sync_file_range
 )
 
 // Fault is one rule of Faults: fail the N-th call of Op on a name that

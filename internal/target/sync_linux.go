@@ -21,5 +21,8 @@ func Fdatasync(f *os.File) error {
 // waiting for it. Errors are ignored: it is a head start, and the next
 // fdatasync reports them. A block device too: its page cache is the same.
 func (t *File) startWriteback() {
+	if _, ok := t.faults.fire(OpWriteback, t.path); ok {
+		return
+	}
 	_ = rawfd.Do(t.f, func(fd int) error { return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE) })
 }

@@ -14,12 +14,12 @@ import "sync/atomic"
 // starts) and never has two calls queue on the inode's writeback lock:
 // kicks that come while one runs fold into the next.
 //
-// Wrote may be called from one goroutine at a time; Stop from the one that
-// called NewWritebacker, once. Writeback is only a head start: the caller
+// Wrote may be called from many goroutines at once (a copy's workers);
+// Stop once, after the last Wrote. Writeback is only a head start: the caller
 // still syncs, and that sync reports any error.
 type Writebacker struct {
 	every int64
-	dirty int64 // Wrote's caller's
+	dirty atomic.Int64 // written since the last kick
 	kick  chan struct{}
 	done  chan struct{}
 	// calls counts the writebacks started (tests).
@@ -47,11 +47,10 @@ func (w *Writebacker) Wrote(n int64) {
 	if w == nil || w.every <= 0 || n <= 0 {
 		return
 	}
-	w.dirty += n
-	if w.dirty < w.every {
+	if w.dirty.Add(n) < w.every {
 		return
 	}
-	w.dirty = 0
+	w.dirty.Store(0)
 	select {
 	case w.kick <- struct{}{}:
 	default: // a kick is pending: it covers these bytes too

@@ -2,6 +2,7 @@ package target
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,25 @@ func TestWritebacker(t *testing.T) {
 	}
 	var w *Writebacker
 	w.Wrote(1 << 30)
+}
+
+// TestWritebackerManyWriters: Wrote from several goroutines at once (a
+// copy's workers) counts every byte (run with -race): 4 x 16 pieces of
+// 64 KiB reach a 4 MiB threshold only all together.
+func TestWritebackerManyWriters(t *testing.T) {
+	f, err := Create(filepath.Join(t.TempDir(), "dst"), &Options{Mode: 0o644})
+	require.NoError(t, err)
+	defer f.Close()
+	w := NewWritebacker(f, 4<<20)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 16 {
+				w.Wrote(64 << 10)
+			}
+		})
+	}
+	wg.Wait()
+	w.Stop()
+	require.Equal(t, int64(1), w.Started())
 }
