@@ -293,9 +293,6 @@ func (r *receiver) stream(ctx context.Context) error {
 	r.wb = wtarget.NewWritebacker(r.t.w, writebackEvery)
 	defer func() {
 		r.wb.Stop()
-		if r.p.hooks != nil && r.p.hooks.writebacks != nil {
-			r.p.hooks.writebacks(r.wb.Started())
-		}
 		r.wb = nil
 	}()
 	r.busyPut = busyQueued(gctx, q)

@@ -43,10 +43,6 @@ type testHooks struct {
 	// targetRead learns the length of each read of the target's compare
 	// blocks (hashAhead's goroutine).
 	targetRead func(n int64)
-	// writebacks learns, at the end of a receiver's data phase, how many
-	// times it started the target's writeback (internal/target's
-	// Writebacker), once no more can start.
-	writebacks func(started int64)
 	// sessionMemory, when positive, is the client's session memory
 	// budget (the server's is Server.MaxSessionMemory).
 	sessionMemory int64
