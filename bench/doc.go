@@ -18,12 +18,17 @@
 //	        sync; drop caches (root only)
 //	        run the tool as a child process; syncfs the target if the tool
 //	            does not sync
-//	        record wall, user and system CPU, peak RSS, bytes written to the
-//	            target's block device
+//	        record wall, user and system CPU, the machine's busy CPU, peak
+//	            RSS, bytes written to the target's block device
 //
 // The report gives per tool the median, minimum and maximum of each figure
 // and, against sparsesync, the median over rounds of the per-round time
-// ratio (package bench/stats).
+// ratio and busy CPU ratio (package bench/stats). The busy CPU is the
+// whole machine's (/proc/stat) from the start of the run to the end of its
+// sync: a child's user and system CPU leave out the flusher threads that
+// write back for the harness's syncfs what a tool such as cp left dirty,
+// while a tool that syncs its own target (sparsesync) pays that writeback
+// in its own system time.
 //
 // # Floor
 //

@@ -66,7 +66,7 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 	if c.DeviceStats {
 		writtenChart(b, c, measured)
 	}
-	b.WriteString("<table><tr><th>tool</th><th>median s</th><th>min s</th><th>max s</th><th>x floor</th><th>sparsesync / tool</th><th>user s</th><th>sys s</th><th>peak RSS</th><th>written to device</th><th>on the wire</th></tr>\n")
+	b.WriteString("<table><tr><th>tool</th><th>median s</th><th>min s</th><th>max s</th><th>x floor</th><th>sparsesync / tool</th><th>user+sys s</th><th>busy CPU s (sparsesync / tool)</th><th>peak RSS</th><th>written to device</th><th>on the wire</th></tr>\n")
 	rows := append([]Tool{c.Floor}, c.Tools...)
 	for _, t := range rows {
 		if !t.Measured() {
@@ -95,8 +95,15 @@ func writeCaseHTML(b *strings.Builder, c *Case, idx int) {
 		if t.RatioBase != "" && ratio != "" {
 			ratio += " (" + esc(t.RatioBase) + ")"
 		}
-		fmt.Fprintf(b, "<tr><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-			esc(t.Name), t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, t.User.Median, t.Sys.Median, rss, written, wire)
+		busy := ""
+		if t.BusyCPU.N > 0 {
+			busy = fmt.Sprintf("%.2f", t.BusyCPU.Median)
+		}
+		if t.BusyCPURatio > 0 {
+			busy += fmt.Sprintf(" (%.2f)", t.BusyCPURatio)
+		}
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%s</td><td>%s</td><td>%.3f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+			esc(t.Name), t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, t.User.Median+t.Sys.Median, busy, rss, written, wire)
 	}
 	b.WriteString("</table>\n")
 	for _, t := range rows {

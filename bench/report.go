@@ -90,6 +90,8 @@ type Tool struct {
 	Sys           stats.Summary[float64] `json:"sys_s"`
 	PeakRSS       stats.Summary[int64]   `json:"peak_rss_bytes"`
 	DeviceWritten stats.Summary[int64]   `json:"device_written_bytes"`
+	// BusyCPU summarises Sample.BusyCPU (the rounds that measured it).
+	BusyCPU stats.Summary[float64] `json:"busy_cpu_s"`
 	// WireBytes summarises the bytes on the wire of a network tool (both
 	// directions, counted by a proxy between client and daemon).
 	WireBytes stats.Summary[int64] `json:"wire_bytes"`
@@ -101,6 +103,9 @@ type Tool struct {
 	// not "sparsesync" (the local copy): a network peer is compared with
 	// sparsesync's network sync (SparsesyncNet).
 	RatioBase string `json:"ratio_base,omitempty"`
+	// BusyCPURatio is as SparsesyncRatio for Sample.BusyCPU: the median
+	// over rounds of sparsesync's busy CPU seconds over this tool's.
+	BusyCPURatio float64 `json:"busy_cpu_ratio,omitempty"`
 	// FloorRatio is the median over rounds of this tool's wall time
 	// divided by the floor's of the same round: 1 is as fast as the
 	// hardware allows.
@@ -123,6 +128,14 @@ type Sample struct {
 	// PeakRSS is the child's maximum resident set size (0 for the floor,
 	// measured in the benchmark process).
 	PeakRSS int64 `json:"peak_rss_bytes"`
+	// BusyCPU is the CPU seconds the whole machine spent during the run
+	// (user, nice, system, irq, softirq and steal of every CPU in
+	// /proc/stat, from the start to the end of the run's sync; -1 when
+	// unknown). Unlike User and Sys it counts the kernel's flusher threads
+	// writing back what a tool left dirty for the syncfs after it (cp's
+	// case), which a tool that syncs its own target pays in its own
+	// system time. On an idle machine it is the run's whole CPU cost.
+	BusyCPU float64 `json:"busy_cpu_s"`
 	// DeviceWritten is what the target's block device wrote during the
 	// run, including the final sync (-1 when unknown).
 	DeviceWritten int64 `json:"device_written_bytes"`
@@ -133,9 +146,12 @@ type Sample struct {
 
 // summarize fills the tool's summaries from its runs.
 func (t *Tool) summarize() {
-	var wall, user, sys []float64
+	var wall, user, sys, busy []float64
 	var rss, dev, wire []int64
 	for _, r := range t.Runs {
+		if r.BusyCPU >= 0 {
+			busy = append(busy, r.BusyCPU)
+		}
 		if r.WireBytes >= 0 {
 			wire = append(wire, r.WireBytes)
 		}
@@ -148,17 +164,22 @@ func (t *Tool) summarize() {
 	t.Wall, t.User, t.Sys = stats.Summarize(wall), stats.Summarize(user), stats.Summarize(sys)
 	t.PeakRSS, t.DeviceWritten = stats.Summarize(rss), stats.Summarize(dev)
 	t.WireBytes = stats.Summarize(wire)
+	t.BusyCPU = stats.Summarize(busy)
 }
 
-// pairedWalls returns the wall times of a and b from the rounds both ran.
-func pairedWalls(a, b []Sample) (x, y []float64) {
+// paired returns what of a and b measure picks from the rounds both ran
+// (measure's second result false: not measured in that run).
+func paired(a, b []Sample, measure func(Sample) (float64, bool)) (x, y []float64) {
 	byRound := make(map[int]float64, len(b))
 	for _, r := range b {
-		byRound[r.Round] = r.Wall
+		if v, ok := measure(r); ok {
+			byRound[r.Round] = v
+		}
 	}
 	for _, r := range a {
-		if w, ok := byRound[r.Round]; ok {
-			x, y = append(x, r.Wall), append(y, w)
+		v, ok := measure(r)
+		if w, both := byRound[r.Round]; ok && both {
+			x, y = append(x, v), append(y, w)
 		}
 	}
 	return x, y
@@ -167,8 +188,12 @@ func pairedWalls(a, b []Sample) (x, y []float64) {
 // PairedRatio is the median over the rounds both ran of a's wall time over
 // b's (0 when they share no round).
 func PairedRatio(a, b []Sample) float64 {
-	x, y := pairedWalls(a, b)
-	return stats.PairedRatio(x, y)
+	return stats.PairedRatio(paired(a, b, func(s Sample) (float64, bool) { return s.Wall, true }))
+}
+
+// pairedBusyRatio is PairedRatio for the busy CPU seconds.
+func pairedBusyRatio(a, b []Sample) float64 {
+	return stats.PairedRatio(paired(a, b, func(s Sample) (float64, bool) { return s.BusyCPU, s.BusyCPU > 0 }))
 }
 
 // finish computes every tool's summaries and ratios.
@@ -193,9 +218,11 @@ func (c *Case) finish() {
 			t.RatioBase = SparsesyncNet
 			if net != nil {
 				t.SparsesyncRatio = PairedRatio(net.Runs, t.Runs)
+				t.BusyCPURatio = pairedBusyRatio(net.Runs, t.Runs)
 			}
 		default:
 			t.SparsesyncRatio = PairedRatio(c.Tools[0].Runs, t.Runs)
+			t.BusyCPURatio = pairedBusyRatio(c.Tools[0].Runs, t.Runs)
 		}
 	}
 }

@@ -256,7 +256,8 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 	}
 	stat := deviceStat(dir)
 	before := deviceWritten(stat)
-	r := Sample{WireBytes: -1}
+	r := Sample{WireBytes: -1, BusyCPU: -1}
+	busyBefore := busyCPU()
 	if t.floor {
 		reads := []string{src}
 		if old != "" {
@@ -267,6 +268,7 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 			return Sample{}, fmt.Errorf("floor: %w", err)
 		}
 		r.Wall = d.Seconds()
+		r.BusyCPU = busySince(busyBefore)
 	} else {
 		var daemon *daemonProc
 		if t.daemon != nil {
@@ -311,6 +313,7 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 			err = syncFS(dst)
 		}
 		r.Wall = time.Since(start).Seconds()
+		r.BusyCPU = busySince(busyBefore)
 		if err != nil {
 			return Sample{}, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, firstLine(out))
 		}
@@ -332,6 +335,16 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 		r.DeviceWritten = after - before
 	}
 	return r, nil
+}
+
+// busySince returns the machine's busy CPU seconds since before (from
+// busyCPU), or -1 when either reading failed.
+func busySince(before float64) float64 {
+	after := busyCPU()
+	if before < 0 || after < before {
+		return -1
+	}
+	return after - before
 }
 
 func firstLine(b []byte) string {

@@ -129,6 +129,34 @@ func fsType(path string) string {
 	return fmt.Sprintf("0x%x", s.Type)
 }
 
+// userHZ is the unit of /proc/stat's times: USER_HZ, 100 on every
+// architecture Linux runs Go on.
+const userHZ = 100
+
+// busyCPU returns the CPU seconds the machine has spent busy since boot:
+// the user, nice, system, irq, softirq and steal times of /proc/stat's
+// "cpu" line (every CPU; idle and iowait left out). -1 if unreadable.
+func busyCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var ticks uint64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system - - irq softirq steal
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return -1
+		}
+		ticks += v
+	}
+	return float64(ticks) / userHZ
+}
+
 // childUsage returns a finished child's user and system CPU seconds and
 // peak resident set size in bytes.
 func childUsage(ps *os.ProcessState) (user, sys float64, rss int64) {

@@ -15,7 +15,7 @@ import (
 // on the wire; skipped tools and errors follow the table.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tscenario\tplace\ttool\tmedian s\tmin s\tmax s\tx floor\tsparsesync/tool\tpeak RSS\twritten\twire\t")
+	fmt.Fprintln(tw, "workload\tscenario\tplace\ttool\tmedian s\tmin s\tmax s\tx floor\tsparsesync/tool\tbusy cpu s\tcpu sparsesync/tool\tpeak RSS\twritten\twire\t")
 	var notes []string
 	for _, c := range r.Cases {
 		for _, t := range append([]Tool{c.Floor}, c.Tools...) {
@@ -33,6 +33,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 				continue
 			}
 			ratio, floor, rss, written, wire := "-", "-", "-", "n/a", "-"
+			busy, busyRatio := "-", "-"
+			if t.BusyCPU.N > 0 {
+				busy = fmt.Sprintf("%.2f", t.BusyCPU.Median)
+			}
+			if t.BusyCPURatio > 0 {
+				busyRatio = fmt.Sprintf("%.2f", t.BusyCPURatio)
+			}
 			if t.SparsesyncRatio > 0 {
 				ratio = fmt.Sprintf("%.2f", t.SparsesyncRatio)
 				if t.RatioBase != "" {
@@ -51,8 +58,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if c.DeviceStats && t.DeviceWritten.N > 0 {
 				written = bytesize.Format(t.DeviceWritten.Median)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Scenario, c.Place, t.Name,
-				t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, rss, written, wire)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Scenario, c.Place, t.Name,
+				t.Wall.Median, t.Wall.Min, t.Wall.Max, floor, ratio, busy, busyRatio, rss, written, wire)
 		}
 	}
 	if err := tw.Flush(); err != nil {
