@@ -3,24 +3,29 @@ package bench_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sparsesync/sparsesync/bench"
 )
 
-// burnCPU spins until this process has used d more CPU time (not wall
-// time: the profiler samples CPU time, so the sample count does not depend
-// on the machine's load).
+// burnCPU spins until its own thread has used d more CPU time: not wall
+// time, as the profiler samples CPU time, and not the process's, which
+// the package's parallel tests (a report's floor runs in this process)
+// also spend, so that a loaded machine stops it no earlier.
 //
 //go:noinline
 func burnCPU(d time.Duration) uint64 {
-	start := cpuTime()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
 	var x uint64 = 1
-	for cpuTime()-start < d {
+	for threadCPU()-start < d {
 		for range 100_000 {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
@@ -28,10 +33,11 @@ func burnCPU(d time.Duration) uint64 {
 	return x
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
 }
 
 // TestSummarizeProfiles records two real CPU profiles of a function that
@@ -57,7 +63,9 @@ func TestSummarizeProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Total < 0.3 || len(sum.Files) != 2 || len(sum.Flat) == 0 || len(sum.Cum) == 0 {
+	// 0.6 s burnt, but at ten times the load this machine can carry Go's
+	// profiler kept 0.11-0.26 s of it: ask for a few samples, not all.
+	if sum.Total < 0.05 || len(sum.Files) != 2 || len(sum.Flat) == 0 || len(sum.Cum) == 0 {
 		t.Fatalf("summary %+v", sum)
 	}
 	const fn = "bench_test.burnCPU"
