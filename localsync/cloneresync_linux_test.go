@@ -65,10 +65,7 @@ func TestResyncByCloning(t *testing.T) {
 			_, err = f.WriteAt(bytes.Repeat([]byte{7}, 4096), short)
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
-			for _, d := range []string{dst, never} {
-				_, err := localsync.Copy(t.Context(), src, d, &localsync.Options{Reflink: localsync.ReflinkNever})
-				require.NoError(t, err)
-			}
+			copiesWithoutSharing(t, src, dst, never)
 
 			// Change one block inside a long extent and the short one.
 			g, err := os.OpenFile(src, os.O_WRONLY, 0)
@@ -98,11 +95,7 @@ func TestResyncByCloning(t *testing.T) {
 			require.NoError(t, err)
 			require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes, "unchanged re-sync: %+v", st)
 
-			st, err = localsync.Copy(t.Context(), src, never, &localsync.Options{Reflink: localsync.ReflinkNever})
-			require.NoError(t, err)
-			checkSame(t, src, never)
-			require.Zero(t, st.ClonedBytes, "%+v", st)
-			require.Equal(t, int64(2*4096), st.CopiedBytes, "reflink never writes only the two changed blocks: %+v", st)
+			resyncNeverWritesOnly(t, src, never, 2*4096)
 		})
 	}
 }
@@ -131,10 +124,7 @@ func TestResyncManyExtentsIsOneClone(t *testing.T) {
 				require.NoError(t, err)
 			}
 			require.NoError(t, f.Close())
-			for _, d := range []string{dst, never} {
-				_, err := localsync.Copy(t.Context(), src, d, &localsync.Options{Reflink: localsync.ReflinkNever})
-				require.NoError(t, err)
-			}
+			copiesWithoutSharing(t, src, dst, never)
 			// Change 21 of the source's blocks; give the destination data
 			// in one of the source's holes.
 			g, err := os.OpenFile(src, os.O_WRONLY, 0)
@@ -168,11 +158,28 @@ func TestResyncManyExtentsIsOneClone(t *testing.T) {
 			require.NoError(t, err)
 			require.Zero(t, st.ClonedBytes+st.CopiedBytes+st.PunchedBytes, "unchanged re-sync: %+v", st)
 
-			st, err = localsync.Copy(t.Context(), src, never, &localsync.Options{Reflink: localsync.ReflinkNever})
-			require.NoError(t, err)
-			checkSame(t, src, never)
-			require.Zero(t, st.ClonedBytes, "%+v", st)
-			require.Equal(t, changed*4096, st.CopiedBytes, "reflink never writes only the changed blocks: %+v", st)
+			resyncNeverWritesOnly(t, src, never, changed*4096)
 		})
 	}
+}
+
+// copiesWithoutSharing makes each of dsts an independent copy of src
+// (reflink never): no block shared with it.
+func copiesWithoutSharing(t *testing.T, src string, dsts ...string) {
+	t.Helper()
+	for _, d := range dsts {
+		_, err := localsync.Copy(t.Context(), src, d, &localsync.Options{Reflink: localsync.ReflinkNever})
+		require.NoError(t, err)
+	}
+}
+
+// resyncNeverWritesOnly re-syncs never from src with reflink never and
+// checks it is exact, cloned nothing and wrote exactly changed bytes.
+func resyncNeverWritesOnly(t *testing.T, src, never string, changed int64) {
+	t.Helper()
+	st, err := localsync.Copy(t.Context(), src, never, &localsync.Options{Reflink: localsync.ReflinkNever})
+	require.NoError(t, err)
+	checkSame(t, src, never)
+	require.Zero(t, st.ClonedBytes, "%+v", st)
+	require.Equal(t, changed, st.CopiedBytes, "reflink never writes only the changed blocks: %+v", st)
 }
