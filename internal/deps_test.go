@@ -89,6 +89,9 @@ const depsRules = `
 	internal/kcopy, sparse < internal/target;
 	golang.org/x/sys/unix, sparse < internal/syncmark;
 
+	# A destination's stored block digests: the standard library only.
+	NONE < internal/manifest;
+
 	# The one rule of what to copy, compare and punch: pure.
 	sparse < internal/destplan;
 
@@ -97,7 +100,7 @@ const depsRules = `
 	sparse, github.com/cespare/xxhash/v2 < internal/blockhash;
 
 	# The two ways to move an image.
-	internal/coldread, internal/destplan, internal/kcopy, internal/syncmark, internal/target, qos
+	internal/coldread, internal/destplan, internal/kcopy, internal/manifest, internal/syncmark, internal/target, qos
 	< localsync;
 
 	# tcpsync's protocol on the wire (frames, codecs, tags, codes):

@@ -11,34 +11,32 @@ import (
 
 // compare reads [off, off+n) from both files and writes only the blocks
 // that differ. Both blocks are in memory, so they are compared byte for
-// byte: a hash could let a crafted colliding block through, and costs more
-// CPU than bytes.Equal.
+// byte: an unkeyed hash could let a crafted colliding block through, and
+// costs more CPU than bytes.Equal. Where the destination's manifest holds
+// the keyed digest of a whole 64 KiB block (digests.go), the source's
+// digest stands in for the destination's bytes, which are then not read.
 func (w *worker) compare(off, n int64) error {
 	e := w.e
 	if err := e.ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.throttle(2*n, 0); err != nil {
-		return err
-	}
 	sbuf, dbuf := w.buffers()
 	s, d := sbuf[:n], dbuf[:n]
-	// Both reads at once: a cold comparison waits on the disk, and two
-	// reads in flight per worker keep its queue twice as deep.
-	dstErr := make(chan error, 1)
-	go func() {
-		if got, err := e.dstCold.ReadAt(e.dst.OS(), d, off); got < len(d) {
-			dstErr <- &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
-			return
+	var known []span // of s, where the destination holds these bytes (its manifest says)
+	if e.prevCovers(off, n) {
+		var err error
+		if known, err = w.readVouched(s, d, off); err != nil {
+			return err
 		}
-		dstErr <- nil
-	}()
-	err := e.readFull(s, off)
-	if derr := <-dstErr; err == nil {
-		err = derr
-	}
-	if err != nil {
-		return err
+	} else {
+		if err := w.readBoth(s, d, off); err != nil {
+			return err
+		}
+		if e.dg != nil {
+			if _, err := w.digestPiece(s, off); err != nil {
+				return err
+			}
+		}
 	}
 	const (
 		same = iota
@@ -65,11 +63,16 @@ func (w *worker) compare(off, n int64) error {
 	bs := int(e.bs)
 	for p := 0; p < len(s); p += bs {
 		q := min(p+bs, len(s))
+		for len(known) > 0 && known[0].hi <= p {
+			known = known[1:]
+		}
 		k := same
 		switch {
 		case e.zeroScan && sparse.IsZero(s[p:q]):
 			k = zero
-		case !bytes.Equal(s[p:q], d[p:q]):
+		case len(known) > 0 && known[0].lo <= p && q <= known[0].hi:
+			// the destination's block, vouched for by its digest
+		case !equalKnown(s, d, p, q, known):
 			k = write
 		}
 		if k != runKind {
@@ -84,6 +87,78 @@ func (w *worker) compare(off, n int64) error {
 	}
 	e.progress(n)
 	return nil
+}
+
+// readBoth reads [off, off+len(s)) of the source into s and of the
+// destination into d, both at once: a cold comparison waits on the disk,
+// and two reads in flight per worker keep its queue twice as deep.
+func (w *worker) readBoth(s, d []byte, off int64) error {
+	e := w.e
+	if err := e.throttle(2*int64(len(s)), 0); err != nil {
+		return err
+	}
+	dstErr := make(chan error, 1)
+	go func() { dstErr <- e.readDst(d, off) }()
+	err := e.readFull(s, off)
+	if derr := <-dstErr; err == nil {
+		err = derr
+	}
+	return err
+}
+
+// readVouched reads the source's [off, off+len(s)) into s, digests it, and
+// reads into d only the parts of the destination that its manifest does
+// not vouch for; it returns the vouched spans.
+func (w *worker) readVouched(s, d []byte, off int64) ([]span, error) {
+	e := w.e
+	if err := e.throttle(int64(len(s)), 0); err != nil {
+		return nil, err
+	}
+	if err := e.readFull(s, off); err != nil {
+		return nil, err
+	}
+	known, err := w.digestPiece(s, off)
+	if err != nil {
+		return nil, err
+	}
+	lo, vouched := 0, 0
+	for _, r := range append(known, span{len(s), len(s)}) {
+		if r.lo > lo {
+			if err := e.throttle(int64(r.lo-lo), 0); err != nil {
+				return nil, err
+			}
+			if err := e.readDst(d[lo:r.lo], off+int64(lo)); err != nil {
+				return nil, err
+			}
+		}
+		vouched += r.hi - r.lo
+		lo = r.hi
+	}
+	e.manifestBytes.Add(int64(vouched))
+	return known, nil
+}
+
+// readDst reads the destination's [off, off+len(d)) into d.
+func (e *engine) readDst(d []byte, off int64) error {
+	if got, err := e.dstCold.ReadAt(e.dst.OS(), d, off); got < len(d) {
+		return &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
+	}
+	return nil
+}
+
+// equalKnown compares s and d over [p, q), where d was not read over
+// the part a known span covers (a comparison block that straddles a
+// digest block's edge): there the destination holds s's bytes.
+func equalKnown(s, d []byte, p, q int, known []span) bool {
+	for _, r := range known {
+		if r.lo >= q {
+			break
+		}
+		if lo, hi := max(r.lo, p), min(r.hi, q); lo < hi {
+			copy(d[lo:hi], s[lo:hi])
+		}
+	}
+	return bytes.Equal(s[p:q], d[p:q])
 }
 
 // writeChanged writes a changed run. A long run is cloned where possible

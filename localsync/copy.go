@@ -58,9 +58,13 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 			return qs, nil
 		}
 	}
+	dg := openDigests(dst, &opts)
 	t, err := target.Create(dst, &target.Options{Atomic: opts.Atomic, Mode: w.Info().Mode.Perm(), Faults: opts.faults})
 	if err != nil {
 		return Stats{}, err
+	}
+	if t.BlockDevice() || !w.Info().Mode.IsRegular() {
+		dg = nil
 	}
 	if t.TempName() != "" && mayClone(&opts, w) {
 		// Atomic re-sync: start the temporary file as a clone of the old
@@ -71,7 +75,7 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 			return Stats{}, err
 		}
 	}
-	st, err := run(ctx, w, sf, t, &opts)
+	st, err := run(ctx, w, sf, t, &opts, dg)
 	if err != nil {
 		t.Abort()
 		st.Elapsed = time.Since(start)
@@ -86,7 +90,7 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 		st.Elapsed = time.Since(start)
 		return st, err
 	}
-	markSynced(ctx, w.Info(), t, st, &opts)
+	markSynced(ctx, w.Info(), t, st, &opts, saveDigests(ctx, dst, dg, st.Size, &opts))
 	err = t.Close()
 	st.Elapsed = time.Since(start)
 	return st, err
@@ -126,10 +130,10 @@ func CopyFile(ctx context.Context, src, dst *os.File, o *Options) (Stats, error)
 		return Stats{}, err
 	}
 	t.SetFaults(opts.faults)
-	st, err := run(ctx, w, src, t, &opts)
+	st, err := run(ctx, w, src, t, &opts, nil)
 	if err == nil && !opts.NoSync {
 		if err = t.Sync(); err == nil {
-			markSynced(ctx, w.Info(), t, st, &opts)
+			markSynced(ctx, w.Info(), t, st, &opts, "")
 		}
 	}
 	st.Elapsed = time.Since(start)

@@ -97,6 +97,12 @@ type engine struct {
 	throttled                            atomic.Int64        // nanoseconds workers waited on opts.Budget, summed
 	workers                              atomic.Int64        // the most workers that ran at once
 
+	// dg is the manifest work (Options.Manifest); nil: none.
+	dg *digests
+	// manifestBytes of the destination were not read: its manifest
+	// vouched for them.
+	manifestBytes atomic.Int64
+
 	// Cold ranges are read with O_DIRECT (the source in a full
 	// read/write copy and a re-sync, the destination in a re-sync); nil:
 	// buffered.
@@ -111,6 +117,7 @@ func (e *engine) stats() Stats {
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
 		DirectReadBytes: e.srcCold.DirectBytes() + e.dstCold.DirectBytes(),
+		ManifestBytes:   e.manifestBytes.Load(),
 	}
 	if w := e.workers.Load(); w > 0 {
 		st.Throttled = time.Duration(e.throttled.Load() / w)

@@ -66,11 +66,11 @@ func quickCheckPath(src sparse.FileInfo, dst string, o *Options) (Stats, bool) {
 // a crash the mark could outlive data that never reached the disk. A mark
 // that cannot be written (no user extended attributes, not the owner) only
 // costs the next copy its quick check.
-func markSynced(ctx context.Context, src sparse.FileInfo, dst *target.File, st Stats, o *Options) {
+func markSynced(ctx context.Context, src sparse.FileInfo, dst *target.File, st Stats, o *Options, digests string) {
 	if o.NoSync || !src.Mode.IsRegular() || dst.BlockDevice() {
 		return
 	}
-	m := syncmark.Mark{Source: syncmark.Version(src), Shape: shape(o), DataBytes: st.DataBytes}
+	m := syncmark.Mark{Source: syncmark.Version(src), Shape: shape(o), DataBytes: st.DataBytes, Digests: digests}
 	if err := syncmark.Write(ctx, dst.OS(), m); err != nil {
 		o.Logger.Debug("localsync: no quick-check mark, the next copy compares", "dst", dst.Name(), "err", err)
 	}

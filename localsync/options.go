@@ -36,6 +36,16 @@ type Options struct {
 	// compared even when it carries the mark of a verified sync of this
 	// very source version and is unchanged since (see Stats.QuickCheck).
 	FullCompare bool
+	// Manifest keeps a manifest of the destination (Copy only, not
+	// CopyFile): a sidecar DST.sparsesync (mode 0600) with a keyed digest
+	// of each whole 64 KiB block a re-sync compared, named by the
+	// destination's quick-check mark. The next re-sync of a changed source
+	// into the unchanged destination reads only the source where the
+	// digests match (see Stats.ManifestBytes). A first copy records none
+	// (its data never passes through memory), so the saving starts with
+	// the second re-sync. Ignored with NoSync; with Atomic or FullCompare
+	// a manifest is written but not used.
+	Manifest bool
 	// BlockSize is the unit of comparison and zero detection (a power of two
 	// from 512 to 1 MiB); 0 means DefaultBlockSize.
 	BlockSize int64
@@ -121,6 +131,10 @@ type Stats struct {
 	// ZeroBytes are source data bytes found to be all zeros (DetectZeros)
 	// and left as holes.
 	ZeroBytes int64
+	// ManifestBytes of the destination were not read: the keyed digests
+	// of its manifest (Options.Manifest) matched the source's, so they
+	// are part of UnchangedBytes without a read.
+	ManifestBytes int64
 	// DirectReadBytes were read with O_DIRECT, by a full read/write copy
 	// or a re-sync, because no page of them was cached (part of the bytes compared or copied, not
 	// an addition to them).

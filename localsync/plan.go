@@ -22,7 +22,7 @@ type dstSide struct {
 // window of each file's map at a time (copyWindows), whatever the extent
 // count. With a progress callback, a first walk that holds nothing counts
 // the source's data for the progress total; without, the windows count it.
-func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, opts *Options) (Stats, error) {
+func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, opts *Options, dg *digests) (Stats, error) {
 	info := w.Info()
 	var data int64
 	var err error
@@ -38,7 +38,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	e := &engine{
 		ctx: ctx, opts: opts, log: opts.Logger, src: src, dst: t,
 		size: info.Size, bs: opts.BlockSize, total: data, counted: opts.Progress != nil,
-		zeroScan: zeroScan,
+		zeroScan: zeroScan, dg: dg,
 		// Ranges SEEK_DATA calls data only because zero pages are cached
 		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
 		unstored: !zeroScan && !info.BlockDevice,

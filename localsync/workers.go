@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/sparsesync/sparsesync/internal/manifest"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -202,6 +203,8 @@ type worker struct {
 	sbuf     *[]byte
 	dbuf     *[]byte
 	lastKind jobKind
+	dig      *manifest.Digester // the manifest's, made on first use
+	ents     []manifest.Entry   // a piece's digests, reused
 }
 
 func (w *worker) buffers() ([]byte, []byte) {

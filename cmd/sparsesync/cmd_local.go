@@ -18,6 +18,7 @@ type localOpts struct {
 	method, reflink, progress   string
 	atomic, noSync, detectZeros bool
 	fullCompare                 bool
+	manifest                    bool
 	json                        bool
 	progressDelay               time.Duration
 	qos                         qosFlags
@@ -38,10 +39,14 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"--json prints one object {\"src\", \"dst\", \"size\", \"data_bytes\", \"cloned_bytes\", \"copied_bytes\",\n" +
 			"\"unchanged_bytes\", \"punched_bytes\", \"zero_filled_bytes\" (zeros written where a hole could not be\n" +
 			"punched, e.g. on a block device), \"zero_bytes\" (all-zero source blocks left as holes, --detect-zeros),\n" +
-			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"quick_check\" (DST was marked as\n" +
+			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"manifest_bytes\" (DST bytes not read because\n" +
+			"the digests DST.sparsesync keeps matched SRC), \"quick_check\" (DST was marked as\n" +
 			"synced from this very SRC version and neither file changed since: nothing was read), \"method\", \"seconds\",\n" +
 			"\"bwlimit\" (bytes per second, 0: unlimited), \"throttled_seconds\" (how long the copy waited on\n" +
 			"--bwlimit: its parallel workers' waits, averaged)}.\n\n" +
+			"A re-sync that compares keeps DST.sparsesync next to DST (mode 0600): a keyed digest of each 64 KiB\n" +
+			"block it compared, valid while DST is unchanged. The next re-sync reads DST only where SRC's digest\n" +
+			"differs (--manifest=false: no sidecar, every compared block is read from both files).\n\n" +
 			"--bwlimit RATE bounds what SRC and DST are read at and what DST is written at, each on its own: a full\n" +
 			"copy of D bytes of data takes about D/RATE, a re-sync (which reads both files) about 2D/RATE. Clones\n" +
 			"move no bytes and are not limited.\n" +
@@ -57,6 +62,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 	f.BoolVar(&opts.atomic, "atomic", false, "write a temporary file and rename it over DST when complete")
 	f.BoolVar(&opts.noSync, "no-sync", false, "do not fdatasync DST at the end")
 	f.BoolVar(&opts.fullCompare, "full-compare", false, "compare every block even if DST is marked as synced from this SRC version")
+	f.BoolVar(&opts.manifest, "manifest", true, "keep DST.sparsesync, digests that spare the next re-sync its reads of DST")
 	f.BoolVar(&opts.detectZeros, "detect-zeros", false, "turn all-zero blocks of SRC's data into holes")
 	opts.qos.registerTransfer(f, &opts.json, &opts.progress)
 	return cmd
@@ -75,6 +81,7 @@ type localResult struct {
 	ZeroFilledBytes int64   `json:"zero_filled_bytes"`
 	ZeroBytes       int64   `json:"zero_bytes"`
 	DirectReadBytes int64   `json:"direct_read_bytes"`
+	ManifestBytes   int64   `json:"manifest_bytes"`
 	QuickCheck      bool    `json:"quick_check"`
 	Method          string  `json:"method"`
 	Seconds         float64 `json:"seconds"`
@@ -104,7 +111,7 @@ func localOptions(opts *localOpts) (localsync.Options, error) {
 		return localsync.Options{}, err
 	}
 	o := localsync.Options{Method: m, Reflink: r, Atomic: opts.atomic, NoSync: opts.noSync, DetectZeros: opts.detectZeros,
-		FullCompare: opts.fullCompare, Budget: budget}
+		FullCompare: opts.fullCompare, Manifest: opts.manifest, Budget: budget}
 	if err := o.Validate(); err != nil {
 		return o, usageError{err}
 	}
@@ -142,8 +149,9 @@ func runLocal(ctx context.Context, g *globalOpts, opts *localOpts, src, dst stri
 			Src: src, Dst: dst, Size: st.Size, DataBytes: st.DataBytes, ClonedBytes: st.ClonedBytes,
 			CopiedBytes: st.CopiedBytes, UnchangedBytes: st.UnchangedBytes, PunchedBytes: st.PunchedBytes,
 			ZeroFilledBytes: st.ZeroedBytes, ZeroBytes: st.ZeroBytes, DirectReadBytes: st.DirectReadBytes,
-			QuickCheck: st.QuickCheck,
-			Method:     methodName(st.Method), Seconds: st.Elapsed.Seconds(),
+			ManifestBytes: st.ManifestBytes,
+			QuickCheck:    st.QuickCheck,
+			Method:        methodName(st.Method), Seconds: st.Elapsed.Seconds(),
 			Bwlimit: o.Budget.Read.Rate(), ThrottledSecs: st.Throttled.Seconds(),
 		})
 	}

@@ -34,7 +34,7 @@ func TestLocalJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	assert.Equal(t, []string{"bwlimit", "cloned_bytes", "copied_bytes", "data_bytes", "direct_read_bytes", "dst", "method", "punched_bytes",
+	assert.Equal(t, []string{"bwlimit", "cloned_bytes", "copied_bytes", "data_bytes", "direct_read_bytes", "dst", "manifest_bytes", "method", "punched_bytes",
 		"quick_check", "seconds", "size", "src", "throttled_seconds", "unchanged_bytes", "zero_bytes", "zero_filled_bytes"}, keys)
 	assert.Equal(t, src, got["src"])
 	assert.Equal(t, dst, got["dst"])

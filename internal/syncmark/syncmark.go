@@ -33,6 +33,9 @@ type Mark struct {
 	// DataBytes is the source's data, so that a quick check can report it
 	// without walking the source.
 	DataBytes int64 `json:"data"`
+	// Digests is the ID of the destination's manifest (internal/manifest):
+	// its stored block digests hold while the mark does. Empty: none.
+	Digests string `json:"digests,omitempty"`
 	// The destination as the sync left it.
 	Dev   uint64 `json:"dev"`
 	Ino   uint64 `json:"ino"`
@@ -43,8 +46,13 @@ type Mark struct {
 // Matches reports whether m was left by a sync of the source version src,
 // with shape, into dst as it is now.
 func (m Mark) Matches(src, dst sparse.FileInfo, shape string) bool {
-	return m.Source != "" && m.Source == Version(src) && m.Shape == shape &&
-		m.Ino != 0 && m.Dev == dst.Dev && m.Ino == dst.Ino && m.Size == dst.Size &&
+	return m.Source != "" && m.Source == Version(src) && m.Shape == shape && m.Unchanged(dst)
+}
+
+// Unchanged reports whether dst is, as it is now, the file m was left on,
+// unchanged since: what the sync wrote there, whatever the source is now.
+func (m Mark) Unchanged(dst sparse.FileInfo) bool {
+	return m.Ino != 0 && m.Dev == dst.Dev && m.Ino == dst.Ino && m.Size == dst.Size &&
 		m.Mtime == dst.ModTime.UnixNano()
 }
 
