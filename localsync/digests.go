@@ -73,13 +73,18 @@ func loadPrev(dst string, bs int64, o *Options) *manifest.Manifest {
 }
 
 // saveDigests writes the manifest this copy recorded as dst's sidecar and
-// returns its ID for the mark; with nothing recorded it removes any old
-// sidecar and returns "".
+// returns its ID for the mark; with nothing recorded (or no manifest kept)
+// it removes any old sidecar, which the new mark does not name, and
+// returns "".
 func saveDigests(ctx context.Context, dst string, dg *digests, size int64, o *Options) string {
-	if dg == nil || ctx.Err() != nil {
+	if ctx.Err() != nil || (dg == nil && o.NoSync) {
 		return ""
 	}
-	m, ok := dg.rec.Manifest(size)
+	var m *manifest.Manifest
+	ok := false
+	if dg != nil {
+		m, ok = dg.rec.Manifest(size)
+	}
 	if ok {
 		err := manifest.Save(dst, m)
 		if err == nil {

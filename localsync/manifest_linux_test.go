@@ -117,6 +117,7 @@ func TestManifestSparesDestinationReads(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.ManifestBytes)
 	checkSame(t, src, dst)
+	require.NoFileExists(t, manifest.Path(dst), "the old sidecar goes")
 }
 
 // TestManifestExactAcrossChanges: re-syncs with manifests stay exact, to

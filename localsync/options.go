@@ -44,7 +44,8 @@ type Options struct {
 	// digests match (see Stats.ManifestBytes). A first copy records none
 	// (its data never passes through memory), so the saving starts with
 	// the second re-sync. Ignored with NoSync; with Atomic or FullCompare
-	// a manifest is written but not used.
+	// a manifest is written but not used. Without Manifest, Copy removes
+	// the sidecar an earlier copy left.
 	Manifest bool
 	// BlockSize is the unit of comparison and zero detection (a power of two
 	// from 512 to 1 MiB); 0 means DefaultBlockSize.

@@ -149,3 +149,42 @@ func TestDemo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "demo cleans up")
 }
+
+// TestLocalManifest: local keeps DST.sparsesync by default, and the second
+// re-sync after a copy reports the destination bytes it did not read;
+// --manifest=false keeps none and removes an old one.
+func TestLocalManifest(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	l := layout.Layout{Size: 8 << 20, Data: layout.Ranges(0, 2<<20, 6<<20, 1<<20)}
+	layout.Create(t, src, l)
+	round := 0
+	resync := func(args ...string) map[string]any {
+		t.Helper()
+		f, err := os.OpenFile(src, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		round++
+		_, err = f.WriteAt([]byte{byte(round)}, 6<<20+4096)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		out, errOut, code, _ := runCLI(t, append(append([]string{"local", "--json"}, args...), src, dst)...)
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		a, err := os.ReadFile(src)
+		require.NoError(t, err)
+		b, err := os.ReadFile(dst)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(a, b), "dst differs from src")
+		return got
+	}
+	_, errOut, code, _ := runCLI(t, "local", src, dst)
+	require.Equal(t, 0, code, errOut)
+	assert.EqualValues(t, 0, resync()["manifest_bytes"], "the first re-sync reads both files")
+	require.FileExists(t, dst+".sparsesync")
+	got := resync()
+	assert.EqualValues(t, 3<<20-64<<10, got["manifest_bytes"], "all but the changed 64 KiB block vouched for")
+	assert.EqualValues(t, 4096, got["copied_bytes"])
+	assert.EqualValues(t, 0, resync("--manifest=false")["manifest_bytes"])
+	assert.NoFileExists(t, dst+".sparsesync")
+}
