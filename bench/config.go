@@ -41,6 +41,17 @@ type Config struct {
 	Profile bool
 	// ProfileDir keeps the profiles (default: removed after summarising).
 	ProfileDir string
+	// Steady starts sparsesync's local re-syncs from the state a re-sync
+	// that runs every night finds: the target its own previous re-sync
+	// left, with that sync's quick-check mark and manifest. Before each
+	// timed run, untimed, a plain copy of an older version of the source
+	// (the scenario's change script applied with another seed) is
+	// re-synced by sparsesync to the old version. Without it (the
+	// default), every tool starts from a plain copy of the old version
+	// and sparsesync's first re-sync of it is measured. Peers keep no
+	// state between runs and start from the plain copy either way; the
+	// network runs are not affected.
+	Steady bool
 	// KeepCaches skips making the workload cold before each run.
 	KeepCaches bool
 	// DropAll drops the machine's whole page cache, dentries and inodes

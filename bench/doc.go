@@ -19,7 +19,14 @@
 //	        run the tool as a child process; syncfs the target if the tool
 //	            does not sync
 //	        record wall, user and system CPU, the machine's busy CPU, peak
-//	            RSS, bytes written to the target's block device
+//	            RSS, bytes written to and read from the block device
+//
+// With Config.Steady, sparsesync's local re-sync starts from the state a
+// re-sync that runs every night finds: before each run, untimed, a plain
+// copy of the version before the old one is re-synced by sparsesync to the
+// old version, which leaves its quick-check mark and manifest; the timed
+// run then re-syncs the changed source into that target. The peers keep
+// no state and start from the plain copy of the old version as always.
 //
 // The report gives per tool the median, minimum and maximum of each figure
 // and, against sparsesync, the median over rounds of the per-round time

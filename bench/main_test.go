@@ -78,7 +78,7 @@ func execCopy(args []string) int {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	if _, err := localsync.Copy(context.Background(), args[0], args[1], nil); err != nil {
+	if _, err := localsync.Copy(context.Background(), args[0], args[1], &localsync.Options{Manifest: true}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

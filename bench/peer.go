@@ -77,6 +77,9 @@ type tool struct {
 	network bool
 	// floor marks the physical floor (run in-process).
 	floor bool
+	// keepsState: a re-sync starts from the target the tool's own re-sync
+	// of the version before left (Config.Steady).
+	keepsState bool
 }
 
 func (t tool) command() string {

@@ -63,6 +63,10 @@ type Case struct {
 	// DeviceStats says whether DeviceWritten figures are known (the
 	// target is on a block device).
 	DeviceStats bool `json:"device_stats"`
+	// Steady: sparsesync re-synced a target its own previous re-sync had
+	// left (Config.Steady); the peers, which keep no state, started from
+	// a plain copy of the old version.
+	Steady bool `json:"steady,omitempty"`
 	// Floor is the physical floor, measured in the same rounds.
 	Floor Tool `json:"floor"`
 	// Tools lists sparsesync first, then every peer (measured or skipped).
@@ -139,6 +143,10 @@ type Sample struct {
 	// DeviceWritten is what the target's block device wrote during the
 	// run, including the final sync (-1 when unknown).
 	DeviceWritten int64 `json:"device_written_bytes"`
+	// DeviceRead is what the block device of the run's directory read
+	// during the run (-1 when unknown): with the workload evicted, the
+	// tool's reads of the source and the old target that reached storage.
+	DeviceRead int64 `json:"device_read_bytes"`
 	// WireBytes are the bytes on the network, for tools that use one
 	// (-1 when not measured or not applicable).
 	WireBytes int64 `json:"wire_bytes"`

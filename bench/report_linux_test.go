@@ -400,3 +400,47 @@ func TestDeviceWrittenOnExt4(t *testing.T) {
 		t.Errorf("the first tool of each round: %v, want a different one each round", first)
 	}
 }
+
+// TestSteadyResyncReadsLess: with Config.Steady, sparsesync's re-sync
+// starts from the target its own re-sync of the version before left, and
+// with that target's manifest it reads much less from the device (the
+// kernel's counters) than the first re-sync of a plain copy, which reads
+// both files; both results are exact.
+func TestSteadyResyncReadsLess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop filesystems need root")
+	}
+	dir := loopfs.Mount(t, loopfs.Ext4, 512<<20)
+	read := map[bool]int64{}
+	for _, steady := range []bool{false, true} {
+		cfg := bench.Config{
+			Workloads:  []string{"dense"},
+			Scenarios:  []string{"resync-1pct"},
+			Peers:      []string{},
+			Places:     []bench.Place{{Name: "ext4", Dir: dir}},
+			Runs:       2,
+			Gen:        bench.GenOptions{Scale: 32.0 / 1024, Seed: 1}, // 32 MiB
+			Sparsesync: selfCommand(t),
+			Steady:     steady,
+		}
+		rep, err := bench.Run(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rep.Cases[0]
+		ss := c.Tools[0]
+		if c.Steady != steady || len(ss.Runs) != 2 || ss.WrongResult != "" || ss.Error != "" {
+			t.Fatalf("steady %v: case steady %v, %d runs, %q %q", steady, c.Steady, len(ss.Runs), ss.WrongResult, ss.Error)
+		}
+		for _, r := range ss.Runs {
+			if r.DeviceRead < c.DataBytes {
+				t.Errorf("steady %v: %d bytes read from the device, less than the %d-byte source", steady, r.DeviceRead, c.DataBytes)
+			}
+			read[steady] = max(read[steady], r.DeviceRead)
+		}
+	}
+	t.Logf("device reads: first re-sync %d, steady %d", read[false], read[true])
+	if read[true]*3 > read[false]*2 {
+		t.Errorf("a steady re-sync read %d bytes, the first re-sync %d: want at most two thirds", read[true], read[false])
+	}
+}

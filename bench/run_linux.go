@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sparsesync/sparsesync/internal/manifest"
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
@@ -87,7 +88,7 @@ func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
 	}
 	for _, sc := range s.cfg.Scenarios {
 		c := Case{Workload: w.Name, Scenario: sc, Place: pl.Name, Dir: pl.Dir, FSType: fsType(dir)}
-		src, old := base, ""
+		src, old, prior := base, "", ""
 		if sc != ScenarioCopy {
 			ch, _ := ChangeNamed(sc)
 			src, old = filepath.Join(dir, "src-"+w.Name+"-"+sc), base
@@ -99,8 +100,23 @@ func (s *session) workload(ctx context.Context, w Workload, pl Place) error {
 				return err
 			}
 			c.ChangedBytes = n
+			if s.cfg.Steady {
+				// The version before old, for sparsesync's untimed re-sync.
+				prior = filepath.Join(dir, "prior-"+w.Name+"-"+sc)
+				if err := copyFile(base, prior); err != nil {
+					return err
+				}
+				if _, err := ch.Apply(ctx, prior, s.cfg.Gen.seed()+1); err != nil {
+					return err
+				}
+				c.Steady = true
+			}
 		}
-		if err := s.runCase(ctx, &c, dir, src, old); err != nil {
+		err := s.runCase(ctx, &c, dir, src, old, prior)
+		if prior != "" {
+			os.Remove(prior)
+		}
+		if err != nil {
 			return err
 		}
 		s.rep.Cases = append(s.rep.Cases, c)
@@ -125,8 +141,9 @@ func copyFile(src, dst string) error {
 }
 
 // runCase runs the rounds of one case. old is the target's version before
-// the change ("" for a copy to a new file).
-func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) error {
+// the change ("" for a copy to a new file); prior, when not "", the version
+// before old (Config.Steady).
+func (s *session) runCase(ctx context.Context, c *Case, dir, src, old, prior string) error {
 	s.done++
 	m, _, err := sparse.ReadMap(ctx, src)
 	if err != nil {
@@ -144,7 +161,7 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 		}
 		defer os.RemoveAll(profDir)
 	}
-	tools := []tool{{name: "sparsesync", syncs: true, argv: s.cfg.Sparsesync}}
+	tools := []tool{{name: "sparsesync", syncs: true, argv: s.cfg.Sparsesync, keepsState: prior != ""}}
 	var proxy *wireProxy
 	for _, name := range s.cfg.Peers {
 		p, _ := PeerNamed(name)
@@ -197,7 +214,7 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 			if s.cfg.Profile && t.name == "sparsesync" {
 				prof = filepath.Join(profDir, fmt.Sprintf("%s-%s-%s-%d.pprof", c.Workload, c.Scenario, c.Place, round))
 			}
-			r, err := s.runOne(ctx, t, src, old, dst, dir, writeBytes, prof, proxy)
+			r, err := s.runOne(ctx, t, src, old, prior, dst, dir, writeBytes, prof, proxy)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -235,10 +252,21 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old string) er
 
 // runOne resets the target, makes the workload cold (Host.Evict) and runs
 // t once.
-func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string, writeBytes int64, prof string, proxy *wireProxy) (Sample, error) {
+func (s *session) runOne(ctx context.Context, t tool, src, old, prior, dst, dir string, writeBytes int64, prof string, proxy *wireProxy) (Sample, error) {
 	os.Remove(dst)
-	os.Remove(dst + ".tcpsync") // sparsesync serve's record of the last push: each run starts without it
-	if old != "" {
+	os.Remove(dst + ".tcpsync")   // sparsesync serve's record of the last push: each run starts without it
+	os.Remove(manifest.Path(dst)) // and local's manifest, unless the run keeps state
+	switch {
+	case old != "" && t.keepsState:
+		// The target as the tool's own last re-sync (prior to old) left it.
+		if err := copyFile(prior, dst); err != nil {
+			return Sample{}, fmt.Errorf("restoring the target's older version: %w", err)
+		}
+		argv := t.argv(old, dst, "")
+		if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return Sample{}, fmt.Errorf("re-syncing the older target: %s: %w: %s", strings.Join(argv, " "), err, firstLine(out))
+		}
+	case old != "":
 		if err := copyFile(old, dst); err != nil {
 			return Sample{}, fmt.Errorf("restoring the old target: %w", err)
 		}
@@ -255,7 +283,7 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 		}
 	}
 	stat := deviceStat(dir)
-	before := deviceWritten(stat)
+	before, readBefore := deviceWritten(stat), deviceRead(stat)
 	r := Sample{WireBytes: -1, BusyCPU: -1}
 	busyBefore := busyCPU()
 	if t.floor {
@@ -330,9 +358,12 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, dst, dir string,
 		}
 	}
 	_ = syncFS(dir) // count every write of the run, however late
-	r.DeviceWritten = -1
+	r.DeviceWritten, r.DeviceRead = -1, -1
 	if after := deviceWritten(stat); before >= 0 && after >= before {
 		r.DeviceWritten = after - before
+	}
+	if after := deviceRead(stat); readBefore >= 0 && after >= readBefore {
+		r.DeviceRead = after - readBefore
 	}
 	return r, nil
 }

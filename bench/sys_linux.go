@@ -89,7 +89,15 @@ func deviceStat(path string) string {
 
 // deviceWritten returns the bytes the device has written since boot (field
 // 7 of its stat file: 512-byte sectors written), -1 when unknown.
-func deviceWritten(stat string) int64 {
+func deviceWritten(stat string) int64 { return deviceSectors(stat, 6) }
+
+// deviceRead returns the bytes the device has read since boot (field 3 of
+// its stat file: 512-byte sectors read), -1 when unknown.
+func deviceRead(stat string) int64 { return deviceSectors(stat, 2) }
+
+// deviceSectors returns field i (0-based) of the device's stat file, in
+// bytes, -1 when unknown.
+func deviceSectors(stat string, i int) int64 {
 	if stat == "" {
 		return -1
 	}
@@ -98,10 +106,10 @@ func deviceWritten(stat string) int64 {
 		return -1
 	}
 	f := strings.Fields(string(b))
-	if len(f) < 7 {
+	if len(f) <= i {
 		return -1
 	}
-	n, err := strconv.ParseInt(f[6], 10, 64)
+	n, err := strconv.ParseInt(f[i], 10, 64)
 	if err != nil {
 		return -1
 	}

@@ -25,6 +25,7 @@ type benchOpts struct {
 	html                              string
 	profile                           bool
 	dropAll                           bool
+	steady                            bool
 	profileDir                        string
 	scale                             float64
 	seed                              uint64
@@ -59,6 +60,9 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 			"cache, as root), every target made durable, and measures the physical\n" +
 			"floor (O_DIRECT reads of the data at a deep queue, the same bytes written) in the same rounds.\n" +
 			"It prints a table (or --json, one document), and --html writes a self-contained report.\n\n" +
+			"--steady starts sparsesync's local re-syncs from the target its own re-sync of the version before\n" +
+			"left (its mark and DST.sparsesync manifest kept: what a nightly re-sync finds), made untimed before\n" +
+			"each run; without it every tool re-syncs a plain copy of the old version. Peers keep no state.\n\n" +
 			"Without --dir it makes its own ext4, XFS and btrfs loop filesystems in direct I/O mode as\n" +
 			"root, or uses a temporary directory; with --dir it runs on your disks (e.g. an NVMe mount).\n\n" +
 			"Workloads:\n" + strings.Join(workloadHelp, "\n") + "\n\nScenarios: copy (to a new file) and the change scripts (re-sync of the old version):\n" +
@@ -97,6 +101,7 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.StringVar(&opts.fsSize, "fs-size", "24G", "size of each loop filesystem made without --dir (sparse image)")
 	f.StringVar(&opts.progress, "progress", "auto", "progress on stderr: auto (a live line on a terminal, a line per finished case otherwise), always or never")
 	f.StringVar(&opts.jsonl, "jsonl", "", "append each case to this file as one JSON object a line as soon as it finishes")
+	f.BoolVar(&opts.steady, "steady", false, "re-sync, as sparsesync, the target its own re-sync of the version before left (mark and manifest kept)")
 	f.BoolVar(&opts.dropAll, "drop-all-caches", false, "drop the whole page cache before each run (root) instead of evicting only the workload's files")
 	f.StringSliceVar(&opts.bwlimitRates, "bwlimit-rates", []string{"10M", "50M", "200M"}, "with --scenario bwlimit: the --bwlimit rates to measure")
 	cmd.AddCommand(newBenchExecCommand(g))
@@ -144,7 +149,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 			return []string{exe, "push", "--no-auth", "--retries", "0", "--progress", "never", src, addr, remote}
 		},
 		Profile: opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
-		DropAll: opts.dropAll,
+		DropAll: opts.dropAll, Steady: opts.steady,
 	}
 	if opts.profileDir != "" {
 		if err := os.MkdirAll(opts.profileDir, 0o755); err != nil {
@@ -358,7 +363,8 @@ func runBenchExec(ctx context.Context, _ io.Writer, profile, src, dst string) (e
 			}
 		}()
 	}
-	if _, err := localsync.Copy(ctx, src, dst, nil); err != nil {
+	// local's defaults: nothing but the manifest differs from the library's.
+	if _, err := localsync.Copy(ctx, src, dst, &localsync.Options{Manifest: localManifestDefault}); err != nil {
 		return fmt.Errorf("bench exec: %w", err)
 	}
 	return nil

@@ -24,6 +24,10 @@ type localOpts struct {
 	qos                         qosFlags
 }
 
+// localManifestDefault is local's --manifest default, which bench exec
+// follows too.
+const localManifestDefault = true
+
 func newLocalCommand(g *globalOpts) *cobra.Command {
 	opts := &localOpts{progressDelay: time.Second}
 	cmd := &cobra.Command{
@@ -62,7 +66,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 	f.BoolVar(&opts.atomic, "atomic", false, "write a temporary file and rename it over DST when complete")
 	f.BoolVar(&opts.noSync, "no-sync", false, "do not fdatasync DST at the end")
 	f.BoolVar(&opts.fullCompare, "full-compare", false, "compare every block even if DST is marked as synced from this SRC version")
-	f.BoolVar(&opts.manifest, "manifest", true, "keep DST.sparsesync, digests that spare the next re-sync its reads of DST")
+	f.BoolVar(&opts.manifest, "manifest", localManifestDefault, "keep DST.sparsesync, digests that spare the next re-sync its reads of DST")
 	f.BoolVar(&opts.detectZeros, "detect-zeros", false, "turn all-zero blocks of SRC's data into holes")
 	opts.qos.registerTransfer(f, &opts.json, &opts.progress)
 	return cmd
