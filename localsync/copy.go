@@ -90,7 +90,11 @@ func Copy(ctx context.Context, src, dst string, o *Options) (Stats, error) {
 		st.Elapsed = time.Since(start)
 		return st, err
 	}
-	markSynced(ctx, w.Info(), t, st, &opts, saveDigests(ctx, dst, dg, st.Size, &opts))
+	digestsID := ""
+	if !t.BlockDevice() {
+		digestsID = saveDigests(ctx, dst, dg, st.Size, &opts)
+	}
+	markSynced(ctx, w.Info(), t, st, &opts, digestsID)
 	err = t.Close()
 	st.Elapsed = time.Since(start)
 	return st, err
