@@ -178,3 +178,13 @@ func syncFile(t *testing.T, path string) {
 	defer f.Close()
 	require.NoError(t, f.Sync())
 }
+
+// writeAt writes b into path at off (a change made behind any sync).
+func writeAt(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}

@@ -15,16 +15,6 @@ import (
 	"github.com/sparsesync/sparsesync/localsync"
 )
 
-// writeAt writes b into path at off (a change made behind any sync).
-func writeAt(t *testing.T, path string, off int64, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = f.WriteAt(b, off)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-}
-
 // TestManifestSparesDestinationReads: with a manifest, the second re-sync
 // of a changed source reads the source and, of the destination, only the
 // 64 KiB blocks that changed (the kernel's count of this process's reads,

@@ -110,14 +110,6 @@ func TestQuickCheckReadsNothing(t *testing.T) {
 // enough), makes the next copy compare, and the result is exact.
 func TestQuickCheckSeesChanges(t *testing.T) {
 	ctx := context.Background()
-	writeAt := func(t *testing.T, path string, off int64, b []byte) {
-		t.Helper()
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		require.NoError(t, err)
-		_, err = f.WriteAt(b, off)
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-	}
 	cases := []struct {
 		name   string
 		change func(t *testing.T, src, dst string, round int) (newSrc string)

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -59,15 +60,7 @@ func (m *Manifest) Len() int { return len(m.entries) }
 
 // Lookup returns block i's digest, if the manifest has it.
 func (m *Manifest) Lookup(i int64) (Tag, bool) {
-	k, ok := slices.BinarySearchFunc(m.entries, i, func(e Entry, i int64) int {
-		switch {
-		case e.Index < i:
-			return -1
-		case e.Index > i:
-			return 1
-		}
-		return 0
-	})
+	k, ok := slices.BinarySearchFunc(m.entries, i, func(e Entry, i int64) int { return cmp.Compare(e.Index, i) })
 	if !ok {
 		return Tag{}, false
 	}
@@ -164,15 +157,7 @@ func (r *Recorder) Manifest(size int64) (m *Manifest, ok bool) {
 		return nil, false
 	}
 	es := r.entries
-	slices.SortStableFunc(es, func(a, b Entry) int {
-		switch {
-		case a.Index < b.Index:
-			return -1
-		case a.Index > b.Index:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(es, func(a, b Entry) int { return cmp.Compare(a.Index, b.Index) })
 	out := es[:0]
 	for _, e := range es {
 		if n := len(out); n > 0 && out[n-1].Index == e.Index {
