@@ -13,8 +13,9 @@ import (
 // that differ. Both blocks are in memory, so they are compared byte for
 // byte: an unkeyed hash could let a crafted colliding block through, and
 // costs more CPU than bytes.Equal. Where the destination's manifest holds
-// the keyed digest of a whole 64 KiB block (digests.go), the source's
-// digest stands in for the destination's bytes, which are then not read.
+// the keyed digest of a range (a 64 KiB block, or the part of one a data
+// extent covers; digests.go), the source's digest stands in for the
+// destination's bytes, which are then not read.
 func (w *worker) compare(off, n int64) error {
 	e := w.e
 	if err := e.ctx.Err(); err != nil {

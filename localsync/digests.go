@@ -12,8 +12,8 @@ import (
 	"github.com/sparsesync/sparsesync/sparse"
 )
 
-// Digests (Options.Manifest): a re-sync that compares also digests every
-// whole 64 KiB block it compared (internal/manifest) and keeps them in a
+// Digests (Options.Manifest): a re-sync that compares also digests what it
+// compared, per 64 KiB block (internal/manifest) and keeps them in a
 // sidecar next to the destination, named by the quick-check mark. The next
 // re-sync of a changed source into the unchanged destination reads only
 // the source where the stored digests match, and reads the destination
@@ -101,10 +101,10 @@ func saveDigests(ctx context.Context, dst string, dg *digests, size int64, o *Op
 // span is a range [lo, hi) of a comparison's buffers.
 type span struct{ lo, hi int }
 
-// digestPiece digests the whole digest blocks of the source bytes s read
-// at off and records them; with a previous manifest it returns the spans
-// of s whose digest matches it (the destination holds those bytes), in
-// order.
+// digestPiece digests the source bytes s read at off, cut at the digest
+// block's edges, and records them; with a previous manifest it returns the
+// spans of s whose digest matches it (the destination holds those bytes),
+// in order.
 func (w *worker) digestPiece(s []byte, off int64) ([]span, error) {
 	e := w.e
 	if w.dig == nil {
@@ -114,51 +114,31 @@ func (w *worker) digestPiece(s []byte, off int64) ([]span, error) {
 		}
 		w.dig = d
 	}
-	mbs := e.dg.rec.BlockSize()
 	w.ents = w.ents[:0]
 	var same []span
-	wholeBlocks(off, off+int64(len(s)), e.size, mbs, func(b, lo, hi int64) bool {
-		t := w.dig.Sum(b, s[lo-off:hi-off])
-		w.ents = append(w.ents, manifest.Entry{Index: b, Tag: t})
-		if e.dg.prev == nil {
-			return true
-		}
-		if pt, ok := e.dg.prev.Lookup(b); ok && pt == t {
-			r := span{int(lo - off), int(hi - off)}
-			if k := len(same); k > 0 && same[k-1].hi == r.lo {
-				same[k-1].hi = r.hi
-			} else {
-				same = append(same, r)
+	mbs := e.dg.rec.BlockSize()
+	for lo, end := off, off+int64(len(s)); lo < end; {
+		hi := min((lo/mbs+1)*mbs, end)
+		t := w.dig.Sum(lo, s[lo-off:hi-off])
+		w.ents = append(w.ents, manifest.Entry{Off: lo, Len: hi - lo, Tag: t})
+		if e.dg.prev != nil {
+			if pt, ok := e.dg.prev.Lookup(lo, hi-lo); ok && pt == t {
+				r := span{int(lo - off), int(hi - off)}
+				if k := len(same); k > 0 && same[k-1].hi == r.lo {
+					same[k-1].hi = r.hi
+				} else {
+					same = append(same, r)
+				}
 			}
 		}
-		return true
-	})
+		lo = hi
+	}
 	e.dg.rec.Add(w.ents)
 	return same, nil
 }
 
 // prevCovers reports whether the previous manifest has a digest of a
-// whole digest block inside [off, off+n).
+// range that starts in [off, off+n).
 func (e *engine) prevCovers(off, n int64) bool {
-	if e.dg == nil || e.dg.prev == nil {
-		return false
-	}
-	covers := false
-	wholeBlocks(off, off+n, e.size, e.dg.rec.BlockSize(), func(b, _, _ int64) bool {
-		_, covers = e.dg.prev.Lookup(b)
-		return !covers
-	})
-	return covers
-}
-
-// wholeBlocks calls fn for each digest block b, [lo, hi), of a file of
-// size bytes that lies whole inside [off, end), in order, until fn
-// returns false.
-func wholeBlocks(off, end, size, mbs int64, fn func(b, lo, hi int64) bool) {
-	for b := (off + mbs - 1) / mbs; b*mbs < end; b++ {
-		lo, hi := b*mbs, min((b+1)*mbs, size)
-		if hi > end || !fn(b, lo, hi) {
-			return
-		}
-	}
+	return e.dg != nil && e.dg.prev != nil && e.dg.prev.Covers(off, off+n)
 }

@@ -180,3 +180,32 @@ func TestManifestExactAcrossChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestCoversExtentEdges: data extents that start and end inside
+// digest blocks (a VM image's) are vouched for to the byte: the second
+// re-sync reads, of the destination, only the piece of an extent that
+// holds the change, cut at the 64 KiB grid.
+func TestManifestCoversExtentEdges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	l := layout.Layout{Name: "edges", Size: 32 * mib}
+	for i := range int64(32) {
+		l.Data = append(l.Data, layout.Range{Off: i*mib + 12*kib, Len: 100 * kib}) // [12, 64) and [64, 112) KiB of each MiB
+	}
+	layout.Create(t, src, l)
+	opts := &localsync.Options{Manifest: true}
+	for round := range 3 {
+		writeAt(t, src, 7*mib+20*kib, []byte{byte(round), 1, 2, 3})
+		st, err := localsync.Copy(ctx, src, dst, opts)
+		require.NoError(t, err)
+		checkSame(t, src, dst)
+		switch round {
+		case 0, 1:
+			require.Zero(t, st.ManifestBytes, "round %d: no manifest yet", round)
+		case 2:
+			require.Equal(t, l.DataBytes()-52*kib, st.ManifestBytes, "all but [12, 64) KiB of the changed extent: %+v", st)
+			require.Equal(t, 4*kib, st.CopiedBytes)
+		}
+	}
+}

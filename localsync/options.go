@@ -38,7 +38,8 @@ type Options struct {
 	FullCompare bool
 	// Manifest keeps a manifest of the destination (Copy only, not
 	// CopyFile): a sidecar DST.sparsesync (mode 0600) with a keyed digest
-	// of each whole 64 KiB block a re-sync compared, named by the
+	// of each 64 KiB block a re-sync compared (or of the part of it that a
+	// data extent covers), named by the
 	// destination's quick-check mark. The next re-sync of a changed source
 	// into the unchanged destination reads only the source where the
 	// digests match (see Stats.ManifestBytes). A first copy records none

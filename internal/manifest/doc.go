@@ -1,5 +1,7 @@
 // Package manifest is the one home of a destination's stored digests: a
-// keyed digest of each 64 KiB block a local re-sync compared, kept in a
+// keyed digest of each 64 KiB block a local re-sync compared (of the part
+// of it a compared data extent covered, where an extent starts or ends
+// inside the block), kept in a
 // sidecar file next to the destination ("DST.sparsesync") and named by the
 // destination's quick-check mark (internal/syncmark, Mark.Digests). A later
 // re-sync of a changed source into the unchanged destination then reads
@@ -24,14 +26,16 @@
 // xxhash can be made to collide, and a collision would leave the old block
 // in the destination while the sync reports it exact. A digest is the
 // 128-bit AES-256-GMAC tag of the block under a random key kept only in the
-// sidecar (mode 0600, owned by the user who syncs), with the block's index
-// as the nonce: GHASH is a universal hash, so without the key the chance
+// sidecar (mode 0600, owned by the user who syncs), with the range's
+// offset and length as the nonce: GHASH is a universal hash, so without the key the chance
 // that two different 64 KiB blocks share a tag is at most 2^-116. GMAC
 // tags about 7 GB/s with AES-NI and carry-less multiplication, 4x
 // HMAC-SHA256 with SHA-NI (measured on the project's VM).
 //
 // # Size
 //
-// 24 bytes per 64 KiB block of compared data: 3 MiB for 8 GiB. A sync that
-// would record more than MaxEntries blocks (256 GiB of data) keeps none.
+// 28 bytes per 64 KiB block of compared data (3.5 MiB for 8 GiB), and one
+// more range per edge of a data extent inside a block. A sync that would
+// record more than MaxEntries ranges (256 GiB of data in whole blocks)
+// keeps none.
 package manifest

@@ -19,7 +19,7 @@ const (
 	// MinBlockSize is the smallest digest block; a sync digests blocks of
 	// max(MinBlockSize, its comparison block).
 	MinBlockSize = 64 << 10
-	// MaxEntries bounds the blocks one manifest records (96 MiB in memory
+	// MaxEntries bounds the ranges one manifest records (128 MiB in memory
 	// while a sync builds it).
 	MaxEntries = 4 << 20
 	// TagLen is the length of a digest.
@@ -36,11 +36,12 @@ var ErrInvalid = errors.New("invalid manifest")
 // Tag is one block's digest.
 type Tag [TagLen]byte
 
-// Entry is the digest of block Index: the bytes [Index*BlockSize,
-// min((Index+1)*BlockSize, Size)).
+// Entry is the digest of the bytes [Off, Off+Len): a whole digest block,
+// or the part of one that a compared range covered (a data extent that
+// starts or ends inside the block). A range never crosses a block edge.
 type Entry struct {
-	Index int64
-	Tag   Tag
+	Off, Len int64
+	Tag      Tag
 }
 
 // Manifest is the digests of one version of a destination.
@@ -52,19 +53,26 @@ type Manifest struct {
 	// Size is the destination's size the digests were taken at.
 	Size    int64
 	key     [keyLen]byte
-	entries []Entry // sorted by Index, no duplicates
+	entries []Entry // sorted by Off, not overlapping
 }
 
-// Len is the number of blocks the manifest covers.
+// Len is the number of ranges the manifest covers.
 func (m *Manifest) Len() int { return len(m.entries) }
 
-// Lookup returns block i's digest, if the manifest has it.
-func (m *Manifest) Lookup(i int64) (Tag, bool) {
-	k, ok := slices.BinarySearchFunc(m.entries, i, func(e Entry, i int64) int { return cmp.Compare(e.Index, i) })
-	if !ok {
+// Lookup returns the digest of the range [off, off+n), if the manifest
+// has one for exactly that range.
+func (m *Manifest) Lookup(off, n int64) (Tag, bool) {
+	k, ok := slices.BinarySearchFunc(m.entries, off, func(e Entry, off int64) int { return cmp.Compare(e.Off, off) })
+	if !ok || m.entries[k].Len != n {
 		return Tag{}, false
 	}
 	return m.entries[k].Tag, true
+}
+
+// Covers reports whether a range of the manifest starts in [lo, hi).
+func (m *Manifest) Covers(lo, hi int64) bool {
+	k, _ := slices.BinarySearchFunc(m.entries, lo, func(e Entry, off int64) int { return cmp.Compare(e.Off, off) })
+	return k < len(m.entries) && m.entries[k].Off < hi
 }
 
 // Digester computes tags under one key. It reuses its state; it is not
@@ -87,9 +95,11 @@ func newDigester(key []byte) (*Digester, error) {
 	return &Digester{g: g, out: make([]byte, 0, TagLen)}, nil
 }
 
-// Sum returns the tag of block index holding b.
-func (d *Digester) Sum(index int64, b []byte) Tag {
-	binary.LittleEndian.PutUint64(d.nonce[:8], uint64(index))
+// Sum returns the tag of the range of the file at off that holds b (at
+// most 4 GiB), under the nonce off and len(b).
+func (d *Digester) Sum(off int64, b []byte) Tag {
+	binary.LittleEndian.PutUint64(d.nonce[:8], uint64(off))
+	binary.LittleEndian.PutUint32(d.nonce[8:], uint32(len(b)))
 	d.out = d.g.Seal(d.out[:0], d.nonce[:], nil, b)
 	return Tag(d.out)
 }
@@ -148,8 +158,8 @@ func (r *Recorder) Add(es []Entry) {
 
 // Manifest returns what was recorded as a manifest of a destination of
 // size bytes under a new ID; ok is false when nothing was recorded or the
-// recorder gave up. A block recorded twice must carry one tag (the same
-// bytes); the later entry is kept.
+// recorder gave up. The recorded ranges must not overlap (a sync compares
+// each byte once); a range recorded twice keeps its later entry.
 func (r *Recorder) Manifest(size int64) (m *Manifest, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,10 +167,10 @@ func (r *Recorder) Manifest(size int64) (m *Manifest, ok bool) {
 		return nil, false
 	}
 	es := r.entries
-	slices.SortStableFunc(es, func(a, b Entry) int { return cmp.Compare(a.Index, b.Index) })
+	slices.SortStableFunc(es, func(a, b Entry) int { return cmp.Compare(a.Off, b.Off) })
 	out := es[:0]
 	for _, e := range es {
-		if n := len(out); n > 0 && out[n-1].Index == e.Index {
+		if n := len(out); n > 0 && out[n-1].Off == e.Off {
 			out[n-1] = e
 			continue
 		}

@@ -16,16 +16,17 @@ import (
 
 // The sidecar, all integers little-endian:
 //
-//	magic "SSMANIF1" | id (16) | key (32) | block size (8) | size (8) |
-//	count (8) | count x (index (8) | tag (16)) | SHA-256 of all before (32)
+//	magic "SSMANIF2" | id (16) | key (32) | block size (8) | size (8) |
+//	count (8) | count x (offset (8) | length (4) | tag (16)) |
+//	SHA-256 of all before (32)
 //
 // The checksum catches a torn or damaged file (it is renamed into place
 // without an fsync: a sidecar lost in a crash only costs the next re-sync
 // its reads of the destination, never a wrong block).
 const (
-	magic      = "SSMANIF1"
+	magic      = "SSMANIF2"
 	headerLen  = len(magic) + idLen + keyLen + 3*8
-	entryLen   = 8 + TagLen
+	entryLen   = 8 + 4 + TagLen
 	trailerLen = sha256.Size
 )
 
@@ -49,7 +50,8 @@ func Save(dst string, m *Manifest) error {
 	b = binary.LittleEndian.AppendUint64(b, uint64(m.Size))
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(m.entries)))
 	for _, e := range m.entries {
-		b = binary.LittleEndian.AppendUint64(b, uint64(e.Index))
+		b = binary.LittleEndian.AppendUint64(b, uint64(e.Off))
+		b = binary.LittleEndian.AppendUint32(b, uint32(e.Len))
 		b = append(b, e.Tag[:]...)
 	}
 	sum := sha256.Sum256(b)
@@ -132,17 +134,17 @@ func decode(p string, b []byte, id string, blockSize, size int64) (*Manifest, er
 		return nil, fmt.Errorf("%s: %w: %d entries in %d bytes", p, ErrInvalid, n, len(r))
 	}
 	m.entries = make([]Entry, n)
-	last := int64(-1)
-	blocks := (size + blockSize - 1) / blockSize
+	end := int64(0)
 	for i := range m.entries {
 		e := &m.entries[i]
-		e.Index = int64(binary.LittleEndian.Uint64(r))
-		copy(e.Tag[:], r[8:entryLen])
+		e.Off = int64(binary.LittleEndian.Uint64(r))
+		e.Len = int64(binary.LittleEndian.Uint32(r[8:]))
+		copy(e.Tag[:], r[12:entryLen])
 		r = r[entryLen:]
-		if e.Index <= last || e.Index >= blocks {
-			return nil, fmt.Errorf("%s: %w: block %d out of order or past the end", p, ErrInvalid, e.Index)
+		if e.Off < end || e.Len <= 0 || e.Off > size-e.Len || e.Off/blockSize != (e.Off+e.Len-1)/blockSize {
+			return nil, fmt.Errorf("%s: %w: range %d+%d overlaps, crosses a block or passes the end", p, ErrInvalid, e.Off, e.Len)
 		}
-		last = e.Index
+		end = e.Off + e.Len
 	}
 	return m, nil
 }
