@@ -173,11 +173,16 @@ func (e *engine) countClone(w *sparse.Walker, info sparse.FileInfo) error {
 // recloneWhole reports whether a re-sync onto the existing destination is
 // best made as a new copy is, by one whole-file FICLONE: cloning is allowed
 // and works between the two files, the source has at least recloneWholeMin
-// extents, and the destination shares no block with anything (FIEMAP), so
-// that no range would be skipped as already the source's. The windows'
-// way, a FICLONERANGE per long range (each a transaction that flushes its
-// source range) and a comparison of both files' short ranges, costs more
-// there than one clone of every extent.
+// extents, and no range of the destination is already the source's (the
+// same physical blocks at the same offsets), so that the windows would skip
+// nothing. The windows' way, a FICLONERANGE per long range (each a
+// transaction that flushes its source range) and a comparison of both
+// files' short ranges, costs more there than one clone of every extent.
+//
+// A destination that shares blocks may share them with other files only: a
+// snapshot of it, or the older version it was cloned from, as after
+// last night's re-sync of a source that has since been copied anew. Those
+// blocks are not the source's, so it is recloned too.
 func (e *engine) recloneWhole(w *sparse.Walker) bool {
 	if !e.allowClone || e.cloneOnly {
 		return false
@@ -186,8 +191,19 @@ func (e *engine) recloneWhole(w *sparse.Walker) bool {
 	if err != nil || len(ext) < recloneWholeMin {
 		return false
 	}
-	if shares, err := e.dstShares(); err != nil || shares {
+	shares, err := e.dstShares()
+	if err != nil {
 		return false
+	}
+	if shares {
+		// Flushed first: dirty pages could hide behind an old mapping.
+		if target.Fdatasync(e.src) != nil || e.dst.Sync() != nil {
+			return false
+		}
+		m, err := sparse.SharedRangesIn(e.ctx, e.src, e.dst.OS(), 0, e.size)
+		if err != nil || m.Bytes() > 0 {
+			return false
+		}
 	}
 	return e.cloneWorks()
 }

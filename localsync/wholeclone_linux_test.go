@@ -112,3 +112,65 @@ func readBytes(t *testing.T) int64 {
 	t.Fatal("no rchar in /proc/self/io")
 	return 0
 }
+
+// TestResyncReclonesWhenSharingOnlyWithOthers: a re-sync of a source of
+// many small extents onto a destination whose blocks are shared, but with
+// another file only (here the older file it was cloned from, as after last
+// night's re-sync of a source since copied anew), is one whole-file FICLONE
+// onto the emptied destination, as onto one that shares nothing: no block of
+// it is the source's, so comparing range by range would skip nothing. A
+// destination that does share the source's blocks keeps the range-by-range
+// re-sync, which skips them.
+func TestResyncReclonesWhenSharingOnlyWithOthers(t *testing.T) {
+	many := func(shift int64) layout.Layout {
+		l := layout.Layout{Size: 2 * recloneWholeMin * 8192}
+		for i := range int64(2 * recloneWholeMin) {
+			l.Data = append(l.Data, layout.Range{Off: i*8192 + shift, Len: 4096})
+		}
+		return l
+	}
+	for _, kind := range []loopfs.Kind{loopfs.XFS, loopfs.Btrfs} {
+		t.Run(string(kind), func(t *testing.T) {
+			dir := loopfs.Mount(t, kind, gib)
+			src, older, dst := filepath.Join(dir, "src"), filepath.Join(dir, "older"), filepath.Join(dir, "dst")
+			layout.Create(t, src, many(0))
+			layout.Create(t, older, many(4096)) // other extents, other bytes
+			_, err := Copy(t.Context(), older, dst, nil)
+			require.NoError(t, err)
+			requireAllShared(t, dst) // with older, not with src
+
+			c := recordCalls(t)
+			st, err := Copy(t.Context(), src, dst, c.opts(nil))
+			require.NoError(t, err)
+			checkCopy(t, src, dst)
+			require.Equal(t, int64(1), c.ficlone(), "one whole-file FICLONE")
+			require.LessOrEqual(t, c.ficloneRange(), int64(1), "no FICLONERANGE but the probe")
+			require.Zero(t, c.cfr(), "no copy_file_range")
+			require.Equal(t, st.DataBytes, st.ClonedBytes)
+			requireAllShared(t, dst)
+
+			// Now dst is the source's: change three extents of the source
+			// and re-sync; the rest is skipped as already the source's.
+			f, err := os.OpenFile(src, os.O_RDWR, 0)
+			require.NoError(t, err)
+			for _, off := range []int64{0, 800 * 8192, 2000 * 8192} {
+				_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, 4096), off)
+				require.NoError(t, err)
+			}
+			require.NoError(t, f.Sync())
+			require.NoError(t, f.Close())
+			c = recordCalls(t)
+			st, err = Copy(t.Context(), src, dst, c.opts(nil))
+			require.NoError(t, err)
+			// The source's rewritten blocks left XFS copy-on-write
+			// preallocation around them: unwritten extents, which read as
+			// zeros and which a bare SEEK_DATA walk calls data (sparsesync
+			// calls them holes). So the destination's holes are checked
+			// against the layout, and the bytes against the source.
+			require.Equal(t, sum(t, src), sum(t, dst))
+			require.Equal(t, many(0).Data, layout.SeekWalk(t, dst))
+			require.Zero(t, c.ficlone(), "no whole-file FICLONE onto a destination that shares the source's blocks")
+			require.Equal(t, int64(3*4096), st.CopiedBytes+st.ClonedBytes, "only the changed extents moved")
+		})
+	}
+}
