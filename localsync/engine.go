@@ -79,8 +79,10 @@ type engine struct {
 	// progress total); else the windows add to it as they are planned.
 	counted bool
 	// sharedChecked: the destination was looked at for shared blocks
-	// (sharedRanges); mayShare: it has some, and both files were flushed.
+	// (sharesFlushed); mayShare: it has some, and both files were flushed;
+	// shareErr: why that look or that flush failed.
 	sharedChecked, mayShare bool
+	shareErr                error
 	// prealloc: allocate a small extent's destination blocks before
 	// copying it (allocatesEagerly).
 	prealloc bool

@@ -191,17 +191,12 @@ func (e *engine) recloneWhole(w *sparse.Walker) bool {
 	if err != nil || len(ext) < recloneWholeMin {
 		return false
 	}
-	shares, err := e.dstShares()
+	shares, err := e.sharesFlushed()
 	if err != nil {
 		return false
 	}
 	if shares {
-		// Flushed first: dirty pages could hide behind an old mapping.
-		if target.Fdatasync(e.src) != nil || e.dst.Sync() != nil {
-			return false
-		}
-		m, err := sparse.SharedRangesIn(e.ctx, e.src, e.dst.OS(), 0, e.size)
-		if err != nil || m.Bytes() > 0 {
+		if mine, err := e.sharesSourceBlocks(w); err != nil || mine {
 			return false
 		}
 	}

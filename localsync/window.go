@@ -187,6 +187,46 @@ func (e *engine) dstShares() (bool, error) {
 	return false, err
 }
 
+// sharesFlushed reports whether the destination shares any block (one
+// FIEMAP, stopped at the first) and, if so, flushes both files, so that
+// dirty pages cannot hide behind an old mapping. It looks once per copy
+// and keeps the answer, and the error that made it false.
+func (e *engine) sharesFlushed() (bool, error) {
+	if !e.sharedChecked {
+		e.sharedChecked = true
+		shares, err := e.dstShares()
+		if err == nil && shares {
+			if err = target.Fdatasync(e.src); err == nil {
+				err = e.dst.Sync()
+			}
+		}
+		e.mayShare, e.shareErr = shares && err == nil, err
+	}
+	return e.mayShare, e.shareErr
+}
+
+// sharesSourceBlocks reports whether any range of the destination maps the
+// source's own blocks at the same offsets (sparse.SharedRangesIn), looked
+// for a window of the source at a time, so that it holds no more shared
+// records than the copy's windows do, and stopped at the first.
+func (e *engine) sharesSourceBlocks(w *sparse.Walker) (bool, error) {
+	for lo := int64(0); lo < e.size; {
+		_, hi, err := w.Window(e.ctx, lo, e.size, windowExtents)
+		if err != nil {
+			return false, err
+		}
+		m, err := sparse.SharedRangesIn(e.ctx, e.src, e.dst.OS(), lo, hi)
+		if err != nil {
+			return false, err
+		}
+		if m.Bytes() > 0 {
+			return true, nil
+		}
+		lo = hi
+	}
+	return false, nil
+}
+
 // sharedRanges returns the ranges of [lo, hi) where the destination maps
 // the same physical blocks as the source at the same offsets (a reflink
 // copy neither side has rewritten since, sparse.SharedRangesIn): equal
@@ -196,12 +236,7 @@ func (e *engine) dstShares() (bool, error) {
 // mapping; a destination that shares nothing costs that FIEMAP only.
 func (e *engine) sharedRanges(lo, hi int64) sparse.Map {
 	empty, _ := sparse.NewMap(hi)
-	if !e.sharedChecked {
-		e.sharedChecked = true
-		shares, _ := e.dstShares()
-		e.mayShare = shares && target.Fdatasync(e.src) == nil && e.dst.Sync() == nil
-	}
-	if !e.mayShare {
+	if shares, _ := e.sharesFlushed(); !shares {
 		return empty
 	}
 	m, err := sparse.SharedRangesIn(e.ctx, e.src, e.dst.OS(), lo, hi)
