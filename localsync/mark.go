@@ -15,9 +15,9 @@ import (
 // now holds and the destination as it was left. A later copy that finds the
 // same source version and the destination unchanged since has nothing to
 // do, and ends without walking or reading either file. An old mark needs no
-// removal before a copy writes: any write moves the destination's mtime past
-// the one it records (the mark was written once the filesystem clock was
-// past the destination's last change).
+// removal before a copy writes: any write moves the destination's mtime off
+// the one it records (sparse.SettleMtime: no later write can be stamped
+// with it).
 
 // shape names the options that change what a destination holds for one
 // source version (syncmark.Mark.Shape).

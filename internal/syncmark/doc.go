@@ -15,10 +15,11 @@
 // mark changes it; its mtime can, because only a change of the file's bytes
 // or size (write, truncate, fallocate, a clone into it) or an explicit
 // utimensat moves it. Both versions only prove something if any later
-// change gives a new time, which the settle rule of sparse.NewSettledWalker
-// guarantees: the source's version is taken once the filesystem clock is
-// past its last change, and the mark is written once the clock is past the
-// destination's. Any change of either file, another source, another
+// change gives a new time: the source's version is taken once the
+// filesystem clock is past its last change (sparse.NewSettledWalker), and
+// the destination's mtime, when the clock has not moved past it, is set back
+// a nanosecond before the mark records it (sparse.SettleMtime), so that no
+// later write can be stamped with it. Any change of either file, another source, another
 // destination inode, or a mark that cannot be stored or read (no user
 // extended attributes there) means no quick check: the sync compares.
 //

@@ -66,17 +66,16 @@ func Read(f *os.File) (m Mark, ok bool) {
 	return m, true
 }
 
-// Write records m on dst, filling in dst's identity: once the filesystem
-// clock is past dst's last change (so any later change of its bytes moves
-// its mtime), it stats dst and stores the mark. Call it only once dst's
-// data is durable. An error means no mark was written: the next sync
-// compares.
+// Write records m on dst, filling in dst's identity: once any later change
+// of dst's bytes must move its mtime (sparse.SettleMtime: an mtime given in
+// the clock's current granule is set back a nanosecond), it stores the mark.
+// Call it only once dst's data is durable. An error means no mark was
+// written: the next sync compares.
 func Write(ctx context.Context, dst *os.File, m Mark) error {
-	w, err := sparse.NewSettledWalker(ctx, dst)
+	info, err := sparse.SettleMtime(ctx, dst)
 	if err != nil {
 		return err
 	}
-	info := w.Info()
 	if !info.Mode.IsRegular() {
 		return &os.PathError{Op: "setxattr", Path: dst.Name(), Err: fmt.Errorf("%w: not a regular file", errUnsupported)}
 	}

@@ -221,3 +221,15 @@ func DropCaches(t testing.TB) {
 		t.Fatalf("drop caches: %v", err)
 	}
 }
+
+// CoarseTimes mounts a fresh ramfs and returns its directory: a filesystem
+// stamped from the coarse clock alone (no multigrain timestamps, which
+// Linux 6.13 and later give ext4, XFS, btrfs and tmpfs), where two writes
+// in one clock tick leave one mtime. Root only.
+func CoarseTimes(t testing.TB) string {
+	t.Helper()
+	NeedRoot(t)
+	mnt := t.TempDir()
+	mount(t, mnt, "-t", "ramfs", "ramfs", mnt)
+	return mnt
+}
