@@ -313,6 +313,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 		conn = tc
 	}
 	f := newFramer(conn)
+	defer f.cutOnDone(ctx)()
 	f.narrowMaps = c.hooks != nil && c.hooks.narrowMaps
 	f.hmacOnly = c.hooks != nil && c.hooks.hmacOnly
 	f.noBatch = c.hooks != nil && c.hooks.noBatch
@@ -334,7 +335,7 @@ func attemptOnce(ctx context.Context, addr string, c *Options, fn attemptFunc) (
 	}
 	var st Stats
 	if err == nil {
-		_ = conn.SetDeadline(time.Time{})
+		_ = f.cc.SetDeadline(time.Time{}) // not undoing a cut
 		f.setIdle(c.IdleTimeout)
 		f.watch(startWatchdog(c.IdleTimeout, cancel))
 		f.mem = &sessionMem{limit: defaultSessionMemory}

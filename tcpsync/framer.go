@@ -138,6 +138,16 @@ func (c countingConn) cutReads() {
 	_ = c.Conn.SetReadDeadline(time.Now())
 }
 
+// cutOnDone cuts f's reads for good (cutReads) once ctx is done: the
+// session's end, by its watchdog or a shutdown. A read deadline set to
+// now alone is undone by the next frame's re-arm when the cut lands
+// between two reads, and a loop that reads frames without looking at
+// ctx (a map arriving) then goes on for as long as the peer keeps
+// sending: the watchdog fires once. Call the returned stop when done.
+func (f *framer) cutOnDone(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, f.cc.cutReads)
+}
+
 // Read charges what arrived to the wire budget, after it arrived; while
 // the budget is limited it reads at most a piece of it at once.
 func (c countingConn) Read(b []byte) (int, error) {

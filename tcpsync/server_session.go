@@ -34,6 +34,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	}
 	f := newFramer(c)
 	*fp = f
+	defer f.cutOnDone(ctx)()
 	f.budget = wire.MaxPreAuth
 	f.hmacOnly = s.hooks != nil && s.hooks.hmacOnly
 	f.noBatch = s.hooks != nil && s.hooks.noBatch
@@ -56,7 +57,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		return Stats{}, err
 	}
 	tc.opened = true
-	_ = c.SetDeadline(time.Time{})
+	_ = f.cc.SetDeadline(time.Time{}) // not undoing a cut
 	f.setIdle(s.IdleTimeout)
 	f.watch(startWatchdog(s.IdleTimeout, cancel))
 	f.mem = &sessionMem{pool: &s.mem, host: tc.host, limit: s.MaxSessionMemory}
