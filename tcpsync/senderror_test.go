@@ -18,21 +18,8 @@ import (
 // (ErrIntegrity). Seen under load: a push whose server shut down right
 // after queuing DSTINFO failed as tampered with, which is never retried.
 func TestErrorAfterDroppedFramesKeepsItsTag(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	cc, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer cc.Close()
-	sc := <-accepted
-	defer sc.Close()
+	cc, sc := tcpPair(t)
+	var err error
 
 	server, client := newFramer(sc), newFramer(cc)
 	transcript := []byte("a transcript both sides hold")
@@ -52,4 +39,26 @@ func TestErrorAfterDroppedFramesKeepsItsTag(t *testing.T) {
 	_, _, err = client.expect(wire.DstInfo)
 	require.False(t, errors.Is(err, ErrIntegrity), "the ERROR read as a forged frame: %v", err)
 	require.ErrorIs(t, err, ErrShutdown)
+}
+
+// tcpPair returns both ends of a TCP connection over 127.0.0.1 (a port
+// the kernel chose), closed when the test ends.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	sc := <-accepted
+	t.Cleanup(func() { sc.Close() })
+	return cc, sc
 }

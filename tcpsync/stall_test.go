@@ -2,7 +2,6 @@ package tcpsync
 
 import (
 	"context"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -21,21 +20,8 @@ import (
 // load, TestClaimsCannotLockOut's server read a claimer's whole map, 16 s
 // past its 2 s idle timeout.
 func TestSessionEndCutsLaterFrames(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	cc, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer cc.Close()
-	sc := <-accepted
-	defer sc.Close()
+	cc, sc := tcpPair(t)
+	var err error
 
 	// The server's wiring (serveConn, session).
 	ctx, cancel := context.WithCancel(t.Context())
