@@ -89,6 +89,8 @@ type engine struct {
 
 	allowClone, cloneOnly, allowCFR, allowRW bool
 	clone, cfr                               methodState
+	// gate admits one large copy_file_range into dst at a time (enter).
+	gate chan struct{}
 
 	total                                int64        // the source's data, as walked (counted)
 	unstoredBytes                        atomic.Int64 // of total, found to be unstored zeros since

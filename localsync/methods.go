@@ -92,6 +92,18 @@ func (w *worker) copy(off, n int64) error {
 	if e.cloneOnly {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
 	}
+	if e.allowCFR && e.cfr.state.Load() != stUnsupported && n >= gateMin {
+		// Read ahead, then copy in turn (writegate.go). Not under a
+		// budget: the read-ahead would read past the limit.
+		if !e.opts.Budget.Limited() {
+			adviseWillNeed(e.src, off, n)
+		}
+		leave, err := e.enter()
+		if err != nil {
+			return err
+		}
+		defer leave()
+	}
 	for e.allowCFR && e.cfr.state.Load() != stUnsupported && n > 0 {
 		p := e.limit(n)
 		if err := e.throttle(p, p); err != nil {

@@ -42,6 +42,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 		// Ranges SEEK_DATA calls data only because zero pages are cached
 		// over unwritten space (XFS) are holes: see sparse.UnstoredZeros.
 		unstored: !zeroScan && !info.BlockDevice,
+		gate:     make(chan struct{}, 1),
 	}
 	e.allowClone = !e.zeroScan && mayClone(opts, w) && !t.BlockDevice()
 	e.cloneOnly = opts.Method == MethodReflink || opts.Reflink == ReflinkAlways
