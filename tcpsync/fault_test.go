@@ -151,7 +151,12 @@ func TestCutConnection(t *testing.T) {
 		}
 		p := newCutProxy(t, addr, cut)
 		o := clientOpts()
-		o.MaxAttempts = 6
+		// A retry finds the target busy until the server has seen the
+		// cut and its session has written its checkpoint and let go:
+		// on a loaded machine that took longer than six quick attempts
+		// (250 ms). Room for many more, at most 250 ms apart.
+		o.MaxAttempts = 40
+		o.MaxBackoff = 250 * time.Millisecond
 		o.FullCompare = i%3 == 0
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		st, err := PushFile(ctx, p.addr(), src, name, o)
