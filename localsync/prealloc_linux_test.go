@@ -1,7 +1,6 @@
 package localsync
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -51,12 +50,7 @@ func TestPreallocateSmallExtentsOnExt4(t *testing.T) {
 			} else {
 				require.Empty(t, got, "nothing allocated ahead on %s", kind)
 			}
-			require.Equal(t, layout.SeekWalk(t, src), layout.SeekWalk(t, dst), "hole map")
-			a, err := os.ReadFile(src)
-			require.NoError(t, err)
-			b, err := os.ReadFile(dst)
-			require.NoError(t, err)
-			require.True(t, bytes.Equal(a, b), "bytes")
+			requireExact(t, src, dst, string(kind))
 		})
 	}
 }

@@ -1,8 +1,8 @@
 package localsync
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -31,44 +31,34 @@ func TestWritebackOffTheWorkers(t *testing.T) {
 
 	// The rule never fires: its When watches each call, and sleeps, so
 	// that calls made from the copy workers themselves would overlap.
+	var o overlap
 	var mu sync.Mutex
-	var running, most int
-	returned := false
-	var late int
+	returned, late := false, 0
 	watch := target.Fault{Op: target.OpWriteback, When: func() bool {
 		mu.Lock()
-		running++
-		most = max(most, running)
 		if returned {
 			late++
 		}
 		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-		mu.Lock()
-		running--
-		mu.Unlock()
+		o.hold(20 * time.Millisecond)
 		return false
 	}}
 
 	for _, noSync := range []bool{false, true} {
 		dst := filepath.Join(dir, "dst")
 		os.Remove(dst)
+		o.takeMost()
 		mu.Lock()
-		most, returned, late = 0, false, 0
+		returned, late = false, 0
 		mu.Unlock()
 		faults := target.NewFaults(watch)
 		_, err := Copy(context.Background(), src, dst, &Options{NoSync: noSync, Reflink: ReflinkNever, faults: faults})
 		mu.Lock()
 		returned = true
-		got, gotMost := faults.Calls(target.OpWriteback), most
 		mu.Unlock()
+		got, gotMost := faults.Calls(target.OpWriteback), o.takeMost()
 		require.NoError(t, err)
-		require.Equal(t, layout.SeekWalk(t, src), layout.SeekWalk(t, dst), "hole map (NoSync %v)", noSync)
-		a, err := os.ReadFile(src)
-		require.NoError(t, err)
-		b, err := os.ReadFile(dst)
-		require.NoError(t, err)
-		require.True(t, bytes.Equal(a, b), "bytes differ (NoSync %v)", noSync)
+		requireExact(t, src, dst, fmt.Sprintf("NoSync %v", noSync))
 		if noSync {
 			require.Zero(t, got, "writeback started with NoSync")
 			continue
