@@ -17,9 +17,3 @@ const oTmpfile = unix.O_TMPFILE
 func adviseSequential(f *os.File) {
 	_ = rawfd.Do(f, func(fd int) error { return unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL) })
 }
-
-// adviseWillNeed starts reading f's range [off, off+n) into the page cache
-// and returns without waiting for it. Errors are ignored: it is only a hint.
-func adviseWillNeed(f *os.File, off, n int64) {
-	_ = rawfd.Do(f, func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_WILLNEED) })
-}

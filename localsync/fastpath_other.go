@@ -13,8 +13,6 @@ const (
 
 func adviseSequential(*os.File) {}
 
-func adviseWillNeed(*os.File, int64, int64) {}
-
 func allocatesEagerly(*os.File) bool { return false }
 
 var preallocate = func(*os.File, int64, int64) {}

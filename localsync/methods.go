@@ -97,7 +97,7 @@ func (w *worker) copy(off, n int64) error {
 		// Read ahead, then copy in turn (writegate.go). Not under a
 		// budget: the read-ahead would read past the limit.
 		if !e.opts.Budget.Limited() {
-			adviseWillNeed(e.src, off, n)
+			coldread.WillNeed(e.src, off, n)
 		}
 		leave, err := e.enter()
 		if err != nil {

@@ -88,6 +88,14 @@ func (c *Reader) open() *os.File {
 	return d
 }
 
+// WillNeed starts reading f's range [off, off+n) into the page cache
+// (POSIX_FADV_WILLNEED) and returns without waiting for it, so that the
+// buffered reads of it that follow find it read or on its way: a read
+// ahead as deep as the range. Errors are ignored: it is only a hint.
+func WillNeed(f *os.File, off, n int64) {
+	_ = rawfd.Do(f, func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_WILLNEED) })
+}
+
 // OpenDirect opens f again with O_DIRECT, through /proc/self/fd so that it
 // is the same inode even when unlinked or hard to name, and checks that it
 // is. The caller closes the new file. It fails where O_DIRECT or /proc is

@@ -21,6 +21,9 @@ func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) { return f
 // DirectBytes is 0.
 func (c *Reader) DirectBytes() int64 { return 0 }
 
+// WillNeed does nothing: the system has no read-ahead advice.
+func WillNeed(*os.File, int64, int64) {}
+
 // OpenDirect fails with errors.ErrUnsupported: there is no O_DIRECT here.
 func OpenDirect(f *os.File) (*os.File, error) {
 	return nil, &fs.PathError{Op: "open_direct", Path: f.Name(), Err: errors.ErrUnsupported}
