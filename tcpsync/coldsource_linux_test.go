@@ -40,17 +40,6 @@ func pushSource(t *testing.T, addr, path, remote string) int64 {
 	return fs.cold.DirectBytes()
 }
 
-// coldPushFS mounts a loop filesystem of kind with a server on its root
-// directory, and names a source file beside that root.
-func coldPushFS(t *testing.T, kind loopfs.Kind) (root, addr, src string) {
-	t.Helper()
-	dir := loopfs.Mount(t, kind, 1<<30)
-	root = filepath.Join(dir, "root")
-	require.NoError(t, os.MkdirAll(root, 0o755))
-	addr, _ = startServer(t, root, nil)
-	return root, addr, filepath.Join(dir, "src")
-}
-
 // TestColdSourcePush pushes a source none of which is in the page cache:
 // its large extents are read with O_DIRECT (internal/coldread), so after
 // the push they are still not cached, and the copy is exact. A warm source
@@ -58,10 +47,18 @@ func coldPushFS(t *testing.T, kind loopfs.Kind) (root, addr, src string) {
 func TestColdSourcePush(t *testing.T) {
 	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
 		t.Run(string(kind), func(t *testing.T) {
-			root, addr, src := coldPushFS(t, kind)
+			dir := loopfs.Mount(t, kind, 1<<30)
+			root := filepath.Join(dir, "root")
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			addr, _ := startServer(t, root, nil)
+			src := filepath.Join(dir, "src")
 			l := layout.Layout{Name: "cold", Size: 64 << 20, Data: layout.Ranges(0, 8<<20, 16<<20, 12<<20, 40<<20, 4<<20)}
 			layout.Create(t, src, l)
-			loopfs.DropFile(t, src)
+			f, err := os.Open(src)
+			require.NoError(t, err)
+			require.NoError(t, f.Sync())
+			require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+			f.Close()
 			require.Less(t, cachedBytes(t, src), int64(1<<20), "the source is cold before the push")
 
 			direct := pushSource(t, addr, src, "img")
@@ -99,7 +96,11 @@ func TestColdSourcePush(t *testing.T) {
 func TestColdSourceResync(t *testing.T) {
 	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
 		t.Run(string(kind), func(t *testing.T) {
-			root, addr, src := coldPushFS(t, kind)
+			dir := loopfs.Mount(t, kind, 1<<30)
+			root := filepath.Join(dir, "root")
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			addr, _ := startServer(t, root, nil)
+			src := filepath.Join(dir, "src")
 			l := layout.Layout{Name: "cold", Size: 64 << 20, Data: layout.Ranges(0, 8<<20, 16<<20, 12<<20)}
 			layout.Create(t, src, l)
 			pushSource(t, addr, src, "img")
@@ -113,8 +114,9 @@ func TestColdSourceResync(t *testing.T) {
 			}
 			_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, 8<<20), 64<<20)
 			require.NoError(t, err)
-			require.NoError(t, f.Close())
-			loopfs.DropFile(t, src)
+			require.NoError(t, f.Sync())
+			require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+			f.Close()
 			require.Less(t, cachedBytes(t, src), int64(1<<20), "the source is cold before the re-sync")
 
 			direct := pushSource(t, addr, src, "img")
