@@ -1,7 +1,6 @@
 package tcpsync
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,45 +83,6 @@ func TestColdSourcePush(t *testing.T) {
 				requireSame(t, src, filepath.Join(root, "img2"))
 			}
 			requireSame(t, src, filepath.Join(root, "img2"))
-		})
-	}
-}
-
-// TestColdSourceResync re-syncs a cold source onto a target that holds its
-// earlier version: every range is compared, so the source is read through
-// the page cache (read-ahead while the sender hashes), not directly; a
-// range the target lacks (appended) is still read directly; and the
-// target ends exact.
-func TestColdSourceResync(t *testing.T) {
-	for _, kind := range []loopfs.Kind{loopfs.Ext4, loopfs.XFS} {
-		t.Run(string(kind), func(t *testing.T) {
-			dir := loopfs.Mount(t, kind, 1<<30)
-			root := filepath.Join(dir, "root")
-			require.NoError(t, os.MkdirAll(root, 0o755))
-			addr, _ := startServer(t, root, nil)
-			src := filepath.Join(dir, "src")
-			l := layout.Layout{Name: "cold", Size: 64 << 20, Data: layout.Ranges(0, 8<<20, 16<<20, 12<<20)}
-			layout.Create(t, src, l)
-			pushSource(t, addr, src, "img")
-
-			// A new version: a few blocks rewritten in place, 8 MiB appended.
-			f, err := os.OpenFile(src, os.O_WRONLY, 0)
-			require.NoError(t, err)
-			for _, off := range []int64{4096, 3 << 20, 20 << 20} {
-				_, err := f.WriteAt([]byte("a new version of this block"), off)
-				require.NoError(t, err)
-			}
-			_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, 8<<20), 64<<20)
-			require.NoError(t, err)
-			require.NoError(t, f.Sync())
-			require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
-			f.Close()
-			require.Less(t, cachedBytes(t, src), int64(1<<20), "the source is cold before the re-sync")
-
-			direct := pushSource(t, addr, src, "img")
-			require.Greater(t, direct, int64(4<<20), "the appended range, which the target lacks, is read directly")
-			require.LessOrEqual(t, direct, int64(8<<20), "a range compared with the target's was read directly")
-			requireSame(t, src, filepath.Join(root, "img"))
 		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 	"github.com/sparsesync/sparsesync/internal/blockhash"
-	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/qos"
 	"github.com/sparsesync/sparsesync/sparse"
@@ -70,9 +69,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 		mine = make([]uint64, 0, c.ncmp)
 	}
 	ci := 0
-	pcs := pieces(c.ext, s.readPiece())
-	s.readAhead(c.cmp, pcs)
-	for _, pc := range pcs {
+	for _, pc := range pieces(c.ext, s.readPiece()) {
 		if err := ctx.Err(); err != nil {
 			return cdig, context.Cause(ctx)
 		}
@@ -89,7 +86,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 			pb.unref()
 			return cdig, err
 		}
-		if err := readFull(s.reader(c.cmp[ci:], off, off+n), buf, off); err != nil {
+		if err := readFull(s.src, buf, off); err != nil {
 			pb.unref()
 			return cdig, err
 		}
@@ -256,64 +253,6 @@ func appendHashes(b []byte, h []uint64) []byte {
 	}
 	return b
 }
-
-// reader is how the piece [start, end) is read: a FileSource reads it
-// through the page cache when the piece holds blocks compared with the
-// target's (cmp: the chunk's compare extents not yet passed, sorted),
-// else as ReadAt does.
-func (s *sender) reader(cmp []sparse.Extent, start, end int64) io.ReaderAt {
-	fs, ok := s.src.(*FileSource)
-	if !ok {
-		return s.src
-	}
-	for _, e := range cmp {
-		if e.End() <= start {
-			continue
-		}
-		if e.Off < end {
-			return readerAtFunc(fs.readCompared)
-		}
-		break
-	}
-	return s.src
-}
-
-// readAhead asks the kernel to start reading a FileSource's pieces that
-// hold compared blocks (those reader sends through the page cache), so
-// that the producer finds each one read or on its way while it hashes the
-// one before: reads queued as deep as the chunk, not one at a time. Not
-// while the read budget is limited: the advice would read past it.
-func (s *sender) readAhead(cmp []sparse.Extent, pcs []piece) {
-	fs, ok := s.src.(*FileSource)
-	if !ok || s.f.m.budget().Read.Piece() > 0 {
-		return
-	}
-	var lo, hi int64 // the span advised next: compared pieces at most maxReadGap apart
-	for _, pc := range pcs {
-		for len(cmp) > 0 && cmp[0].End() <= pc.start {
-			cmp = cmp[1:]
-		}
-		if len(cmp) == 0 || cmp[0].Off >= pc.end {
-			continue
-		}
-		if hi > lo && pc.start-hi <= maxReadGap {
-			hi = pc.end
-			continue
-		}
-		if hi > lo {
-			coldread.WillNeed(fs.f, lo, hi-lo)
-		}
-		lo, hi = pc.start, pc.end
-	}
-	if hi > lo {
-		coldread.WillNeed(fs.f, lo, hi-lo)
-	}
-}
-
-// readerAtFunc is a function as an io.ReaderAt.
-type readerAtFunc func(b []byte, off int64) (int, error)
-
-func (f readerAtFunc) ReadAt(b []byte, off int64) (int, error) { return f(b, off) }
 
 func readFull(r io.ReaderAt, b []byte, off int64) error {
 	n, err := r.ReadAt(b, off)

@@ -88,20 +88,6 @@ func (s *FileSource) ReadAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// readCompared reads a range the sync compares with the target's copy
-// (most of it only hashed, not sent) through the page cache: the kernel's
-// read-ahead then fetches the next piece while this one is hashed, where
-// a direct read waits for each piece in turn. Ranges sent whole still go
-// direct (ReadAt), as localsync reads a copy's source directly and its
-// comparisons through the cache.
-func (s *FileSource) readCompared(b []byte, off int64) (int, error) {
-	n, err := s.f.ReadAt(b, off)
-	if s.afterRead != nil {
-		s.afterRead(off)
-	}
-	return n, err
-}
-
 // Size returns the size when the source was opened, or when the last sync
 // of it started.
 func (s *FileSource) Size() int64 { return s.info.Size }
