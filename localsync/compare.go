@@ -94,15 +94,14 @@ func (w *worker) compare(off, n int64) error {
 // destination into d, both at once: a cold comparison waits on the disk,
 // and two reads in flight per worker keep its queue twice as deep.
 //
-// Comparisons read through the page cache, cold or not, with the
-// sequential readahead both files are advised: each worker's next bytes
-// arrive while it compares. O_DIRECT reads, which they used to take where
-// cold, wait for each 1 MiB in turn. Idle, ext4 direct-I/O loop, 5 rounds
-// of sparsesync bench, re-sync of 1% changed blocks against cp: steady
-// (source read, destination vouched for by its manifest) dense 1.34x ->
-// 0.93x, vm-image 0.92x -> 0.63x; comparing both files dense 2.20x ->
-// 1.13x, vm-image 1.25x -> 0.92x; less CPU too (docs/benchmarks.md,
-// "Comparisons through the page cache").
+// Cold ranges are read with O_DIRECT (coldread), not through the page
+// cache. Reading through the cache was tried (9f63536) and looked faster
+// only in back-to-back runs: on a VM whose balloon reports free pages to
+// the host (Firecracker here), each page-cache page filled after a pause
+// first faults its memory back from the host. With 8 s between runs, a
+// steady 1 GiB dense re-sync took 1.34-1.79 s through the cache against
+// 1.19-1.23 s direct, with twice the CPU (docs/benchmarks.md, "Buffered
+// comparisons, measured after a pause").
 func (w *worker) readBoth(s, d []byte, off int64) error {
 	e := w.e
 	if err := e.throttle(2*int64(len(s)), 0); err != nil {
@@ -110,7 +109,7 @@ func (w *worker) readBoth(s, d []byte, off int64) error {
 	}
 	dstErr := make(chan error, 1)
 	go func() { dstErr <- e.readDst(d, off) }()
-	err := e.readFull(nil, s, off)
+	err := e.readFull(s, off)
 	if derr := <-dstErr; err == nil {
 		err = derr
 	}
@@ -125,7 +124,7 @@ func (w *worker) readVouched(s, d []byte, off int64) ([]span, error) {
 	if err := e.throttle(int64(len(s)), 0); err != nil {
 		return nil, err
 	}
-	if err := e.readFull(nil, s, off); err != nil {
+	if err := e.readFull(s, off); err != nil {
 		return nil, err
 	}
 	known, err := w.digestPiece(s, off)
@@ -149,10 +148,9 @@ func (w *worker) readVouched(s, d []byte, off int64) ([]span, error) {
 	return known, nil
 }
 
-// readDst reads the destination's [off, off+len(d)) into d, through the
-// page cache (readBoth).
+// readDst reads the destination's [off, off+len(d)) into d.
 func (e *engine) readDst(d []byte, off int64) error {
-	if got, err := e.dst.OS().ReadAt(d, off); got < len(d) {
+	if got, err := e.dstCold.ReadAt(e.dst.OS(), d, off); got < len(d) {
 		return &fs.PathError{Op: "read", Path: e.dst.Name(), Err: fmt.Errorf("at offset %d: %w", off+int64(got), errOr(err, io.ErrUnexpectedEOF))}
 	}
 	return nil

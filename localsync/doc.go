@@ -60,12 +60,12 @@
 // very source version (internal/syncmark, the extended attribute
 // user.sparsesync.synced), and has kept the inode, size and mtime the mark
 // recorded, is left alone without reading either file (Stats.QuickCheck;
-// Options.FullCompare skips it). Comparisons read through the page cache,
-// whose readahead keeps each worker's next bytes coming while it compares;
-// the source of a full read/write copy is read with O_DIRECT where no page
-// of it is in the page cache (cachestat(2); internal/coldread, shared with
-// tcpsync), so a cold read costs the disk's time only
-// (Stats.DirectReadBytes), and through the cache otherwise. A source range that FIEMAP shows unwritten or unmapped, with no
+// Options.FullCompare skips it). Whatever is read — a comparison,
+// or the source of a full read/write copy — is read with O_DIRECT where no
+// page of it is in the page cache (cachestat(2); internal/coldread, shared
+// with tcpsync): a cold read then costs the disk's time only
+// (Stats.DirectReadBytes); a cached or dirty range is read through the
+// cache. A source range that FIEMAP shows unwritten or unmapped, with no
 // dirty page and only zero pages cached, is a hole (XFS copy-on-write
 // preallocations that SEEK_DATA reports as data while cached). Stats count cloned, copied,
 // unchanged, punched and zeroed bytes exactly.

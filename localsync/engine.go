@@ -107,9 +107,10 @@ type engine struct {
 	// vouched for them.
 	manifestBytes atomic.Int64
 
-	// srcCold reads the cold ranges of a full read/write copy's source
-	// with O_DIRECT; nil: buffered.
-	srcCold *coldread.Reader
+	// Cold ranges are read with O_DIRECT (the source in a full
+	// read/write copy and a re-sync, the destination in a re-sync); nil:
+	// buffered.
+	srcCold, dstCold *coldread.Reader
 }
 
 // stats is a snapshot of the counters.
@@ -119,7 +120,7 @@ func (e *engine) stats() Stats {
 		ClonedBytes: e.cloned.Load(), CopiedBytes: e.cfrBytes.Load() + e.rwBytes.Load(),
 		UnchangedBytes: e.unchanged.Load(), PunchedBytes: e.punched.Load(),
 		ZeroedBytes: e.zeroed.Load(), ZeroBytes: e.zeroBytes.Load(),
-		DirectReadBytes: e.srcCold.DirectBytes(),
+		DirectReadBytes: e.srcCold.DirectBytes() + e.dstCold.DirectBytes(),
 		ManifestBytes:   e.manifestBytes.Load(),
 	}
 	if w := e.workers.Load(); w > 0 {

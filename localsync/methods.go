@@ -230,10 +230,10 @@ func (e *engine) shrunk(off int64) error {
 	return &fs.PathError{Op: "read", Path: e.src.Name(), Err: fmt.Errorf("%w: end of file at %d, expected %d bytes", ErrSourceChanged, off, e.size)}
 }
 
-// readFull preads len(b) bytes at off from the source, through cold (nil:
-// the page cache); a short read means the source shrank.
-func (e *engine) readFull(cold *coldread.Reader, b []byte, off int64) error {
-	n, err := cold.ReadAt(e.src, b, off)
+// readFull preads len(b) bytes at off from the source; a short read means
+// the source shrank.
+func (e *engine) readFull(b []byte, off int64) error {
+	n, err := e.srcCold.ReadAt(e.src, b, off)
 	if n == len(b) {
 		return nil
 	}
@@ -261,7 +261,7 @@ func (w *worker) readWrite(off, n int64) error {
 		if err := e.throttle(c, 0); err != nil {
 			return err
 		}
-		if err := e.readFull(e.srcCold, b, off); err != nil {
+		if err := e.readFull(b, off); err != nil {
 			return err
 		}
 		if e.zeroScan {

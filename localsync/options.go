@@ -137,9 +137,9 @@ type Stats struct {
 	// of its manifest (Options.Manifest) matched the source's, so they
 	// are part of UnchangedBytes without a read.
 	ManifestBytes int64
-	// DirectReadBytes were read with O_DIRECT by a full read/write copy,
-	// because no page of them was cached (part of the bytes copied, not an
-	// addition to them). Comparisons read through the page cache.
+	// DirectReadBytes were read with O_DIRECT, by a full read/write copy
+	// or a re-sync, because no page of them was cached (part of the bytes compared or copied, not
+	// an addition to them).
 	DirectReadBytes int64
 	// QuickCheck reports that the destination carried the mark of a
 	// verified, durable sync of this very source version (package

@@ -128,9 +128,12 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	if d.w != nil || d.all {
 		adviseSequential(t.OS())
 	}
-	// The source of a full read/write copy is read directly where it is
-	// cold; comparisons read through the page cache (readBoth).
+	// Whatever is read from a regular file, in a full read/write copy or
+	// a comparison, is read directly where it is cold.
 	e.srcCold = coldread.New(src)
+	if d.w != nil {
+		e.dstCold = coldread.New(t.OS())
+	}
 	if err := e.copyWindows(w, &d); err != nil {
 		return e.stats(), err
 	}

@@ -43,7 +43,7 @@ func newLocalCommand(g *globalOpts) *cobra.Command {
 			"--json prints one object {\"src\", \"dst\", \"size\", \"data_bytes\", \"cloned_bytes\", \"copied_bytes\",\n" +
 			"\"unchanged_bytes\", \"punched_bytes\", \"zero_filled_bytes\" (zeros written where a hole could not be\n" +
 			"punched, e.g. on a block device), \"zero_bytes\" (all-zero source blocks left as holes, --detect-zeros),\n" +
-			"\"direct_read_bytes\" (reads of a read/write copy's source that bypassed the page cache), \"manifest_bytes\" (DST bytes not read because\n" +
+			"\"direct_read_bytes\" (re-sync reads that bypassed the page cache), \"manifest_bytes\" (DST bytes not read because\n" +
 			"the digests DST.sparsesync keeps matched SRC), \"quick_check\" (DST was marked as\n" +
 			"synced from this very SRC version and neither file changed since: nothing was read), \"method\", \"seconds\",\n" +
 			"\"bwlimit\" (bytes per second, 0: unlimited), \"throttled_seconds\" (how long the copy waited on\n" +
