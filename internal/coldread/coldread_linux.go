@@ -89,9 +89,9 @@ func (c *Reader) open() *os.File {
 }
 
 // WillNeed starts reading f's range [off, off+n) into the page cache
-// (POSIX_FADV_WILLNEED) and returns without waiting for it, so that the
-// buffered reads of it that follow find it read or on its way: a read
-// ahead as deep as the range. Errors are ignored: it is only a hint.
+// (POSIX_FADV_WILLNEED) and returns without waiting for it, so that what
+// reads it next through the cache (a read, copy_file_range) finds it read
+// or on its way. Errors are ignored: it is only a hint.
 func WillNeed(f *os.File, off, n int64) {
 	_ = rawfd.Do(f, func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_WILLNEED) })
 }
