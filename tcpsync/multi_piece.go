@@ -135,23 +135,61 @@ func (m *multi) request(ctx context.Context, f *framer, h *blockhash.Hasher, w *
 	if m.agreed.maps && m.t.final != nil {
 		rd = m.t.final // with atomic, the temporary file is seeded as pieces are written
 	}
+	// Held blocks next to each other in the file (and so in the buffer) are
+	// read at once, then hashed one by one: a target that holds most of a
+	// piece costs a few reads, not one per block. A run stays within a
+	// piece of the read budget while it is limited, so reads keep its pace.
+	most := int64(len(w.buf))
+	if p := f.m.budget().Read.Piece(); p > 0 {
+		most = max(p, m.agreed.bs)
+	}
+	type held struct {
+		b int
+		n int64
+	}
+	var run []held // blocks not read yet, each right after the one before
+	var runOff, runAt, runN int64
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		if err := f.m.read(runN); err != nil {
+			return err
+		}
+		if _, err := rd.ReadAt(w.buf[runAt:runAt+runN], runOff); err != nil {
+			return &localError{fmt.Errorf("reading %s at %d: %w", m.t.display, runOff, err)}
+		}
+		at := runAt
+		for _, r := range run {
+			bitmap[r.b/8] |= 1 << (r.b % 8)
+			hashes = binary.LittleEndian.AppendUint64(hashes, h.Sum(w.buf[at:at+r.n]))
+			at += r.n
+		}
+		run = run[:0]
+		return nil
+	}
 	err := eachBlock(w.ext, m.agreed.bs, func(b int, off, at, bn int64) error {
 		if !w.held[b] {
-			return nil
+			return flush()
 		}
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
-		if err := f.m.read(bn); err != nil {
-			return err
+		if len(run) > 0 && (off != runOff+runN || at != runAt+runN || runN+bn > most) {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
-		if _, err := rd.ReadAt(w.buf[at:at+bn], off); err != nil {
-			return &localError{fmt.Errorf("reading %s at %d: %w", m.t.display, off, err)}
+		if len(run) == 0 {
+			runOff, runAt, runN = off, at, 0
 		}
-		bitmap[b/8] |= 1 << (b % 8)
-		hashes = binary.LittleEndian.AppendUint64(hashes, h.Sum(w.buf[at:at+bn]))
+		run = append(run, held{b, bn})
+		runN += bn
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return err
 	}
