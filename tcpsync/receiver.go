@@ -52,11 +52,13 @@ type receiver struct {
 	water int    // chunks below are settled
 	// sent is the end of the last first-pass DATA or ZERO range: they
 	// come in increasing order, so each one is new progress.
-	sent   int64
-	sc     sidecar
+	sent int64
+	sc   sidecar
+	// lastCP is the last checkpoint: its offset, the bytes worked
+	// (worked) and the time then.
 	lastCP struct {
-		off int64
-		at  time.Time
+		off, worked int64
+		at          time.Time
 	}
 	dec     wire.Decoder
 	scratch []byte
@@ -257,7 +259,7 @@ func (r *receiver) markIncomplete(old *sidecar, ident string, resume int64) erro
 			return err
 		}
 	}
-	r.lastCP.off, r.lastCP.at = resume, time.Now()
+	r.lastCP.off, r.lastCP.worked, r.lastCP.at = resume, r.worked.Load(), time.Now()
 	r.st.ResumedFrom = resume
 	return nil
 }

@@ -50,7 +50,9 @@ type Server struct {
 	// FailDelay is the pause before refusing a wrong token (1 s).
 	FailDelay time.Duration
 	// CheckpointBytes and CheckpointInterval set how often a receiving
-	// session makes its progress durable for resuming (256 MiB, 5 s).
+	// session makes its progress durable for resuming: every
+	// CheckpointBytes of data it writes or compares (256 MiB), wherever
+	// in the file, or CheckpointInterval (5 s).
 	CheckpointBytes    int64
 	CheckpointInterval time.Duration
 	// OnSession, if set, is called after every session (for metrics).
