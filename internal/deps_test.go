@@ -70,6 +70,7 @@ const depsRules = `
 	< bench/stats,
 	  internal/bytesize,
 	  internal/errtext,
+	  internal/readahead,
 	  scheduler/ganeti,
 	  scheduler/longhorn,
 	  fuzz;
@@ -108,8 +109,8 @@ const depsRules = `
 	sparse, github.com/klauspost/compress/zstd, github.com/pierrec/lz4/v4
 	< internal/wire;
 
-	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/syncmark, internal/target,
-	internal/wire, qos
+	internal/blockhash, internal/coldread, internal/destplan, internal/errtext, internal/kcopy, internal/readahead, internal/syncmark,
+	internal/target, internal/wire, qos
 	< tcpsync;
 
 	# Replicas, and what works on them. The format (replica) moves no

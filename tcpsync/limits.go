@@ -19,7 +19,7 @@ import (
 const (
 	// sessionFixed is a session's fixed buffers: the framer (2 × 256 KiB
 	// plus a frame of up to 1 MiB), the sender's 8 pooled 1 MiB buffers,
-	// the receiver's scratch and hashing buffers.
+	// the receiver's scratch and its hashDepth 1 MiB hashing buffers.
 	sessionFixed = 12 << 20
 	// extentCost is what one extent of a received map may cost, all
 	// copies included: its encoding (up to 20 bytes), the decoded map and

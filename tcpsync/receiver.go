@@ -11,10 +11,15 @@ import (
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
 	"github.com/sparsesync/sparsesync/internal/destplan"
+	"github.com/sparsesync/sparsesync/internal/readahead"
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
+
+// hashDepth is how many reads of its own compare blocks a receiver keeps
+// in flight ahead of hashing them.
+const hashDepth = 4
 
 const (
 	checkpointBytes    = 256 << 20
@@ -54,6 +59,8 @@ type receiver struct {
 	// come in increasing order, so each one is new progress.
 	sent int64
 	sc   sidecar
+	// hashBufs are hashAhead's read buffers (hashDepth).
+	hashBufs chan []byte
 	// lastCP is the last checkpoint: its offset, the bytes worked
 	// (worked) and the time then.
 	lastCP struct {
@@ -328,6 +335,11 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
 	buf := make([]byte, wire.MaxDataPayload)
+	r.hashBufs = make(chan []byte, hashDepth)
+	r.hashBufs <- buf
+	for range hashDepth - 1 {
+		r.hashBufs <- make([]byte, wire.MaxDataPayload)
+	}
 	for {
 		j, ok, err := recv(ctx, jobs)
 		if err != nil || !ok {
@@ -355,21 +367,32 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 		if err != nil {
 			return fmt.Errorf("hashing %s: %w", r.t.display, err)
 		}
-		for _, pc := range pieces(m.RoundOut(bs).Extents(), int64(len(buf))/bs*bs) {
-			if err := ctx.Err(); err != nil {
-				return context.Cause(ctx)
-			}
+		pcs := pieces(m.RoundOut(bs).Extents(), int64(len(buf))/bs*bs)
+		err = readahead.Do(ctx, len(pcs), hashDepth, func(ctx context.Context, i int) ([]byte, error) {
+			pc := pcs[i]
 			n := pc.end - pc.start
-			if err := r.f.m.read(n); err != nil {
-				return err
+			var b []byte
+			select {
+			case b = <-r.hashBufs:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
 			}
-			if got, err := r.t.w.OS().ReadAt(buf[:n], pc.start); int64(got) < n {
+			if err := r.f.m.read(n); err != nil {
+				r.hashBufs <- b
+				return nil, err
+			}
+			if got, err := r.t.w.OS().ReadAt(b[:n], pc.start); int64(got) < n {
+				r.hashBufs <- b
 				if err == nil || errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
 				}
-				return fmt.Errorf("hashing %s: reading %d bytes at %d: %w", r.t.display, n, pc.start, err)
+				return nil, fmt.Errorf("hashing %s: reading %d bytes at %d: %w", r.t.display, n, pc.start, err)
 			}
-			r.p.hooks.readTarget(n)
+			return b, nil
+		}, func(i int, buf []byte) error {
+			defer func() { r.hashBufs <- buf }()
+			pc := pcs[i]
+			r.p.hooks.readTarget(pc.end - pc.start)
 			for _, e := range pc.ext {
 				for off := e.Off; off < e.End(); off += bs {
 					b := buf[off-pc.start : min(off+bs, e.End())-pc.start]
@@ -382,6 +405,10 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 					o.mix = append(o.mix, d)
 				}
 			}
+			return nil
+		}, func(b []byte) { r.hashBufs <- b })
+		if err != nil {
+			return err
 		}
 		select {
 		case out <- o:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/readahead"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/qos"
 	"github.com/sparsesync/sparsesync/sparse"
@@ -69,27 +70,20 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 		mine = make([]uint64, 0, c.ncmp)
 	}
 	ci := 0
-	for _, pc := range pieces(c.ext, s.readPiece()) {
-		if err := ctx.Err(); err != nil {
-			return cdig, context.Cause(ctx)
-		}
+	pcs := pieces(c.ext, s.readPiece())
+	// The pieces are read readDepth ahead of the framing (readPieceAt),
+	// which takes them in order.
+	var waited time.Time // when the framing began to wait for this piece
+	err := readahead.Do(ctx, len(pcs), readDepth, func(ctx context.Context, i int) (pieceRead, error) {
+		return s.readPieceAt(ctx, pcs[i])
+	}, func(i int, rp pieceRead) error {
+		// Waiting for a buffer means the writer (the network) is behind;
+		// the framing stalled on it for at most the time it waited here.
+		s.q.blocked.Add(int64(min(rp.poolWait, time.Since(waited))))
+		pc, pb := pcs[i], rp.pb
+		defer pb.unref()
 		off, n := pc.start, pc.end-pc.start
-		waitStart := time.Now()
-		pb, err := s.pool.get(ctx)
-		if err != nil {
-			return cdig, err
-		}
-		// Waiting for a buffer means the writer (the network) is behind.
-		s.q.blocked.Add(int64(time.Since(waitStart)))
 		buf := pb.b[:n]
-		if err := s.f.m.read(n); err != nil {
-			pb.unref()
-			return cdig, err
-		}
-		if err := readFull(s.src, buf, off); err != nil {
-			pb.unref()
-			return cdig, err
-		}
 		codec := compress
 		if compress == CompressAuto {
 			codec = CompressNone
@@ -134,20 +128,17 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 				}
 				if kind != runKind {
 					if err := flushRun(p); err != nil {
-						pb.unref()
-						return cdig, err
+						return err
 					}
 					runStart, runKind = p, kind
 				}
 			}
 			if err := flushRun(hi); err != nil {
-				pb.unref()
-				return cdig, err
+				return err
 			}
 		}
 		if err := s.flushBatch(ctx, codec); err != nil {
-			pb.unref()
-			return cdig, err
+			return err
 		}
 		if compress == CompressAuto {
 			if ps.sinceCheck += n; ps.sinceCheck >= autoWindow {
@@ -156,7 +147,11 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 				ps.autoMark, ps.autoBlocked, ps.sinceCheck = now, bl, 0
 			}
 		}
-		pb.unref()
+		waited = time.Now()
+		return nil
+	}, func(rp pieceRead) { rp.pb.unref() })
+	if err != nil {
+		return cdig, err
 	}
 	if len(mine) != c.ncmp {
 		return cdig, fmt.Errorf("internal: chunk %d hashed %d of %d compare blocks", k, len(mine), c.ncmp)
@@ -189,6 +184,42 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 		return cdig, err
 	}
 	return cdig, nil
+}
+
+// readDepth is how many of a chunk's reads the sender keeps in flight
+// ahead of its framing. A cold source is read with O_DIRECT, which gets no
+// readahead from the page cache: one read at a time left the disk idle
+// while a piece was framed and queued. The reads take buffers from the
+// sender's pool (nBuffers), where the framing, a compressed copy and a
+// resend need one each at most besides.
+const readDepth = 4
+
+// pieceRead is one piece read ahead: its buffer, and how long the read
+// waited for that buffer (the network behind).
+type pieceRead struct {
+	pb       *pbuf
+	poolWait time.Duration
+}
+
+// readPieceAt takes a buffer from the pool and reads pc into it, within
+// the read budget.
+func (s *sender) readPieceAt(ctx context.Context, pc piece) (pieceRead, error) {
+	waitStart := time.Now()
+	pb, err := s.pool.get(ctx)
+	if err != nil {
+		return pieceRead{}, err
+	}
+	rp := pieceRead{pb: pb, poolWait: time.Since(waitStart)}
+	n := pc.end - pc.start
+	if err := s.f.m.read(n); err != nil {
+		pb.unref()
+		return pieceRead{}, err
+	}
+	if err := readFull(s.src, pb.b[:n], pc.start); err != nil {
+		pb.unref()
+		return pieceRead{}, err
+	}
+	return rp, nil
 }
 
 // piece is one read: a span of at most wire.MaxDataPayload bytes covering
