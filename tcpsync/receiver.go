@@ -59,8 +59,6 @@ type receiver struct {
 	// come in increasing order, so each one is new progress.
 	sent int64
 	sc   sidecar
-	// hashBufs are hashAhead's read buffers (hashDepth).
-	hashBufs chan []byte
 	// lastCP is the last checkpoint: its offset, the bytes worked
 	// (worked) and the time then.
 	lastCP struct {
@@ -334,18 +332,16 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	defer close(out)
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
-	buf := make([]byte, wire.MaxDataPayload)
-	r.hashBufs = make(chan []byte, hashDepth)
-	r.hashBufs <- buf
-	for range hashDepth - 1 {
-		r.hashBufs <- make([]byte, wire.MaxDataPayload)
+	bufs := make(chan []byte, hashDepth)
+	for range hashDepth {
+		bufs <- make([]byte, wire.MaxDataPayload)
 	}
 	for {
 		j, ok, err := recv(ctx, jobs)
 		if err != nil || !ok {
 			return err
 		}
-		if err := r.hashPlan(ctx, j, h, dk, buf, out); err != nil {
+		if err := r.hashPlan(ctx, j, h, dk, bufs, out); err != nil {
 			return err
 		}
 	}
@@ -353,10 +349,11 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 
 // hashPlan hashes the compare chunks of one plan (hashAhead). Neighbouring
 // compare extents are read in one read (pieces: holes of up to maxReadGap
-// between them, up to len(buf)), as the sender reads its source: a target
+// between them, up to wire.MaxDataPayload), hashDepth reads in flight in
+// bufs (readahead), as the sender reads its source: a target
 // of many small extents is then read in large requests, not in a cold
 // request per extent.
-func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher, dk *digestKey, buf []byte, out chan<- *ownHashes) error {
+func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher, dk *digestKey, bufs chan []byte, out chan<- *ownHashes) error {
 	p := j.p
 	bs := r.p.bs
 	for k := p.nextCmpChunk(j.first); k < p.nchunks; k = p.nextCmpChunk(k + 1) {
@@ -367,22 +364,22 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 		if err != nil {
 			return fmt.Errorf("hashing %s: %w", r.t.display, err)
 		}
-		pcs := pieces(m.RoundOut(bs).Extents(), int64(len(buf))/bs*bs)
+		pcs := pieces(m.RoundOut(bs).Extents(), wire.MaxDataPayload/bs*bs)
 		err = readahead.Do(ctx, len(pcs), hashDepth, func(ctx context.Context, i int) ([]byte, error) {
 			pc := pcs[i]
 			n := pc.end - pc.start
 			var b []byte
 			select {
-			case b = <-r.hashBufs:
+			case b = <-bufs:
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
 			if err := r.f.m.read(n); err != nil {
-				r.hashBufs <- b
+				bufs <- b
 				return nil, err
 			}
 			if got, err := r.t.w.OS().ReadAt(b[:n], pc.start); int64(got) < n {
-				r.hashBufs <- b
+				bufs <- b
 				if err == nil || errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
 				}
@@ -390,7 +387,7 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 			}
 			return b, nil
 		}, func(i int, buf []byte) error {
-			defer func() { r.hashBufs <- buf }()
+			defer func() { bufs <- buf }()
 			pc := pcs[i]
 			r.p.hooks.readTarget(pc.end - pc.start)
 			for _, e := range pc.ext {
@@ -406,7 +403,7 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 				}
 			}
 			return nil
-		}, func(b []byte) { r.hashBufs <- b })
+		}, func(b []byte) { bufs <- b })
 		if err != nil {
 			return err
 		}

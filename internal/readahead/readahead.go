@@ -15,13 +15,17 @@ import "context"
 // calling goroutine. use owns v (it releases it on every path). With depth
 // 1 or less everything runs on the calling goroutine, one read at a time.
 //
-// The first error in order, from a read or from use, ends Do: no read
-// starts after it, the context of the reads in flight is cancelled, and
-// release (if not nil) is called on every value read but not used. Do
-// returns that error once no read is running.
+// The first error in order, from a read or from use, or ctx's end (seen
+// before each use), ends Do: no read starts after it, the context of the
+// reads in flight is cancelled, and release (if not nil) is called on
+// every value read but not used. Do returns that error (context.Cause
+// for ctx's end) once no read is running.
 func Do[T any](ctx context.Context, n, depth int, read func(ctx context.Context, i int) (T, error), use func(i int, v T) error, release func(T)) error {
 	if depth <= 1 {
 		for i := range n {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
 			v, err := read(ctx, i)
 			if err != nil {
 				return err
@@ -32,6 +36,7 @@ func Do[T any](ctx context.Context, n, depth int, read func(ctx context.Context,
 		}
 		return nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -48,6 +53,10 @@ func Do[T any](ctx context.Context, n, depth int, read func(ctx context.Context,
 	var err error
 	i := 0
 	for ; i < n; i++ {
+		if parent.Err() != nil {
+			err = context.Cause(parent)
+			break // read i, if started, is drained below
+		}
 		for ; started < n && started < i+depth; started++ {
 			go func(j int) {
 				v, err := read(ctx, j)

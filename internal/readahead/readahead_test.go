@@ -126,3 +126,26 @@ func TestCancelled(t *testing.T) {
 	}, func(int, int) error { return nil }, nil)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// TestCancelledBetweenUses: a context cancelled while use runs ends Do
+// before the next use, even when the reads ignore it, and what was read
+// ahead is released.
+func TestCancelledBetweenUses(t *testing.T) {
+	for _, depth := range []int{1, 4} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var last, released atomic.Int32
+		last.Store(-1)
+		err := Do(ctx, 50, depth, func(_ context.Context, i int) (int, error) {
+			return i, nil
+		}, func(i, _ int) error {
+			last.Store(int32(i))
+			if i == 5 {
+				cancel()
+			}
+			return nil
+		}, func(int) { released.Add(1) })
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, int32(5), last.Load(), "depth %d: no use after the cancel", depth)
+		require.Equal(t, int32(max(depth, 1)-1), released.Load(), "depth %d: read ahead and released", depth)
+	}
+}
