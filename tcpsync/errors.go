@@ -311,13 +311,21 @@ func reportable(err error) bool {
 }
 
 // unblock, once ctx ends, unblocks the goroutines of a session that use c:
-// reads always; writes too, unless the cause is reportable, so that the
-// frame being written is finished and the caller's ERROR frame follows
-// whole frames (a peer that stops reading is cut by the idle watchdog).
+// reads always, unless the cause is the connection closed or reset by the
+// peer; writes too, unless the cause is reportable, so that the frame
+// being written is finished and the caller's ERROR frame follows whole
+// frames (a peer that stops reading is cut by the idle watchdog). A peer
+// that closed may have sent its ERROR first: the reader reads on to it
+// (group prefers it) and then meets the close itself, at once.
 // Call the returned stop when done.
 func unblock(ctx context.Context, c net.Conn) (stop func() bool) {
 	return context.AfterFunc(ctx, func() {
-		if reportable(context.Cause(ctx)) {
+		cause := context.Cause(ctx)
+		if closed(cause) && !errors.Is(cause, net.ErrClosed) {
+			_ = c.SetWriteDeadline(time.Now())
+			return
+		}
+		if reportable(cause) {
 			if cc, ok := c.(interface{ cutReads() }); ok {
 				cc.cutReads() // no later re-arm undoes it
 				return

@@ -2,13 +2,17 @@ package tcpsync
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
 // group runs goroutines that share a context; the first error cancels it.
+// The one exception to "first": a peer's ERROR read after the connection
+// failed under a write (the peer reported, then closed, while this side
+// still sent) replaces that error, since it says why.
 type group struct {
 	wg     sync.WaitGroup
-	once   sync.Once
+	mu     sync.Mutex
 	err    error
 	cancel context.CancelCauseFunc
 }
@@ -22,10 +26,15 @@ func (g *group) fail(err error) {
 	if err == nil {
 		return
 	}
-	g.once.Do(func() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.err == nil:
 		g.err = err
 		g.cancel(err)
-	})
+	case closed(g.err) && errors.As(err, new(*RemoteError)):
+		g.err = err
+	}
 }
 
 func (g *group) Go(fn func() error) {
@@ -35,5 +44,7 @@ func (g *group) Go(fn func() error) {
 func (g *group) Wait() error {
 	g.wg.Wait()
 	g.cancel(nil)
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	return g.err
 }
