@@ -286,8 +286,14 @@ func (f *framer) readFrame() (wire.Type, uint8, []byte, error) {
 	}
 	// The buffer holds header ‖ body ‖ tag, so the body tag is computed
 	// over one slice (GMAC takes its message whole).
-	if cap(f.rbuf) < wire.HeaderLen+n+tagLen {
-		f.rbuf = make([]byte, 0, max(wire.HeaderLen+n+tagLen, min(2*cap(f.rbuf), wire.HeaderLen+wire.MaxDataFrame+wire.BodyTagLen)))
+	// A data frame's (over MaxFrame) grows it to the largest frame at
+	// once: a buffer grown frame by frame to a slightly larger one is a
+	// fresh megabyte each time, and each page's first touch costs.
+	if need := wire.HeaderLen + n + tagLen; cap(f.rbuf) < need {
+		if n > wire.MaxFrame {
+			need = wire.HeaderLen + wire.MaxBody + wire.BodyTagLen
+		}
+		f.rbuf = make([]byte, 0, max(need, min(2*cap(f.rbuf), wire.HeaderLen+wire.MaxFrame+wire.BodyTagLen)))
 	}
 	frame := f.rbuf[:wire.HeaderLen+n+tagLen]
 	copy(frame, f.hdr[:])

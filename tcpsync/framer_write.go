@@ -47,15 +47,18 @@ func (w *frameBuf) Flush() error {
 }
 
 // room returns n bytes at the end of the buffer for a frame, flushing
-// first when they do not fit, and growing the buffer when n is more than
-// it holds (a session's buffer grows once to its largest frame).
-func (w *frameBuf) room(n int) ([]byte, error) {
+// first when they do not fit, and growing the buffer to grow bytes (at
+// least n) when n is more than it holds. Callers pass the largest frame of
+// the kind, so a session's buffer grows once: grown frame by frame to the
+// next slightly larger DATA frame, it was a fresh megabyte several times a
+// push, and each page's first touch costs (about 20 us on a VM).
+func (w *frameBuf) room(n, grow int) ([]byte, error) {
 	if len(w.b)+n > cap(w.b) {
 		if err := w.Flush(); err != nil {
 			return nil, err
 		}
 		if n > cap(w.b) {
-			w.b = make([]byte, 0, n)
+			w.b = make([]byte, 0, max(n, grow))
 		}
 	}
 	p := len(w.b)
@@ -73,8 +76,12 @@ func (f *framer) writeFrame(t wire.Type, flags uint8, parts ...[]byte) error {
 		return fmt.Errorf("internal: %s frame of %d bytes over the limit", t, n)
 	}
 	wire.PutHeader(&f.whdr, t, flags, n)
+	most := n // a frame of this kind, most
+	if t.Limit() > wire.MaxFrame {
+		most = wire.MaxBody
+	}
 	if f.smac == nil {
-		b, err := f.w.room(wire.HeaderLen + n)
+		b, err := f.w.room(wire.HeaderLen+n, wire.HeaderLen+most)
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", t, err)
 		}
@@ -84,7 +91,7 @@ func (f *framer) writeFrame(t wire.Type, flags uint8, parts ...[]byte) error {
 	}
 	// header | header tag | body | body tag, with header ‖ body laid out
 	// from the header tag's place while the body tag is computed.
-	b, err := f.w.room(wire.HeaderLen + wire.HeaderTagLen + n + wire.BodyTagLen)
+	b, err := f.w.room(wire.HeaderLen+wire.HeaderTagLen+n+wire.BodyTagLen, wire.HeaderLen+wire.HeaderTagLen+most+wire.BodyTagLen)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", t, err)
 	}

@@ -79,6 +79,9 @@ const (
 	ChunkBlocks    = 4096                // blocks per chunk (the unit of hierarchical compare, verification and resume)
 )
 
+// MaxBody is the most bytes of any frame's body (Limit's largest).
+const MaxBody = max(MaxDataFrame, MaxBatchFrame, MaxFrame)
+
 // Limit is the most bytes a body of type t may have.
 func (t Type) Limit() int {
 	switch t {
