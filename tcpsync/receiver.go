@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/destplan"
 	"github.com/sparsesync/sparsesync/internal/readahead"
 	wtarget "github.com/sparsesync/sparsesync/internal/target"
@@ -333,8 +334,8 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
 	bufs := make(chan []byte, hashDepth)
-	for range hashDepth {
-		bufs <- make([]byte, wire.MaxDataPayload)
+	for _, b := range coldread.AlignedBuffers(hashDepth, wire.MaxDataPayload) { // huge pages: first touches are few
+		bufs <- b
 	}
 	for {
 		j, ok, err := recv(ctx, jobs)

@@ -34,8 +34,8 @@ type bufPool struct{ free chan *pbuf }
 
 func newBufPool(n, size int) *bufPool {
 	p := &bufPool{free: make(chan *pbuf, n)}
-	for range n {
-		p.free <- &pbuf{b: coldread.AlignedBuffer(size), pool: p} // aligned: cold source reads go direct
+	for _, b := range coldread.AlignedBuffers(n, size) {
+		p.free <- &pbuf{b: b, pool: p} // aligned: cold source reads go direct
 	}
 	return p
 }

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package coldread
+
+// hugePages does nothing here.
+func hugePages([]byte) {}
