@@ -40,14 +40,6 @@ const (
 	writebackEvery = 8 << 20
 )
 
-// bufPool holds bufSize buffers shared by all copies.
-// They are aligned in memory so that cold ranges can be read into them
-// with O_DIRECT (internal/coldread).
-var bufPool = sync.Pool{New: func() any {
-	b := coldread.AlignedBuffer(bufSize)
-	return &b
-}}
-
 // Method probing state, per copy and method.
 const (
 	stUnknown uint32 = iota

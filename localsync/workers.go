@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/manifest"
 	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/sparse"
@@ -42,6 +43,10 @@ type pipeline struct {
 	wg     sync.WaitGroup
 	stop   func() // the Writebacker's
 	chunk  int64  // a copy job's largest piece
+	n      int    // workers
+
+	bufOnce sync.Once
+	bufs    [][]byte // two per worker (buffers)
 }
 
 // startPipeline starts n workers. A comparison waits on two reads and
@@ -52,7 +57,7 @@ type pipeline struct {
 // time on ext4, 0.87x and 0.85x on XFS (medians of per-round ratios).
 // prealloc: allocate small extents before copying them (allocatesEagerly).
 func (e *engine) startPipeline(n int, prealloc bool) *pipeline {
-	p := &pipeline{e: e, jobs: make(chan job, inFlight), stop: func() {}, chunk: bufSize}
+	p := &pipeline{e: e, jobs: make(chan job, inFlight), stop: func() {}, chunk: bufSize, n: n}
 	p.ctx, p.cancel = context.WithCancelCause(e.ctx)
 	if !e.zeroScan && (e.allowClone || e.allowCFR) {
 		p.chunk = kernelChunk
@@ -65,17 +70,29 @@ func (e *engine) startPipeline(n int, prealloc bool) *pipeline {
 	if int64(n) > e.workers.Load() {
 		e.workers.Store(int64(n))
 	}
-	for range n {
-		p.wg.Go(p.work)
+	for i := range n {
+		p.wg.Go(func() { p.work(i) })
 	}
 	return p
 }
 
-// work is one worker: it takes jobs until the channel closes, skipping
+// buffers returns worker i's two compare buffers. All workers' are cut
+// from one allocation, made when the first comparison needs it (a copy
+// that only clones or copies in the kernel never does), aligned for
+// O_DIRECT and asked for huge pages (coldread.AlignedBuffers): 16
+// workers' 32 MiB touched in 4 KiB pages were 8,192 page faults a
+// re-sync, about 20 us each on a VM (a dense 1 GiB re-sync with 1%
+// changed: 0.53x the time, 0.60x the CPU, against 1 MiB buffers from a
+// process-wide sync.Pool).
+func (p *pipeline) buffers(i int) (src, dst []byte) {
+	p.bufOnce.Do(func() { p.bufs = coldread.AlignedBuffers(2*p.n, bufSize) })
+	return p.bufs[2*i], p.bufs[2*i+1]
+}
+
+// work is worker i: it takes jobs until the channel closes, skipping
 // them once the copy failed.
-func (p *pipeline) work() {
-	w := worker{e: p.e}
-	defer w.release()
+func (p *pipeline) work(i int) {
+	w := worker{e: p.e, p: p, i: i}
 	var one [1]sparse.Extent
 	for j := range p.jobs {
 		if p.ctx.Err() != nil {
@@ -200,8 +217,10 @@ func (e *engine) compareChunk() int64 {
 // worker holds one goroutine's buffers.
 type worker struct {
 	e        *engine
-	sbuf     *[]byte
-	dbuf     *[]byte
+	p        *pipeline
+	i        int    // its index among the pipeline's workers
+	sbuf     []byte // its compare buffers, on first use
+	dbuf     []byte
 	lastKind jobKind
 	dig      *manifest.Digester // the manifest's, made on first use
 	ents     []manifest.Entry   // a piece's digests, reused
@@ -209,19 +228,7 @@ type worker struct {
 
 func (w *worker) buffers() ([]byte, []byte) {
 	if w.sbuf == nil {
-		w.sbuf = bufPool.Get().(*[]byte)
+		w.sbuf, w.dbuf = w.p.buffers(w.i)
 	}
-	if w.dbuf == nil {
-		w.dbuf = bufPool.Get().(*[]byte)
-	}
-	return *w.sbuf, *w.dbuf
-}
-
-func (w *worker) release() {
-	if w.sbuf != nil {
-		bufPool.Put(w.sbuf)
-	}
-	if w.dbuf != nil {
-		bufPool.Put(w.dbuf)
-	}
+	return w.sbuf, w.dbuf
 }
