@@ -333,14 +333,20 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 	defer close(out)
 	h := blockhash.New(r.p.seed)
 	dk := newDigestKey(r.p.seed)
-	bufs := make(chan []byte, hashDepth)
-	for _, b := range coldread.AlignedBuffers(hashDepth, wire.MaxDataPayload) { // huge pages: first touches are few
-		bufs <- b
-	}
+	// The read buffers, made when a plan first has blocks to compare (a
+	// push to a new target never has): huge pages, so that their first
+	// touches are few.
+	var bufs chan []byte
 	for {
 		j, ok, err := recv(ctx, jobs)
 		if err != nil || !ok {
 			return err
+		}
+		if bufs == nil && j.p.nextCmpChunk(j.first) < j.p.nchunks {
+			bufs = make(chan []byte, hashDepth)
+			for _, b := range coldread.AlignedBuffers(hashDepth, wire.MaxDataPayload) {
+				bufs <- b
+			}
 		}
 		if err := r.hashPlan(ctx, j, h, dk, bufs, out); err != nil {
 			return err
