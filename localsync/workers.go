@@ -57,6 +57,10 @@ type pipeline struct {
 // time on ext4, 0.87x and 0.85x on XFS (medians of per-round ratios).
 // prealloc: allocate small extents before copying them (allocatesEagerly).
 func (e *engine) startPipeline(n int, prealloc bool) *pipeline {
+	// No more workers than the file has buffers' worth of bytes: a small
+	// file's copy needs one, and the workers' buffers are made together
+	// (buffers).
+	n = int(min(int64(n), max(1, (e.size+bufSize-1)/bufSize)))
 	p := &pipeline{e: e, jobs: make(chan job, inFlight), stop: func() {}, chunk: bufSize, n: n}
 	p.ctx, p.cancel = context.WithCancelCause(e.ctx)
 	if !e.zeroScan && (e.allowClone || e.allowCFR) {
@@ -76,17 +80,19 @@ func (e *engine) startPipeline(n int, prealloc bool) *pipeline {
 	return p
 }
 
-// buffers returns worker i's two compare buffers. All workers' are cut
-// from one allocation, made when the first comparison needs it (a copy
-// that only clones or copies in the kernel never does), aligned for
-// O_DIRECT and asked for huge pages (coldread.AlignedBuffers): 16
+// buffers returns worker i's two buffers (the source's and, for a
+// comparison, the destination's). All workers' are cut from one
+// allocation, made when the first comparison or read-write copy needs it
+// (a copy that only clones or copies in the kernel never does), aligned
+// for O_DIRECT and asked for huge pages (coldread.AlignedBuffers): 16
 // workers' 32 MiB touched in 4 KiB pages were 8,192 page faults a
 // re-sync, about 20 us each on a VM (a dense 1 GiB re-sync with 1%
 // changed: 0.53x the time, 0.60x the CPU, against 1 MiB buffers from a
-// process-wide sync.Pool).
+// process-wide sync.Pool). The source buffers come first, so a
+// read-write copy, which uses only those, touches half of it.
 func (p *pipeline) buffers(i int) (src, dst []byte) {
 	p.bufOnce.Do(func() { p.bufs = coldread.AlignedBuffers(2*p.n, bufSize) })
-	return p.bufs[2*i], p.bufs[2*i+1]
+	return p.bufs[i], p.bufs[p.n+i]
 }
 
 // work is worker i: it takes jobs until the channel closes, skipping
