@@ -287,8 +287,9 @@ func (f *framer) readFrame() (wire.Type, uint8, []byte, error) {
 	// The buffer holds header ‖ body ‖ tag, so the body tag is computed
 	// over one slice (GMAC takes its message whole).
 	// A data frame's (over MaxFrame) grows it to the largest frame at
-	// once: a buffer grown frame by frame to a slightly larger one is a
-	// fresh megabyte each time, and each page's first touch costs.
+	// once: it doubled up to the largest DATA frame (three fresh buffers
+	// on the way), then a BATCH frame was made to measure; each page's
+	// first touch costs.
 	if need := wire.HeaderLen + n + tagLen; cap(f.rbuf) < need {
 		if n > wire.MaxFrame {
 			need = wire.HeaderLen + wire.MaxBody + wire.BodyTagLen

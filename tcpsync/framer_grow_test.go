@@ -10,7 +10,8 @@ import (
 )
 
 // TestFrameBuffersGrowOnce: DATA frames each a little larger than the
-// last (as a sparse source's extents make them) cross intact, and neither
+// last (as a sparse source's extents make them), then the largest BATCH
+// frame, cross intact, and neither
 // the writer's frame buffer nor the reader's body buffer is made again
 // after the first frame over their session size. Grown frame by frame,
 // each was a fresh megabyte several times a push, and on a VM whose page
@@ -28,7 +29,14 @@ func TestFrameBuffersGrowOnce(t *testing.T) {
 				w.grow()
 				r.grow()
 			}
-			sizes := []int{300 << 10, 500 << 10, 700 << 10, 900 << 10, 1000 << 10, wire.MaxDataFrame}
+			// The last is a BATCH frame, the largest kind (wire.MaxBody).
+			sizes := []int{300 << 10, 500 << 10, 700 << 10, 900 << 10, 1000 << 10, wire.MaxDataFrame, wire.MaxBatchFrame}
+			typ := func(i int) wire.Type {
+				if sizes[i] > wire.MaxDataFrame {
+					return wire.Batch
+				}
+				return wire.Data
+			}
 			rng := rand.New(rand.NewPCG(1, 2))
 			bodies := make([][]byte, len(sizes))
 			for i, n := range sizes {
@@ -41,7 +49,7 @@ func TestFrameBuffersGrowOnce(t *testing.T) {
 			wcaps := make([]int, len(sizes))
 			go func() {
 				for i, b := range bodies {
-					if err := w.writeFrame(wire.Data, 0, b[:10], b[10:]); err != nil {
+					if err := w.writeFrame(typ(i), 0, b[:10], b[10:]); err != nil {
 						errc <- err
 						return
 					}
@@ -55,9 +63,9 @@ func TestFrameBuffersGrowOnce(t *testing.T) {
 			}()
 			rcaps := make([]int, len(sizes))
 			for i, want := range bodies {
-				typ, _, body, err := r.readFrame()
+				got, _, body, err := r.readFrame()
 				require.NoError(t, err)
-				require.Equal(t, wire.Data, typ)
+				require.Equal(t, typ(i), got)
 				require.True(t, bytes.Equal(want, body), "frame %d's body", i)
 				rcaps[i] = cap(r.rbuf)
 			}

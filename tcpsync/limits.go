@@ -19,7 +19,10 @@ import (
 const (
 	// sessionFixed is a session's fixed buffers: the framer (2 × 256 KiB
 	// plus a frame of up to 1 MiB), the sender's 8 pooled 1 MiB buffers,
-	// the receiver's scratch and its hashDepth 1 MiB hashing buffers.
+	// the receiver's scratch and its hashDepth 1 MiB hashing buffers. The
+	// pool and the hashing buffers are each one allocation padded by up to
+	// 2 MiB to start on a huge page (coldread.AlignedBuffers): address
+	// space, touched only where the runtime zeroes reused memory.
 	sessionFixed = 12 << 20
 	// extentCost is what one extent of a received map may cost, all
 	// copies included: its encoding (up to 20 bytes), the decoded map and

@@ -38,5 +38,6 @@ func AlignedBuffers(k, n int) [][]byte {
 	return out
 }
 
-// hugePage is the size of a transparent huge page on amd64 and arm64.
+// hugePage is the size of a transparent huge page with 4 KiB base pages
+// (amd64; arm64 with 4 KiB pages). Elsewhere the advice covers less.
 const hugePage = 2 << 20
