@@ -224,17 +224,10 @@ func (e *engine) compareChunk() int64 {
 type worker struct {
 	e        *engine
 	p        *pipeline
-	i        int    // its index among the pipeline's workers
-	sbuf     []byte // its compare buffers, on first use
-	dbuf     []byte
+	i        int // its index among the pipeline's workers
 	lastKind jobKind
 	dig      *manifest.Digester // the manifest's, made on first use
 	ents     []manifest.Entry   // a piece's digests, reused
 }
 
-func (w *worker) buffers() ([]byte, []byte) {
-	if w.sbuf == nil {
-		w.sbuf, w.dbuf = w.p.buffers(w.i)
-	}
-	return w.sbuf, w.dbuf
-}
+func (w *worker) buffers() ([]byte, []byte) { return w.p.buffers(w.i) }

@@ -7,11 +7,7 @@ import "unsafe"
 // that any read into it from offset 0 can go direct.
 func AlignedBuffer(n int) []byte {
 	c := (n + Align - 1) / Align * Align
-	b := make([]byte, c+Align)
-	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % Align); r != 0 {
-		b = b[Align-r:]
-	}
-	return b[:n:c]
+	return aligned(c, Align)[:n:c]
 }
 
 // AlignedBuffers returns k buffers as AlignedBuffer's, of n bytes each,
@@ -25,11 +21,7 @@ func AlignedBuffer(n int) []byte {
 // faults); the time was within the noise (6 rounds).
 func AlignedBuffers(k, n int) [][]byte {
 	c := (n + Align - 1) / Align * Align
-	slab := make([]byte, k*c+hugePage)
-	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(slab))) % hugePage); r != 0 {
-		slab = slab[hugePage-r:]
-	}
-	slab = slab[:k*c]
+	slab := aligned(k*c, hugePage)
 	hugePages(slab)
 	out := make([][]byte, k)
 	for i := range out {
@@ -41,3 +33,13 @@ func AlignedBuffers(k, n int) [][]byte {
 // hugePage is the size of a transparent huge page with 4 KiB base pages
 // (amd64; arm64 with 4 KiB pages). Elsewhere the advice covers less.
 const hugePage = 2 << 20
+
+// aligned returns size bytes whose first byte is at a multiple of to in
+// memory (a power of two), from an allocation of size+to.
+func aligned(size, to int) []byte {
+	b := make([]byte, size+to)
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % uintptr(to)); r != 0 {
+		b = b[to-r:]
+	}
+	return b[:size:size]
+}

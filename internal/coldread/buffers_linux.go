@@ -1,16 +1,12 @@
 package coldread
 
-import (
-	"unsafe"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// hugePages asks for transparent huge pages for b (MADV_HUGEPAGE), for
-// the huge-page-aligned part of it; where THP is off this does nothing.
+// hugePages asks for transparent huge pages (MADV_HUGEPAGE) for the whole
+// huge pages of b, which starts on one (aligned); where THP is off this
+// does nothing.
 func hugePages(b []byte) {
-	lo := (hugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%hugePage)) % hugePage
-	if hi := lo + (len(b)-lo)/hugePage*hugePage; hi > lo {
-		_ = unix.Madvise(b[lo:hi], unix.MADV_HUGEPAGE)
+	if n := len(b) / hugePage * hugePage; n > 0 {
+		_ = unix.Madvise(b[:n], unix.MADV_HUGEPAGE)
 	}
 }
