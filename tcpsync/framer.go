@@ -286,15 +286,11 @@ func (f *framer) readFrame() (wire.Type, uint8, []byte, error) {
 	}
 	// The buffer holds header ‖ body ‖ tag, so the body tag is computed
 	// over one slice (GMAC takes its message whole).
-	// A data frame's (over MaxFrame) grows it to the largest frame at
-	// once: it doubled up to the largest DATA frame (three fresh buffers
-	// on the way), then a BATCH frame was made to measure; each page's
-	// first touch costs.
-	if need := wire.HeaderLen + n + tagLen; cap(f.rbuf) < need {
-		if n > wire.MaxFrame {
-			need = wire.HeaderLen + wire.MaxBody + wire.BodyTagLen
-		}
-		f.rbuf = make([]byte, 0, max(need, min(2*cap(f.rbuf), wire.HeaderLen+wire.MaxFrame+wire.BodyTagLen)))
+	// A data frame's grows it to the largest frame at once (grownBody):
+	// it doubled up to the largest DATA frame (three fresh buffers on the
+	// way), then a BATCH frame was made to measure.
+	if cap(f.rbuf) < wire.HeaderLen+n+tagLen {
+		f.rbuf = make([]byte, 0, max(wire.HeaderLen+grownBody(n)+tagLen, min(2*cap(f.rbuf), wire.HeaderLen+wire.MaxFrame+wire.BodyTagLen)))
 	}
 	frame := f.rbuf[:wire.HeaderLen+n+tagLen]
 	copy(frame, f.hdr[:])

@@ -48,10 +48,7 @@ func (w *frameBuf) Flush() error {
 
 // room returns n bytes at the end of the buffer for a frame, flushing
 // first when they do not fit, and growing the buffer to grow bytes (at
-// least n) when n is more than it holds. Callers pass the largest frame of
-// the kind, so a session's buffer grows once: grown frame by frame to the
-// next slightly larger DATA frame, it was a fresh megabyte several times a
-// push, and each page's first touch costs (about 20 us on a VM).
+// least n) when n is more than it holds (writeFrame passes grownBody's).
 func (w *frameBuf) room(n, grow int) ([]byte, error) {
 	if len(w.b)+n > cap(w.b) {
 		if err := w.Flush(); err != nil {
@@ -66,6 +63,18 @@ func (w *frameBuf) room(n, grow int) ([]byte, error) {
 	return w.b[p:], nil
 }
 
+// grownBody is the body a frame buffer is grown for, to hold a body of n
+// bytes: a data frame's (over wire.MaxFrame) grows it to the largest frame
+// at once, so a session's buffers are made once. Grown to each slightly
+// larger DATA frame, they were a fresh megabyte several times a push, and
+// each page's first touch costs (about 20 us on a VM).
+func grownBody(n int) int {
+	if n > wire.MaxFrame {
+		return wire.MaxBody
+	}
+	return n
+}
+
 // writeFrame buffers one frame; parts are concatenated into its body.
 func (f *framer) writeFrame(t wire.Type, flags uint8, parts ...[]byte) error {
 	n := 0
@@ -76,10 +85,7 @@ func (f *framer) writeFrame(t wire.Type, flags uint8, parts ...[]byte) error {
 		return fmt.Errorf("internal: %s frame of %d bytes over the limit", t, n)
 	}
 	wire.PutHeader(&f.whdr, t, flags, n)
-	most := n // a frame of this kind, most
-	if t.Limit() > wire.MaxFrame {
-		most = wire.MaxBody
-	}
+	most := grownBody(n)
 	if f.smac == nil {
 		b, err := f.w.room(wire.HeaderLen+n, wire.HeaderLen+most)
 		if err != nil {
