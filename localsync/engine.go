@@ -76,7 +76,7 @@ type engine struct {
 	sharedChecked, mayShare bool
 	shareErr                error
 	// prealloc: allocate a small extent's destination blocks before
-	// copying it (allocatesEagerly).
+	// copying it, where that pays (target.File.AllocateAhead).
 	prealloc bool
 
 	allowClone, cloneOnly, allowCFR, allowRW bool

@@ -36,7 +36,7 @@ func (e *engine) copyWindows(w *sparse.Walker, d *dstSide) error {
 		// A comparison waits on two reads (see pipeline).
 		workers = 2 * inFlight
 	}
-	p := e.startPipeline(workers, !e.zeroScan && !d.all && allocatesEagerly(e.dst.OS()))
+	p := e.startPipeline(workers, !e.zeroScan && !d.all)
 	var copied, compared, zeroed int64
 	for lo := int64(0); lo < e.size && p.ctx.Err() == nil; {
 		win, err := e.planWindow(w, d, lo)

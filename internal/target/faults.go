@@ -42,6 +42,10 @@ const (
 	// SYNC_FILE_RANGE_WRITE). It is only a head start: an Err skips the
 	// call and is not reported.
 	OpWriteback // sync_file_range
+	// OpAllocate is AllocateAhead (fallocate KEEP_SIZE before a small
+	// write). It is only a placement hint: an Err skips the call and is
+	// not reported. Faults.Ranges lists what each call asked for.
+	OpAllocate // fallocate
 )
 
 // Fault is one rule of Faults: fail the N-th call of Op on a name that
@@ -88,12 +92,38 @@ type Faults struct {
 	calls []int // matching calls seen, per rule
 	hits  int
 	seen  map[Op]int // every call, per Op
+	// ranges: the range of every call that names one (OpAllocate), per Op.
+	ranges map[Op][]Range
 }
+
+// Range is the byte range of a call, as Faults.Ranges reports it.
+type Range struct{ Off, Len int64 }
 
 // NewFaults returns an injector with the given rules; the first rule that
 // fires on a call decides it.
 func NewFaults(rules ...Fault) *Faults {
-	return &Faults{rules: rules, calls: make([]int, len(rules)), seen: map[Op]int{}}
+	return &Faults{rules: rules, calls: make([]int, len(rules)), seen: map[Op]int{}, ranges: map[Op][]Range{}}
+}
+
+// Ranges reports the ranges the calls of op asked for so far, in call
+// order (only OpAllocate names one): a test sees what was allocated ahead.
+func (f *Faults) Ranges(op Op) []Range {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Range(nil), f.ranges[op]...)
+}
+
+// fireRange is fire for a call on the range [off, off+n), which it records.
+func (f *Faults) fireRange(op Op, name string, off, n int64) (Fault, bool) {
+	if f != nil {
+		f.mu.Lock()
+		f.ranges[op] = append(f.ranges[op], Range{off, n})
+		f.mu.Unlock()
+	}
+	return f.fire(op, name)
 }
 
 // Calls reports how many calls of op the Files made so far, whether or

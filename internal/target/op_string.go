@@ -19,11 +19,12 @@ func _() {
 	_ = x[OpCloneRange-9]
 	_ = x[OpCopyRange-10]
 	_ = x[OpWriteback-11]
+	_ = x[OpAllocate-12]
 }
 
-const _Op_name = "writepunchtruncatefdatasyncfsyncrenamesidecar writeficloneficlonerangecopy_file_rangesync_file_range"
+const _Op_name = "writepunchtruncatefdatasyncfsyncrenamesidecar writeficloneficlonerangecopy_file_rangesync_file_rangefallocate"
 
-var _Op_index = [...]uint8{0, 5, 10, 18, 27, 32, 38, 51, 58, 70, 85, 100}
+var _Op_index = [...]uint8{0, 5, 10, 18, 27, 32, 38, 51, 58, 70, 85, 100, 109}
 
 func (i Op) String() string {
 	idx := int(i) - 1

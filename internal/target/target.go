@@ -58,6 +58,9 @@ type File struct {
 	size    int64
 	done    atomic.Bool
 	faults  *Faults
+	// alloc caches whether AllocateAhead pays on this file's filesystem:
+	// 0 not asked yet, allocYes, allocNo.
+	alloc atomic.Int32
 
 	// For Ungrow: the file's size before SetSize first grew it (valid if
 	// grew), and the end of the furthest write since.
