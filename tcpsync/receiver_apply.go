@@ -156,14 +156,18 @@ func (r *receiver) applyData(raw []byte, o int64, st *rstate) error {
 // writeData writes the parts of raw (the source's bytes at off) that lie in
 // the source's data; the parts in its holes are zeros the target already
 // reads as a hole, so a block larger than the source's holes keeps them.
+// A part of a small source extent is allocated first where that places
+// it better (AllocateAhead: ext4); the frames come in file order.
 func (r *receiver) writeData(raw []byte, off int64) error {
 	end := off + int64(len(raw))
 	ext := r.plan.src.Extents()
 	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > off })
 	for ; i < len(ext) && ext[i].Off < end; i++ {
+		a, b := max(ext[i].Off, off), min(ext[i].End(), end)
+		r.t.w.AllocateAhead(a, b-a, ext[i].Len)
 		// In pieces of the write budget, if it is limited: a steady
 		// pace, and work to report while it lasts.
-		for a, b := max(ext[i].Off, off), min(ext[i].End(), end); a < b; {
+		for a < b {
 			n := min(b-a, r.f.m.writePiece(b-a))
 			if err := r.f.m.write(n); err != nil {
 				return err
