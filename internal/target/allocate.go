@@ -23,11 +23,11 @@ const (
 // (ext4_mb_normalize_request). In a file of small extents far apart each
 // window reserves far more than it uses, the free space fragments, and
 // later requests scan group after group for a window
-// (ext4_mb_complex_scan_group). The blocks it does give lie as far apart
-// on the device as the extents in the file, so every extent is a write
-// request of its own: a push of 100,000 extents of 4 KiB made 100,000
-// write requests, against 2,400 with the blocks allocated ahead, in file
-// order, which the writeback merges. fallocate asks for exactly the piece
+// (ext4_mb_complex_scan_group). And allocating inside the writeback loop,
+// extent by extent, it sent each extent's write as a request of its own:
+// a push of 100,000 extents of 4 KiB made 100,000 write requests, against
+// 2,400 with the blocks allocated ahead, in file order, whose writeback
+// only maps them and merges the rest. fallocate asks for exactly the piece
 // (EXT4_GET_BLOCKS_NO_NORMALIZE). XFS and btrfs allocate delayed writes
 // well and would only pay for the unwritten extents; tmpfs would allocate
 // twice; a block device has nothing to allocate.
