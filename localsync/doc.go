@@ -12,7 +12,7 @@
 //	else ftruncate(dst, size)                  # before any write: no XFS EOF preallocation
 //	     for each data extent, on 8 workers:
 //	         FICLONERANGE where block-aligned  # MethodReflink
-//	         (ext4, extents under 1 MiB: fallocated first, exactly, in
+//	         (ext4, pieces under 1 MiB: fallocated first, exactly, in
 //	          file order, by the goroutine that hands out the work)
 //	         else copy_file_range, explicit offsets, this extent only
 //	         else pread/pwrite, pooled 1 MiB buffers

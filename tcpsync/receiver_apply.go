@@ -136,7 +136,7 @@ func (r *receiver) onData(flags uint8, body []byte) error {
 // st), and counts it.
 func (r *receiver) applyData(raw []byte, o int64, st *rstate) error {
 	l := int64(len(raw))
-	if err := r.writeData(raw, o); err != nil {
+	if err := r.writeData(raw, o, st.pending == nil); err != nil {
 		return err
 	}
 	for p := int64(0); p < l; p += r.p.bs {
@@ -156,15 +156,19 @@ func (r *receiver) applyData(raw []byte, o int64, st *rstate) error {
 // writeData writes the parts of raw (the source's bytes at off) that lie in
 // the source's data; the parts in its holes are zeros the target already
 // reads as a hole, so a block larger than the source's holes keeps them.
-// A part of a small source extent is allocated first where that places
-// it better (AllocateAhead: ext4); the frames come in file order.
-func (r *receiver) writeData(raw []byte, off int64) error {
+// On the first pass (ahead), whose frames come in file order, a part of a
+// small source extent is allocated first where that places it better
+// (AllocateAhead: ext4); fix-ups come later, out of that order, into
+// compare blocks, where the target holds data, and allocate nothing.
+func (r *receiver) writeData(raw []byte, off int64, ahead bool) error {
 	end := off + int64(len(raw))
 	ext := r.plan.src.Extents()
 	i := sort.Search(len(ext), func(i int) bool { return ext[i].End() > off })
 	for ; i < len(ext) && ext[i].Off < end; i++ {
 		a, b := max(ext[i].Off, off), min(ext[i].End(), end)
-		r.t.w.AllocateAhead(a, b-a, ext[i].Len)
+		if ahead {
+			r.t.w.AllocateAhead(a, b-a, ext[i].Len)
+		}
 		// In pieces of the write budget, if it is limited: a steady
 		// pace, and work to report while it lasts.
 		for a < b {

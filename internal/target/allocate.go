@@ -11,7 +11,8 @@ const (
 )
 
 // AllocateAhead allocates [off, off+n), a piece of a source extent of
-// extent bytes that the caller is about to write, where the filesystem
+// extent bytes (as the caller sees it: a window or a job may cut a large
+// one) that the caller is about to write, where the filesystem
 // places small delayed writes badly: on ext4, for an extent shorter than
 // AllocateAheadBelow; elsewhere it does nothing. Callers allocate in file
 // order, from one goroutine (ext4 then appends to its extent tree), and
