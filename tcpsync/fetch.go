@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
+	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -121,27 +122,76 @@ func sumPiece(b []byte) pieceSum {
 	return pieceSum(h[:pieceSumLen])
 }
 
-// readPiece reads the piece's extents from r into buf (their total length),
-// charging read to the budget first if it is set.
-func readPiece(ctx context.Context, r io.ReaderAt, ext []sparse.Extent, buf []byte, read func(int64) error) error {
-	var at int64
+// pieceReader reads pieces: a piece's data extents packed into a buffer
+// (their total length), for the manifest, FETCH answers and the client's
+// read-back. Extents less than maxReadGap apart are read as one span,
+// holes and all (a hole reads as zeros without I/O), into span and copied
+// out, as the sender reads a chunk (pieces): a piece of 4 KiB extents
+// costs a read per MiB, not one per extent. One read at a time of 100,000
+// extents of 4 KiB kept the disk at a queue depth of one, and a pull of
+// them from one source took 14 s where a pull without pieces took 6 s.
+type pieceReader struct {
+	buf  []byte // a piece's data
+	span []byte // wire.MaxDataPayload, aligned for a direct read; made on first use
+}
+
+// newPieceReader returns a pieceReader for pieces of up to n bytes.
+func newPieceReader(n int64) *pieceReader { return &pieceReader{buf: make([]byte, n)} }
+
+// read reads ext, n bytes in all, from r and returns them packed,
+// charging each read's data bytes to budget first if it is set. The bytes
+// are the reader's until its next read.
+func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Extent, n int64, budget func(int64) error) ([]byte, error) {
+	var sum int64
 	for _, e := range ext {
+		sum += e.Len
+	}
+	if sum != n || n > int64(len(p.buf)) {
+		return nil, fmt.Errorf("internal: a piece of %d bytes in extents of %d for a buffer of %d", n, sum, len(p.buf))
+	}
+	buf := p.buf[:n]
+	var at int64
+	for _, pc := range pieces(ext, wire.MaxDataPayload) {
 		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		}
-		if read != nil {
-			if err := read(e.Len); err != nil {
-				return err
+		var data int64
+		for _, e := range pc.ext {
+			data += e.Len
+		}
+		if budget != nil {
+			if err := budget(data); err != nil {
+				return nil, err
 			}
 		}
-		n, err := r.ReadAt(buf[at:at+e.Len], e.Off)
-		if err != nil && !(err == io.EOF && int64(n) == e.Len) {
-			if err == io.EOF {
-				return fmt.Errorf("%w: short read at %d", ErrSourceChanged, e.Off+int64(n))
+		if len(pc.ext) == 1 {
+			if err := readExact(r, buf[at:at+data], pc.start); err != nil {
+				return nil, err
 			}
-			return err
+			at += data
+			continue
 		}
-		at += e.Len
+		if p.span == nil {
+			p.span = coldread.AlignedBuffer(wire.MaxDataPayload)
+		}
+		if err := readExact(r, p.span[:pc.end-pc.start], pc.start); err != nil {
+			return nil, err
+		}
+		for _, e := range pc.ext {
+			at += int64(copy(buf[at:at+e.Len], p.span[e.Off-pc.start:]))
+		}
+	}
+	return buf, nil
+}
+
+// readExact reads len(b) bytes at off; a short read is ErrSourceChanged.
+func readExact(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if err != nil && !(err == io.EOF && n == len(b)) {
+		if err == io.EOF {
+			return fmt.Errorf("%w: short read at %d", ErrSourceChanged, off+int64(n))
+		}
+		return err
 	}
 	return nil
 }
@@ -205,7 +255,7 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 	}
 	ps := newFetchPieces(m, int64(bs))
 	st.DataBytes = m.RoundOut(int64(bs)).Bytes()
-	buf := make([]byte, ps.per*ps.bs)
+	pr := newPieceReader(ps.per * ps.bs)
 	enc, err := m.MarshalBinary()
 	if err != nil {
 		return st, err
@@ -223,13 +273,13 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 			return st, err
 		}
 	} else {
-		sums, err := s.sendManifest(ctx, f, src, ps, buf)
+		sums, err := s.sendManifest(ctx, f, src, ps, pr)
 		if err != nil {
 			return st, err
 		}
 		s.manifests.put(key, sums)
 	}
-	err = s.answerFetches(ctx, f, src, ps.bs, buf, &st, func(k uint32, _ uint8) ([]sparse.Extent, int64, int, error) {
+	err = s.answerFetches(ctx, f, src, ps.bs, pr, &st, func(k uint32, _ uint8) ([]sparse.Extent, int64, int, error) {
 		if int64(k) >= int64(ps.n) {
 			return nil, 0, 0, fmt.Errorf("%w: FETCH of piece %d of %d", ErrProtocol, k, ps.n)
 		}
@@ -242,7 +292,7 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 // answerFetches answers FETCH frames until DONE. piece gives the piece
 // asked for (its blocks, their bytes, their count), or with piece maps
 // sends its map (ext nil) when flags ask for that.
-func (s *Server) answerFetches(ctx context.Context, f *framer, src *FileSource, bs int64, buf []byte, st *Stats,
+func (s *Server) answerFetches(ctx context.Context, f *framer, src *FileSource, bs int64, pr *pieceReader, st *Stats,
 	piece func(k uint32, flags uint8) ([]sparse.Extent, int64, int, error)) error {
 	for {
 		t, flags, body, err := f.readFrame()
@@ -251,7 +301,7 @@ func (s *Server) answerFetches(ctx context.Context, f *framer, src *FileSource, 
 		}
 		switch t {
 		case wire.Fetch:
-			if err := s.servePiece(ctx, f, src, bs, buf, body, flags, st, piece); err != nil {
+			if err := s.servePiece(ctx, f, src, bs, pr, body, flags, st, piece); err != nil {
 				return err
 			}
 		case wire.Done:
@@ -271,18 +321,19 @@ func (s *Server) answerFetches(ctx context.Context, f *framer, src *FileSource, 
 // sendManifest reads the source's data once and sends the piece sums, a
 // frame at least every second (the client's idle timeout runs meanwhile).
 // It returns them all, for the cache.
-func (s *Server) sendManifest(ctx context.Context, f *framer, src *FileSource, ps *fetchPieces, buf []byte) ([]byte, error) {
+func (s *Server) sendManifest(ctx context.Context, f *framer, src *FileSource, ps *fetchPieces, pr *pieceReader) ([]byte, error) {
 	var out, all []byte
 	last := time.Now()
 	for k := range ps.n {
 		ext, n := ps.piece(k)
-		if err := readPiece(ctx, src, ext, buf[:n], f.m.read); err != nil {
+		buf, err := pr.read(ctx, cachedReads{src}, ext, n, f.m.read)
+		if err != nil {
 			return nil, err
 		}
 		if h := s.fetchHooks; h != nil && h.piece != nil {
-			h.piece(ctx, -1-k, buf[:n])
+			h.piece(ctx, -1-k, buf)
 		}
-		sum := sumPiece(buf[:n])
+		sum := sumPiece(buf)
 		out = append(out, sum[:]...)
 		if len(all) < manifestCacheBytes {
 			all = append(all, sum[:]...)
@@ -352,7 +403,7 @@ func (c *manifestCache) put(key string, sums []byte) {
 // servePiece answers one FETCH: the piece's blocks the client lacks or
 // holds differently, as DATA (runs of up to wire.MaxDataPayload) and ZERO, then
 // PIECEEND.
-func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, bs int64, buf, body []byte, flags uint8, st *Stats,
+func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, bs int64, pr *pieceReader, body []byte, flags uint8, st *Stats,
 	piece func(k uint32, flags uint8) ([]sparse.Extent, int64, int, error)) error {
 	d := wire.Dec{B: body, T: wire.Fetch}
 	k := d.U32()
@@ -388,11 +439,12 @@ func (s *Server) servePiece(ctx context.Context, f *framer, src *FileSource, bs 
 		return fmt.Errorf("%w: FETCH of piece %d with %d hash bytes for %d blocks held", ErrProtocol, k, len(d.B), held)
 	}
 	theirs := d.B
-	if err := readPiece(ctx, src, ext, buf[:n], f.m.read); err != nil {
+	buf, err := pr.read(ctx, src, ext, n, f.m.read)
+	if err != nil {
 		return err
 	}
 	if h := s.fetchHooks; h != nil && h.piece != nil {
-		h.piece(ctx, int(k), buf[:n])
+		h.piece(ctx, int(k), buf)
 	}
 	h := blockhash.New(seed)
 	// run is a pending DATA run: consecutive changed blocks.

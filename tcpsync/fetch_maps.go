@@ -194,11 +194,11 @@ func (s *Server) serveFetchMaps(ctx context.Context, f *framer, src *FileSource,
 		return err
 	}
 	c := &pieceCutter{walk: walk, size: src.Size(), bs: int64(bs)}
-	buf := make([]byte, max(1, pieceBytes/c.bs)*c.bs)
+	pr := newPieceReader(max(1, pieceBytes/c.bs) * c.bs)
 	key := fmt.Sprintf("maps:%s:%d:%d", ident, bs, c.size)
 	lines := s.manifests.get(key)
 	if lines == nil {
-		if lines, err = s.sendMapManifest(ctx, f, src, c, buf); err != nil {
+		if lines, err = s.sendMapManifest(ctx, f, src, c, pr); err != nil {
 			return err
 		}
 		if len(lines) <= manifestCacheBytes {
@@ -211,7 +211,7 @@ func (s *Server) serveFetchMaps(ctx context.Context, f *framer, src *FileSource,
 		c.his = append(c.his, int64(binary.LittleEndian.Uint64(b)))
 		st.DataBytes += int64(binary.LittleEndian.Uint32(b[8:])) * c.bs
 	}
-	return s.answerFetches(ctx, f, src, c.bs, buf, st, func(k uint32, flags uint8) ([]sparse.Extent, int64, int, error) {
+	return s.answerFetches(ctx, f, src, c.bs, pr, st, func(k uint32, flags uint8) ([]sparse.Extent, int64, int, error) {
 		p, err := c.piece(ctx, k)
 		if err != nil {
 			return nil, 0, 0, err
@@ -245,7 +245,7 @@ func sendEntries(f *framer, lines []byte) error {
 // sendMapManifest cuts the source into pieces, reads each once and sends
 // its line, a frame at least every second. It returns the lines (for the
 // cache, and the pieces' ends: 28 bytes per piece, held while serving).
-func (s *Server) sendMapManifest(ctx context.Context, f *framer, src *FileSource, c *pieceCutter, buf []byte) ([]byte, error) {
+func (s *Server) sendMapManifest(ctx context.Context, f *framer, src *FileSource, c *pieceCutter, pr *pieceReader) ([]byte, error) {
 	var out, all []byte
 	last := time.Now()
 	per := max(1, pieceBytes/c.bs)
@@ -254,13 +254,14 @@ func (s *Server) sendMapManifest(ctx context.Context, f *framer, src *FileSource
 		if err != nil {
 			return nil, err
 		}
-		if err := readPiece(ctx, src, p.ext, buf[:p.n], f.m.read); err != nil {
+		buf, err := pr.read(ctx, cachedReads{src}, p.ext, p.n, f.m.read)
+		if err != nil {
 			return nil, err
 		}
 		if h := s.fetchHooks; h != nil && h.piece != nil {
-			h.piece(ctx, -1-k, buf[:p.n])
+			h.piece(ctx, -1-k, buf)
 		}
-		sum, err := sumMapPiece(p.lo, p.hi, p.src, buf[:p.n])
+		sum, err := sumMapPiece(p.lo, p.hi, p.src, buf)
 		if err != nil {
 			return nil, err
 		}

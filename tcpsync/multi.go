@@ -430,13 +430,14 @@ func (m *multi) readBack(ctx context.Context) error {
 		return m.readBackMaps(ctx)
 	}
 	f := m.t.final
-	buf := make([]byte, m.ps.per*m.ps.bs)
+	pr := newPieceReader(m.ps.per * m.ps.bs)
 	for k := range m.ps.n {
 		ext, n := m.ps.piece(k)
-		if err := readPiece(ctx, f, ext, buf[:n], nil); err != nil {
+		buf, err := pr.read(ctx, f, ext, n, nil)
+		if err != nil {
 			return fmt.Errorf("reading %s back: %w", m.t.display, err)
 		}
-		if sumPiece(buf[:n]) != m.agreed.manifest[k] {
+		if sumPiece(buf) != m.agreed.manifest[k] {
 			return fmt.Errorf("%w: %s read back differs at piece %d (offset %d)", ErrVerify, m.t.display, k, ext[0].Off)
 		}
 		m.st.ReadBackBytes += n

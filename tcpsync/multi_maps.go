@@ -311,7 +311,7 @@ func (m *multi) readBackMaps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, max(1, pieceBytes/m.agreed.bs)*m.agreed.bs)
+	pr := newPieceReader(max(1, pieceBytes/m.agreed.bs) * m.agreed.bs)
 	for k := range m.agreed.pieces {
 		p := &want{k: k, hi: m.agreed.pieces[k].hi}
 		if k > 0 {
@@ -328,11 +328,10 @@ func (m *multi) readBackMaps(ctx context.Context) error {
 		for _, e := range p.ext {
 			p.n += e.Len
 		}
-		if p.n > int64(len(buf)) {
+		if p.n > int64(len(pr.buf)) {
 			return fmt.Errorf("%w: piece %d of %s kept for the read-back holds %d bytes", ErrVerify, k, m.t.display, p.n)
 		}
-		p.buf = buf[:p.n]
-		if err := readPiece(ctx, f, p.ext, p.buf, nil); err != nil {
+		if p.buf, err = pr.read(ctx, f, p.ext, p.n, nil); err != nil {
 			return fmt.Errorf("reading %s back: %w", m.t.display, err)
 		}
 		if !m.pieceOK(p) {

@@ -88,6 +88,20 @@ func (s *FileSource) ReadAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
+// cachedReads reads a FileSource through the page cache whatever the
+// range's state: for a read that another read of the same range follows
+// soon (a fetch's manifest, then the pieces asked for), which would go to
+// storage twice if the first went direct.
+type cachedReads struct{ s *FileSource }
+
+func (c cachedReads) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.s.f.ReadAt(b, off)
+	if c.s.afterRead != nil {
+		c.s.afterRead(off)
+	}
+	return n, err
+}
+
 // Size returns the size when the source was opened, or when the last sync
 // of it started.
 func (s *FileSource) Size() int64 { return s.info.Size }
