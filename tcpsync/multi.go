@@ -430,10 +430,15 @@ func (m *multi) readBack(ctx context.Context) error {
 		return m.readBackMaps(ctx)
 	}
 	f := m.t.final
+	rd, err := newUncachedReader(f)
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", m.t.display, err)
+	}
+	defer rd.close()
 	pr := newPieceReader(m.ps.per * m.ps.bs)
 	for k := range m.ps.n {
 		ext, n := m.ps.piece(k)
-		buf, err := pr.read(ctx, f, ext, n, nil)
+		buf, err := pr.read(ctx, rd, ext, n, nil)
 		if err != nil {
 			return fmt.Errorf("reading %s back: %w", m.t.display, err)
 		}

@@ -311,6 +311,11 @@ func (m *multi) readBackMaps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rd, err := newUncachedReader(f)
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", m.t.display, err)
+	}
+	defer rd.close()
 	pr := newPieceReader(max(1, pieceBytes/m.agreed.bs) * m.agreed.bs)
 	for k := range m.agreed.pieces {
 		p := &want{k: k, hi: m.agreed.pieces[k].hi}
@@ -331,7 +336,7 @@ func (m *multi) readBackMaps(ctx context.Context) error {
 		if p.n > int64(len(pr.buf)) {
 			return fmt.Errorf("%w: piece %d of %s kept for the read-back holds %d bytes", ErrVerify, k, m.t.display, p.n)
 		}
-		if p.buf, err = pr.read(ctx, f, p.ext, p.n, nil); err != nil {
+		if p.buf, err = pr.read(ctx, rd, p.ext, p.n, nil); err != nil {
 			return fmt.Errorf("reading %s back: %w", m.t.display, err)
 		}
 		if !m.pieceOK(p) {

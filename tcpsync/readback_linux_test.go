@@ -59,6 +59,48 @@ func TestReadBackBypassesPageCache(t *testing.T) {
 	require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
 }
 
+// TestMultiReadBackBypassesPageCache is TestReadBackBypassesPageCache
+// for a pull from several sources, with and without piece maps: the block
+// is changed on the device under the page cache, and the read-back must
+// read it from storage.
+func TestMultiReadBackBypassesPageCache(t *testing.T) {
+	loopfs.NeedRoot(t)
+	mnt := loopfs.Mount(t, loopfs.Ext4, 1<<30)
+	out, err := exec.Command("findmnt", "-n", "-o", "SOURCE", "--target", mnt).Output()
+	require.NoError(t, err)
+	dev := strings.TrimSpace(string(out))
+	require.True(t, strings.HasPrefix(dev, "/dev/"), "device of %s: %q", mnt, dev)
+
+	root := t.TempDir()
+	a, _ := startServer(t, root, nil)
+	b, _ := startServer(t, root, nil)
+	require.NoError(t, writeImage(filepath.Join(root, "disk.img"), 32<<20, 0.5, 4, 11))
+	m, _, err := sparse.ReadMap(t.Context(), filepath.Join(root, "disk.img"))
+	require.NoError(t, err)
+	at := nonZeroBlock(t, filepath.Join(root, "disk.img"), m)
+
+	for _, maps := range []bool{true, false} {
+		dst := filepath.Join(mnt, fmt.Sprint("dst-", maps))
+		corrupted := 0
+		var hookErr error
+		o := patientOpts()
+		o.ReadBack = ReadBackOn
+		o.hooks = &testHooks{noWindows: !maps, beforeFinalCheck: func(f *os.File) {
+			if hookErr == nil {
+				hookErr = corruptOnDevice(t, f, dev, at)
+			}
+			if hookErr == nil {
+				corrupted++
+			}
+		}}
+		_, err = PullMulti(t.Context(), sourcesOf(a, b), dst, o)
+		require.NoError(t, hookErr)
+		require.ErrorIs(t, err, ErrVerify, "piece maps %v", maps)
+		require.Positive(t, corrupted)
+		require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
+	}
+}
+
 // nonZeroBlock returns the offset of the first 4 KiB block of m's data
 // that is not all zeros (zero blocks become holes in the target).
 func nonZeroBlock(t *testing.T, path string, m sparse.Map) int64 {

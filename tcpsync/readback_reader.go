@@ -51,6 +51,25 @@ func (r *uncachedReader) read(off, n int64) ([]byte, error) {
 	return nil, err
 }
 
+// ReadAt reads len(b) bytes at off through read, a readBackSize at most
+// at a time, from off rounded down to coldread.Align when direct.
+func (r *uncachedReader) ReadAt(b []byte, off int64) (int, error) {
+	done := 0
+	for done < len(b) {
+		o := off + int64(done)
+		a := o
+		if r.direct {
+			a = o / coldread.Align * coldread.Align
+		}
+		got, err := r.read(a, min(int64(len(b)-done)+o-a, readBackSize))
+		if err != nil {
+			return done, err
+		}
+		done += copy(b[done:], got[o-a:])
+	}
+	return done, nil
+}
+
 func (r *uncachedReader) close() {
 	if r.direct {
 		r.f.Close()
