@@ -24,12 +24,7 @@ import (
 // bypasses it can see the damage. The read-back does, and the pull ends
 // with ErrVerify and an incomplete target.
 func TestReadBackBypassesPageCache(t *testing.T) {
-	loopfs.NeedRoot(t)
-	mnt := loopfs.Mount(t, loopfs.Ext4, 1<<30)
-	out, err := exec.Command("findmnt", "-n", "-o", "SOURCE", "--target", mnt).Output()
-	require.NoError(t, err)
-	dev := strings.TrimSpace(string(out))
-	require.True(t, strings.HasPrefix(dev, "/dev/"), "device of %s: %q", mnt, dev)
+	mnt, dev := ext4OnLoop(t)
 
 	root := t.TempDir()
 	addr, _ := startServer(t, root, nil)
@@ -64,12 +59,7 @@ func TestReadBackBypassesPageCache(t *testing.T) {
 // is changed on the device under the page cache, and the read-back must
 // read it from storage.
 func TestMultiReadBackBypassesPageCache(t *testing.T) {
-	loopfs.NeedRoot(t)
-	mnt := loopfs.Mount(t, loopfs.Ext4, 1<<30)
-	out, err := exec.Command("findmnt", "-n", "-o", "SOURCE", "--target", mnt).Output()
-	require.NoError(t, err)
-	dev := strings.TrimSpace(string(out))
-	require.True(t, strings.HasPrefix(dev, "/dev/"), "device of %s: %q", mnt, dev)
+	mnt, dev := ext4OnLoop(t)
 
 	root := t.TempDir()
 	a, _ := startServer(t, root, nil)
@@ -99,6 +89,18 @@ func TestMultiReadBackBypassesPageCache(t *testing.T) {
 		require.Positive(t, corrupted)
 		require.Equal(t, stateIncomplete, readSidecar(t, dst).State)
 	}
+}
+
+// ext4OnLoop mounts an ext4 loop filesystem (root only) and returns its
+// mount point and block device.
+func ext4OnLoop(t *testing.T) (mnt, dev string) {
+	loopfs.NeedRoot(t)
+	mnt = loopfs.Mount(t, loopfs.Ext4, 1<<30)
+	out, err := exec.Command("findmnt", "-n", "-o", "SOURCE", "--target", mnt).Output()
+	require.NoError(t, err)
+	dev = strings.TrimSpace(string(out))
+	require.True(t, strings.HasPrefix(dev, "/dev/"), "device of %s: %q", mnt, dev)
+	return mnt, dev
 }
 
 // nonZeroBlock returns the offset of the first 4 KiB block of m's data
