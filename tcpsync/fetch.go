@@ -5,14 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math/bits"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/sparsesync/sparsesync/internal/blockhash"
-	"github.com/sparsesync/sparsesync/internal/coldread"
 	"github.com/sparsesync/sparsesync/internal/wire"
 	"github.com/sparsesync/sparsesync/sparse"
 )
@@ -120,80 +118,6 @@ func eachBlock(ext []sparse.Extent, bs int64, fn func(i int, off, at, n int64) e
 func sumPiece(b []byte) pieceSum {
 	h := sha256.Sum256(b)
 	return pieceSum(h[:pieceSumLen])
-}
-
-// pieceReader reads pieces: a piece's data extents packed into a buffer
-// (their total length), for the manifest, FETCH answers and the client's
-// read-back. Extents less than maxReadGap apart are read as one span,
-// holes and all (a hole reads as zeros without I/O), into span and copied
-// out, as the sender reads a chunk (pieces): a piece of 4 KiB extents
-// costs a read per MiB, not one per extent. One read at a time of 100,000
-// extents of 4 KiB kept the disk at a queue depth of one, and a pull of
-// them from one source took 14 s where a pull without pieces took 6 s.
-type pieceReader struct {
-	buf  []byte // a piece's data
-	span []byte // wire.MaxDataPayload, aligned for a direct read; made on first use
-}
-
-// newPieceReader returns a pieceReader for pieces of up to n bytes.
-func newPieceReader(n int64) *pieceReader { return &pieceReader{buf: make([]byte, n)} }
-
-// read reads ext, n bytes in all, from r and returns them packed,
-// charging each read's data bytes to budget first if it is set. The bytes
-// are the reader's until its next read.
-func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Extent, n int64, budget func(int64) error) ([]byte, error) {
-	var sum int64
-	for _, e := range ext {
-		sum += e.Len
-	}
-	if sum != n || n > int64(len(p.buf)) {
-		return nil, fmt.Errorf("internal: a piece of %d bytes in extents of %d for a buffer of %d", n, sum, len(p.buf))
-	}
-	buf := p.buf[:n]
-	var at int64
-	for _, pc := range pieces(ext, wire.MaxDataPayload) {
-		if err := ctx.Err(); err != nil {
-			return nil, context.Cause(ctx)
-		}
-		var data int64
-		for _, e := range pc.ext {
-			data += e.Len
-		}
-		if budget != nil {
-			if err := budget(data); err != nil {
-				return nil, err
-			}
-		}
-		if len(pc.ext) == 1 {
-			if err := readExact(r, buf[at:at+data], pc.start); err != nil {
-				return nil, err
-			}
-			at += data
-			continue
-		}
-		if p.span == nil {
-			p.span = coldread.AlignedBuffer(wire.MaxDataPayload)
-		}
-		if err := readExact(r, p.span[:pc.end-pc.start], pc.start); err != nil {
-			return nil, err
-		}
-		for _, e := range pc.ext {
-			at += int64(copy(buf[at:at+e.Len], p.span[e.Off-pc.start:]))
-		}
-	}
-	return buf, nil
-}
-
-// readExact reads len(b) bytes at off; a short read is ErrSourceChanged.
-func readExact(r io.ReaderAt, b []byte, off int64) error {
-	n, err := r.ReadAt(b, off)
-	if err != nil && !(err == io.EOF && n == len(b)) {
-		if err == io.EOF {
-			return fmt.Errorf("%w: short read at %d", ErrSourceChanged, off+int64(n))
-		}
-		return err
-	}
-	return nil
 }
 
 // fetchHooks let tests make a source misbehave.
