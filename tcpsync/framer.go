@@ -38,8 +38,11 @@ type framer struct {
 	heardFrame bool
 	whdr       [wire.HeaderLen]byte
 	in, out    *counter
-	// budget, when positive, is how many more bytes may be read (pre-auth).
-	budget int
+	// preAuth limits what the peer may send before it is authenticated to
+	// budget more bytes in all: a frame that would pass it is refused,
+	// also once it is spent to exactly 0.
+	preAuth bool
+	budget  int
 	// idle, when positive, is armed as the read deadline before each frame.
 	idle time.Duration
 	// wd, when set, ends the session when it makes no progress.
@@ -278,7 +281,7 @@ func (f *framer) readFrame() (wire.Type, uint8, []byte, error) {
 		return 0, 0, nil, err
 	}
 	f.heardFrame = true
-	if f.budget > 0 {
+	if f.preAuth {
 		if wire.HeaderLen+n > f.budget {
 			return 0, 0, nil, fmt.Errorf("%w: %s frame of %d bytes before authentication (budget %d)", ErrFrameTooLarge, t, n, f.budget)
 		}

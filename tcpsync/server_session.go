@@ -35,7 +35,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 	f := newFramer(c)
 	*fp = f
 	defer f.cutOnDone(ctx)()
-	f.budget = wire.MaxPreAuth
+	f.preAuth, f.budget = true, wire.MaxPreAuth
 	f.hmacOnly = s.hooks != nil && s.hooks.hmacOnly
 	f.noBatch = s.hooks != nil && s.hooks.noBatch
 	f.notBusy = s.hooks != nil && s.hooks.notBusy
@@ -45,7 +45,7 @@ func (s *Server) session(ctx context.Context, cancel func(), tc *tracked, ev *Se
 		return Stats{}, err
 	}
 	tc.authed = true
-	f.budget = 0
+	f.preAuth = false
 
 	// OPEN is due within the handshake deadline (still armed from accept):
 	// an authenticated peer cannot hold a connection by saying nothing.
