@@ -40,8 +40,8 @@ func (r *Replica) read(p []byte, off int64) error {
 	if off%BlockSize == 0 && len(p)%BlockSize == 0 && (isAligned(p) || !r.direct) {
 		return r.readBlocks(p, off)
 	}
-	bp := bouncePool.Get().(*[]byte)
-	defer bouncePool.Put(bp)
+	bp := r.bounce.Get().(*[]byte)
+	defer r.bounce.Put(bp)
 	for len(p) > 0 {
 		a := roundDown(off)
 		n := min(roundUp(off+int64(len(p)))-a, bounceSize)
@@ -130,8 +130,8 @@ func (r *Replica) write(p []byte, off, end int64) error {
 // the chain, patch it, write the whole block to the head. The caller holds
 // the block's stripe exclusively.
 func (r *Replica) rmw(blk int64, data []byte, off int64) error {
-	bp := bouncePool.Get().(*[]byte)
-	defer bouncePool.Put(bp)
+	bp := r.bounce.Get().(*[]byte)
+	defer r.bounce.Put(bp)
 	buf := (*bp)[:BlockSize]
 	if err := r.readBlocks(buf, blk); err != nil {
 		return err
@@ -146,8 +146,8 @@ func (r *Replica) writeAligned(p []byte, off int64) error {
 		_, err := r.layers[0].WriteAt(p, off)
 		return err
 	}
-	bp := bouncePool.Get().(*[]byte)
-	defer bouncePool.Put(bp)
+	bp := r.bounce.Get().(*[]byte)
+	defer r.bounce.Put(bp)
 	for len(p) > 0 {
 		n := copy(*bp, p)
 		if _, err := r.layers[0].WriteAt((*bp)[:n], off); err != nil {

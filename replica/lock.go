@@ -63,10 +63,14 @@ func (l *blockLocks) each(first, last int64, exclusive, release bool) {
 // or range cannot go to an O_DIRECT file as is.
 const bounceSize = 128 << 10
 
-var bouncePool = sync.Pool{New: func() any {
-	b := alignedBuf(bounceSize)
-	return &b
-}}
+// newBouncePool returns a pool of bounceSize aligned buffers: one per
+// replica, so that no buffer outlives the replicas that use it.
+func newBouncePool() *sync.Pool {
+	return &sync.Pool{New: func() any {
+		b := alignedBuf(bounceSize)
+		return &b
+	}}
+}
 
 // alignedBuf returns n bytes whose address is a multiple of BlockSize, as
 // O_DIRECT requires: coldread.AlignedBuffer, the module's one aligned

@@ -109,7 +109,7 @@ func Open(dir string, o *Options) (_ *Replica, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Replica{dir: dir, opts: opts, log: opts.Logger, bootID: boot}
+	r := &Replica{dir: dir, opts: opts, log: opts.Logger, bootID: boot, bounce: newBouncePool()}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

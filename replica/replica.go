@@ -84,6 +84,9 @@ type Replica struct {
 	bootID ID
 
 	gate  sync.RWMutex // RLock: one I/O; Lock: snapshot, close
+	// bounce holds aligned buffers of bounceSize for I/O whose buffer or
+	// range cannot go to an O_DIRECT file as is (newBouncePool).
+	bounce *sync.Pool
 	locks blockLocks
 
 	// Guarded by gate (read under RLock, changed under Lock).
