@@ -121,7 +121,18 @@ func MountWith(t testing.TB, kind Kind, size int64, mkfsOpts ...string) string {
 	if _, err := exec.LookPath(mkfs[0]); err != nil {
 		Unavailable(t, mkfs[0]+" not found")
 	}
-	if out, err := exec.Command(mkfs[0], mkfs[1:]...).CombinedOutput(); err != nil {
+	// mkfs of an image file is repeatable (-f). mkfs.btrfs looks through
+	// the system's loop devices to see whether the image is mounted, and
+	// one torn down meanwhile (a parallel test's) failed it once with
+	// ENXIO; a second try is a fresh look.
+	var out []byte
+	for try := 0; try < 3; try++ {
+		if out, err = exec.Command(mkfs[0], mkfs[1:]...).CombinedOutput(); err == nil {
+			break
+		}
+		t.Logf("%s: %v: %s (trying again)", strings.Join(mkfs, " "), err, bytes.TrimSpace(out))
+	}
+	if err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(mkfs, " "), err, bytes.TrimSpace(out))
 	}
 	mount(t, mnt, "-o", "loop", "-t", string(kind), img, mnt)
