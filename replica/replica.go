@@ -83,11 +83,11 @@ type Replica struct {
 	size   int64
 	bootID ID
 
-	gate  sync.RWMutex // RLock: one I/O; Lock: snapshot, close
+	gate sync.RWMutex // RLock: one I/O; Lock: snapshot, close
 	// bounce holds aligned buffers of bounceSize for I/O whose buffer or
 	// range cannot go to an O_DIRECT file as is (newBouncePool).
 	bounce *sync.Pool
-	locks blockLocks
+	locks  blockLocks
 
 	// Guarded by gate (read under RLock, changed under Lock).
 	vm     VolumeMeta
