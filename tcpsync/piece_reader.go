@@ -12,7 +12,7 @@ import (
 
 // pieceReader reads pieces: a piece's data extents packed into a buffer
 // (their total length), for the manifest, FETCH answers and the client's
-// read-back. Extents less than maxReadGap apart are read as one span,
+// read-back. Extents less than sparse.ReadGap apart are read as one span,
 // holes and all (a hole reads as zeros without I/O), into span and copied
 // out, as the sender reads a chunk (pieces): a piece of 4 KiB extents
 // costs a read per MiB, not one per extent. One read at a time of 100,000

@@ -25,7 +25,7 @@ func (c *countingReader) ReadAt(b []byte, off int64) (int, error) {
 }
 
 // TestPieceReaderReadsSpans: a piece of small extents is read a span at a
-// time (extents less than maxReadGap apart, at most wire.MaxDataPayload),
+// time (extents less than sparse.ReadGap apart, at most wire.MaxDataPayload),
 // not an extent at a time; far-apart extents and large ones alone; the
 // bytes come out packed, as the extents hold them; the budget is charged
 // the data bytes only.

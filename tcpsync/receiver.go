@@ -355,7 +355,7 @@ func (r *receiver) hashAhead(ctx context.Context, jobs <-chan planJob, out chan<
 }
 
 // hashPlan hashes the compare chunks of one plan (hashAhead). Neighbouring
-// compare extents are read in one read (pieces: holes of up to maxReadGap
+// compare extents are read in one read (pieces: holes of up to sparse.ReadGap
 // between them, up to wire.MaxDataPayload), hashDepth reads in flight in
 // bufs (readahead), as the sender reads its source: a target
 // of many small extents is then read in large requests, not in a cold

@@ -229,10 +229,6 @@ type piece struct {
 	ext        []sparse.Extent
 }
 
-// maxReadGap is the largest hole read through to join two extents in one
-// read (holes read as zeros without I/O; they are never sent).
-const maxReadGap = 64 << 10
-
 // autoDecide is CompressAuto's choice for the next window, from the last
 // one: sent bytes in elapsed time, of which blocked was spent waiting for
 // the network. Compress while we mostly wait for the network (over half
@@ -247,23 +243,14 @@ func autoDecide(on bool, sent int64, elapsed, blocked time.Duration) bool {
 	return rate < autoMaxRate && ((on && frac > 0.1) || frac > 0.5)
 }
 
-// pieces cuts a chunk's data extents into reads: large extents into
-// pieces of most bytes (at most wire.MaxDataPayload), small neighbours merged
-// into one read.
+// pieces cuts a chunk's data extents into reads (sparse.Spans): large
+// extents into pieces of most bytes (at most wire.MaxDataPayload), small
+// neighbours merged into one read.
 func pieces(ext []sparse.Extent, most int64) []piece {
-	var out []piece
-	for _, e := range ext {
-		for off := e.Off; off < e.End(); {
-			n := min(e.End()-off, most)
-			sub := sparse.Extent{Off: off, Len: n}
-			if k := len(out) - 1; k >= 0 && off-out[k].end <= maxReadGap && off+n-out[k].start <= most {
-				out[k].ext = append(out[k].ext, sub)
-				out[k].end = off + n
-			} else {
-				out = append(out, piece{start: off, end: off + n, ext: []sparse.Extent{sub}})
-			}
-			off += n
-		}
+	spans := sparse.Spans(ext, most)
+	out := make([]piece, len(spans))
+	for i, sp := range spans {
+		out[i] = piece{start: sp.Off, end: sp.End, ext: sp.Ext}
 	}
 	return out
 }

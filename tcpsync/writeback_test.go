@@ -53,7 +53,7 @@ func TestReceiverStartsWriteback(t *testing.T) {
 
 // TestReceiverReadsSmallExtentsTogether: a re-sync onto a target of many
 // small extents reads the target's compare blocks with neighbouring
-// extents joined (holes of up to maxReadGap read through, up to 1 MiB a
+// extents joined (holes of up to sparse.ReadGap read through, up to 1 MiB a
 // read), not with a read per extent, and the result is exact.
 func TestReceiverReadsSmallExtentsTogether(t *testing.T) {
 	const n = 3000 // 4 KiB every 8 KiB: 24 MiB
