@@ -67,18 +67,40 @@ func (c *ChainReader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n := int(min(int64(len(p)), c.size-off))
 	end := off + int64(n)
+	// A layer's ranges with only holes of the volume between them are one
+	// read of that layer: no layer holds data in those holes, so it reads
+	// zeros there too. A read per range of 100,000 extents of 4 KiB made a
+	// push of a replica wait for each in turn.
+	run, rs, re := -1, int64(0), int64(0) // a pending read of layer run: [rs, re)
+	flush := func() error {
+		if run < 0 {
+			return nil
+		}
+		err := readLayer(c.layers[run], p[rs-off:re-off], rs)
+		run = -1
+		return err
+	}
 	err := resolveChain(c.layers, 0, roundDown(off), min(roundUp(end), c.size), func(layer int, o, l int64) error {
 		s, e := max(o, off), min(o+l, end)
 		if s >= e {
 			return nil
 		}
-		b := p[s-off : e-off]
 		if layer < 0 {
-			clear(b)
+			clear(p[s-off : e-off])
 			return nil
 		}
-		return readLayer(c.layers[layer], b, s)
+		if layer != run {
+			if err := flush(); err != nil {
+				return err
+			}
+			run, rs = layer, s
+		}
+		re = e
+		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return 0, err
 	}
