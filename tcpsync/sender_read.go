@@ -211,7 +211,7 @@ func (s *sender) readPieceAt(ctx context.Context, pc piece) (pieceRead, error) {
 	}
 	rp := pieceRead{pb: pb, poolWait: time.Since(waitStart)}
 	n := pc.end - pc.start
-	if err := s.f.m.read(n); err != nil {
+	if err := s.f.m.read(pc.data()); err != nil {
 		pb.unref()
 		return pieceRead{}, err
 	}
@@ -227,6 +227,16 @@ func (s *sender) readPieceAt(ctx context.Context, pc piece) (pieceRead, error) {
 type piece struct {
 	start, end int64
 	ext        []sparse.Extent
+}
+
+// data is the bytes of p's extents: what a read of p is charged to the read
+// budget (its holes read as zeros without I/O).
+func (p piece) data() int64 {
+	var n int64
+	for _, e := range p.ext {
+		n += e.Len
+	}
+	return n
 }
 
 // autoDecide is CompressAuto's choice for the next window, from the last
