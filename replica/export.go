@@ -145,11 +145,7 @@ func (e *exporter) flush(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var data int64
-		for _, x := range sp.Ext {
-			data += x.Len
-		}
-		if err := e.budget.Read.Wait(ctx, data); err != nil {
+		if err := e.budget.Read.Wait(ctx, sp.Data()); err != nil {
 			return err
 		}
 		b := e.buf[:sp.End-sp.Off]

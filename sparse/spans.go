@@ -13,6 +13,17 @@ type Span struct {
 	Ext      []Extent
 }
 
+// Data is the bytes of s's extents: what a read of s takes from storage
+// (its holes read as zeros without I/O), and what a read budget is
+// charged for it.
+func (s Span) Data() int64 {
+	var n int64
+	for _, e := range s.Ext {
+		n += e.Len
+	}
+	return n
+}
+
 // Spans cuts ext (sorted, not overlapping) into reads of at most most
 // bytes: an extent longer than most into pieces of most, neighbours less
 // than ReadGap apart joined into one read while it stays within most.

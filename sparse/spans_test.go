@@ -28,5 +28,6 @@ func TestSpans(t *testing.T) {
 	for _, s := range got {
 		require.LessOrEqual(t, s.End-s.Off, int64(512*k))
 	}
+	require.Equal(t, int64(12*k), got[0].Data(), "the data of a span, not its holes")
 	require.Empty(t, Spans(nil, 512*k))
 }

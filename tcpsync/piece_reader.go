@@ -43,10 +43,7 @@ func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Exte
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
-		var data int64
-		for _, e := range pc.ext {
-			data += e.Len
-		}
+		data := pc.data
 		if budget != nil {
 			if err := budget(data); err != nil {
 				return nil, err

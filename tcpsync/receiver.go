@@ -381,7 +381,7 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-			if err := r.f.m.read(pc.data()); err != nil {
+			if err := r.f.m.read(pc.data); err != nil {
 				bufs <- b
 				return nil, err
 			}

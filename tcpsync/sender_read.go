@@ -211,7 +211,7 @@ func (s *sender) readPieceAt(ctx context.Context, pc piece) (pieceRead, error) {
 	}
 	rp := pieceRead{pb: pb, poolWait: time.Since(waitStart)}
 	n := pc.end - pc.start
-	if err := s.f.m.read(pc.data()); err != nil {
+	if err := s.f.m.read(pc.data); err != nil {
 		pb.unref()
 		return pieceRead{}, err
 	}
@@ -227,16 +227,7 @@ func (s *sender) readPieceAt(ctx context.Context, pc piece) (pieceRead, error) {
 type piece struct {
 	start, end int64
 	ext        []sparse.Extent
-}
-
-// data is the bytes of p's extents: what a read of p is charged to the read
-// budget (its holes read as zeros without I/O).
-func (p piece) data() int64 {
-	var n int64
-	for _, e := range p.ext {
-		n += e.Len
-	}
-	return n
+	data       int64 // the bytes of ext, which a read of the piece is charged (sparse.Span.Data)
 }
 
 // autoDecide is CompressAuto's choice for the next window, from the last
@@ -260,7 +251,7 @@ func pieces(ext []sparse.Extent, most int64) []piece {
 	spans := sparse.Spans(ext, most)
 	out := make([]piece, len(spans))
 	for i, sp := range spans {
-		out[i] = piece{start: sp.Off, end: sp.End, ext: sp.Ext}
+		out[i] = piece{start: sp.Off, end: sp.End, ext: sp.Ext, data: sp.Data()}
 	}
 	return out
 }

@@ -53,7 +53,7 @@ func (s *sender) digestBlocks(ctx context.Context, ext []sparse.Extent, buf []by
 			return total, context.Cause(ctx)
 		}
 		b := buf[:pc.end-pc.start]
-		if err := s.f.m.read(pc.data()); err != nil {
+		if err := s.f.m.read(pc.data); err != nil {
 			return total, err
 		}
 		if err := readFull(s.src, b, pc.start); err != nil {
