@@ -40,10 +40,12 @@
 // # Floor
 //
 // The floor of a case is what the hardware allows: the source's data bytes
-// read with O_DIRECT at a deep queue while as many bytes are written with
-// O_DIRECT to a new file on the target filesystem and made durable (for a
-// re-sync: both files' data read, the changed bytes written). It runs in
-// the same rounds as the tools.
+// read at a deep queue while as many bytes are written to a new file on
+// the target filesystem and made durable (for a re-sync: both files' data
+// read, the changed bytes written), once with O_DIRECT and once through
+// the page cache, the workload cold before each; the faster counts
+// (Sample.FloorMethod says which). It runs in the same rounds as the
+// tools.
 //
 // WriteBench, a random-write benchmark of a replica directory, is here too.
 package bench

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
+)
+
+// floorSource writes a 32 MiB file holding 4 MiB of data in four extents
+// of 1 MiB, durable, and returns its path.
+func floorSource(t *testing.T, dir string) string {
+	t.Helper()
+	src := filepath.Join(dir, "src")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(i*13 + 5)
+	}
+	for off := int64(0); off < 32<<20; off += 8 << 20 {
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(32 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// TestFloorMethods: the floor's two ways reach the device as their names
+// say. Each, from a cold source, reads the source's 4 MiB of data from the
+// device and writes the bytes asked for to it; the direct way leaves the
+// source out of the page cache, the buffered way brings its data in; and
+// neither leaves its output file behind.
+func TestFloorMethods(t *testing.T) {
+	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
+	src := floorSource(t, dir)
+	out := filepath.Join(dir, "floor.out")
+	const data, writeBytes = 4 << 20, 3 << 20
+	for _, direct := range []bool{true, false} {
+		if err := evictFiles(dir); err != nil {
+			t.Fatal(err)
+		}
+		stat := deviceStat(dir)
+		before, readBefore := deviceWritten(stat), deviceRead(stat)
+		if stat == "" || before < 0 || readBefore < 0 {
+			t.Fatalf("no device counts for %s (stat %q)", dir, stat)
+		}
+		if _, err := measureFloor(context.Background(), []string{src}, out, writeBytes, direct); err != nil {
+			t.Fatal(err)
+		}
+		written, read := deviceSince(dir, stat, before, readBefore)
+		m := floorMethod(direct)
+		if read < data {
+			t.Errorf("%s: the device read %d bytes, want at least the source's %d of data", m, read, data)
+		}
+		if written < writeBytes {
+			t.Errorf("%s: the device wrote %d bytes, want at least %d", m, written, writeBytes)
+		}
+		cached := cachedPages(t, src)
+		if direct && cached != 0 {
+			t.Errorf("direct: %d pages of the source cached after O_DIRECT reads of a cold source", cached)
+		}
+		if !direct && cached < data/4096 {
+			t.Errorf("buffered: %d pages of the source cached, want its %d pages of data", cached, data/4096)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %s left behind (%v)", m, out, err)
+		}
+	}
+}
+
+// TestFloorSamplesCountOneMethodEach: the floor of a round measures both
+// ways, each with its own device counts (not the two summed), and keeps
+// the faster.
+func TestFloorSamplesCountOneMethodEach(t *testing.T) {
+	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
+	src := floorSource(t, dir)
+	s := &session{rep: &Report{Host: Host{Evict: "files"}}}
+	const writeBytes = 8 << 20
+	both, err := s.floorSamples(context.Background(), []string{src}, dir, writeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"direct", "buffered"} {
+		r := both[i]
+		if r.FloorMethod != want || r.Wall <= 0 {
+			t.Errorf("sample %d: method %q, wall %v; want %s", i, r.FloorMethod, r.Wall, want)
+		}
+		// One way writes 8 MiB and a little metadata, and reads the 4 MiB
+		// of data; both would be twice that.
+		if r.DeviceWritten < writeBytes || r.DeviceWritten >= writeBytes*3/2 {
+			t.Errorf("%s: the device wrote %d bytes, want one way's %d", want, r.DeviceWritten, writeBytes)
+		}
+		if r.DeviceRead < 4<<20 || r.DeviceRead >= 6<<20 {
+			t.Errorf("%s: the device read %d bytes, want one way's 4 MiB", want, r.DeviceRead)
+		}
+	}
+	r, err := s.floorSample(context.Background(), []string{src}, dir, writeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.FloorMethod == "" || r.Wall <= 0 {
+		t.Errorf("kept %+v", r)
+	}
+}
