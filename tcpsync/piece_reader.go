@@ -39,18 +39,18 @@ func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Exte
 	}
 	buf := p.buf[:n]
 	var at int64
-	for _, pc := range pieces(ext, wire.MaxDataPayload) {
+	for _, pc := range sparse.Spans(ext, wire.MaxDataPayload) {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
-		data := pc.data
+		data := pc.Data()
 		if budget != nil {
 			if err := budget(data); err != nil {
 				return nil, err
 			}
 		}
-		if len(pc.ext) == 1 {
-			if err := readExact(r, buf[at:at+data], pc.start); err != nil {
+		if len(pc.Ext) == 1 {
+			if err := readExact(r, buf[at:at+data], pc.Off); err != nil {
 				return nil, err
 			}
 			at += data
@@ -59,11 +59,11 @@ func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Exte
 		if p.span == nil {
 			p.span = coldread.AlignedBuffer(wire.MaxDataPayload)
 		}
-		if err := readExact(r, p.span[:pc.end-pc.start], pc.start); err != nil {
+		if err := readExact(r, p.span[:pc.End-pc.Off], pc.Off); err != nil {
 			return nil, err
 		}
-		for _, e := range pc.ext {
-			at += int64(copy(buf[at:at+e.Len], p.span[e.Off-pc.start:]))
+		for _, e := range pc.Ext {
+			at += int64(copy(buf[at:at+e.Len], p.span[e.Off-pc.Off:]))
 		}
 	}
 	return buf, nil

@@ -371,35 +371,35 @@ func (r *receiver) hashPlan(ctx context.Context, j planJob, h *blockhash.Hasher,
 		if err != nil {
 			return fmt.Errorf("hashing %s: %w", r.t.display, err)
 		}
-		pcs := pieces(m.RoundOut(bs).Extents(), wire.MaxDataPayload/bs*bs)
+		pcs := sparse.Spans(m.RoundOut(bs).Extents(), wire.MaxDataPayload/bs*bs)
 		err = readahead.Do(ctx, len(pcs), hashDepth, func(ctx context.Context, i int) ([]byte, error) {
 			pc := pcs[i]
-			n := pc.end - pc.start
+			n := pc.End - pc.Off
 			var b []byte
 			select {
 			case b = <-bufs:
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-			if err := r.f.m.read(pc.data); err != nil {
+			if err := r.f.m.read(pc.Data()); err != nil {
 				bufs <- b
 				return nil, err
 			}
-			if got, err := r.t.w.OS().ReadAt(b[:n], pc.start); int64(got) < n {
+			if got, err := r.t.w.OS().ReadAt(b[:n], pc.Off); int64(got) < n {
 				bufs <- b
 				if err == nil || errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
 				}
-				return nil, fmt.Errorf("hashing %s: reading %d bytes at %d: %w", r.t.display, n, pc.start, err)
+				return nil, fmt.Errorf("hashing %s: reading %d bytes at %d: %w", r.t.display, n, pc.Off, err)
 			}
 			return b, nil
 		}, func(i int, buf []byte) error {
 			defer func() { bufs <- buf }()
 			pc := pcs[i]
-			r.p.hooks.readTarget(pc.end - pc.start)
-			for _, e := range pc.ext {
+			r.p.hooks.readTarget(pc.End - pc.Off)
+			for _, e := range pc.Ext {
 				for off := e.Off; off < e.End(); off += bs {
-					b := buf[off-pc.start : min(off+bs, e.End())-pc.start]
+					b := buf[off-pc.Off : min(off+bs, e.End())-pc.Off]
 					r.worked.Add(int64(len(b)))
 					o.seeded = append(o.seeded, h.Sum(b))
 					var d digest

@@ -70,7 +70,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 		mine = make([]uint64, 0, c.ncmp)
 	}
 	ci := 0
-	pcs := pieces(c.ext, s.readPiece())
+	pcs := sparse.Spans(c.ext, s.readPiece())
 	// The pieces are read readDepth ahead of the framing (readPieceAt),
 	// which takes them in order.
 	var waited time.Time // when the framing began to wait for this piece
@@ -82,7 +82,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 		s.q.blocked.Add(int64(min(rp.poolWait, time.Since(waited))))
 		pc, pb := pcs[i], rp.pb
 		defer pb.unref()
-		off, n := pc.start, pc.end-pc.start
+		off, n := pc.Off, pc.End-pc.Off
 		buf := pb.b[:n]
 		codec := compress
 		if compress == CompressAuto {
@@ -106,7 +106,7 @@ func (s *sender) produceChunk(ctx context.Context, ps *prodState, cv chunk, k in
 			runKind = 0
 			return err
 		}
-		for _, se := range pc.ext {
+		for _, se := range pc.Ext {
 			lo, hi := se.Off-off, se.End()-off
 			for p := lo; p < hi; p += bs {
 				blk := buf[p:min(p+bs, hi)]
@@ -203,31 +203,23 @@ type pieceRead struct {
 
 // readPieceAt takes a buffer from the pool and reads pc into it, within
 // the read budget.
-func (s *sender) readPieceAt(ctx context.Context, pc piece) (pieceRead, error) {
+func (s *sender) readPieceAt(ctx context.Context, pc sparse.Span) (pieceRead, error) {
 	waitStart := time.Now()
 	pb, err := s.pool.get(ctx)
 	if err != nil {
 		return pieceRead{}, err
 	}
 	rp := pieceRead{pb: pb, poolWait: time.Since(waitStart)}
-	n := pc.end - pc.start
-	if err := s.f.m.read(pc.data); err != nil {
+	n := pc.End - pc.Off
+	if err := s.f.m.read(pc.Data()); err != nil {
 		pb.unref()
 		return pieceRead{}, err
 	}
-	if err := readFull(s.src, pb.b[:n], pc.start); err != nil {
+	if err := readFull(s.src, pb.b[:n], pc.Off); err != nil {
 		pb.unref()
 		return pieceRead{}, err
 	}
 	return rp, nil
-}
-
-// piece is one read: a span of at most wire.MaxDataPayload bytes covering
-// source-data extents separated by small holes.
-type piece struct {
-	start, end int64
-	ext        []sparse.Extent
-	data       int64 // the bytes of ext, which a read of the piece is charged (sparse.Span.Data)
 }
 
 // autoDecide is CompressAuto's choice for the next window, from the last
@@ -242,18 +234,6 @@ func autoDecide(on bool, sent int64, elapsed, blocked time.Duration) bool {
 	frac := float64(blocked) / float64(elapsed)
 	rate := float64(sent) / elapsed.Seconds()
 	return rate < autoMaxRate && ((on && frac > 0.1) || frac > 0.5)
-}
-
-// pieces cuts a chunk's data extents into reads (sparse.Spans): large
-// extents into pieces of most bytes (at most wire.MaxDataPayload), small
-// neighbours merged into one read.
-func pieces(ext []sparse.Extent, most int64) []piece {
-	spans := sparse.Spans(ext, most)
-	out := make([]piece, len(spans))
-	for i, sp := range spans {
-		out[i] = piece{start: sp.Off, end: sp.End, ext: sp.Ext, data: sp.Data()}
-	}
-	return out
 }
 
 // compressible samples b: does zstd-1 shrink it below 90%?

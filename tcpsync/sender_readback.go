@@ -48,22 +48,22 @@ func (s *sender) digestBlocks(ctx context.Context, ext []sparse.Extent, buf []by
 	var total digest
 	bs := s.p.bs
 	dk := newDigestKey(s.p.seed)
-	for _, pc := range pieces(ext, s.readPiece()) {
+	for _, pc := range sparse.Spans(ext, s.readPiece()) {
 		if err := ctx.Err(); err != nil {
 			return total, context.Cause(ctx)
 		}
-		b := buf[:pc.end-pc.start]
-		if err := s.f.m.read(pc.data); err != nil {
+		b := buf[:pc.End-pc.Off]
+		if err := s.f.m.read(pc.Data()); err != nil {
 			return total, err
 		}
-		if err := readFull(s.src, b, pc.start); err != nil {
+		if err := readFull(s.src, b, pc.Off); err != nil {
 			return total, err
 		}
-		for _, se := range pc.ext {
-			lo, hi := se.Off-pc.start, se.End()-pc.start
+		for _, se := range pc.Ext {
+			lo, hi := se.Off-pc.Off, se.End()-pc.Off
 			for p := lo; p < hi; p += bs {
 				if blk := b[p:min(p+bs, hi)]; !sparse.IsZero(blk) {
-					total.addBlock(dk, pc.start+p, blk)
+					total.addBlock(dk, pc.Off+p, blk)
 				}
 			}
 		}
