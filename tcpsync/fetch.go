@@ -179,7 +179,7 @@ func (s *Server) serveFetch(ctx context.Context, f *framer, name string, bs uint
 	}
 	ps := newFetchPieces(m, int64(bs))
 	st.DataBytes = m.RoundOut(int64(bs)).Bytes()
-	pr := newPieceReader(ps.per * ps.bs)
+	pr := newPieceReader(ps.per*ps.bs, sourceShort)
 	enc, err := m.MarshalBinary()
 	if err != nil {
 		return st, err

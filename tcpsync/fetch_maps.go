@@ -194,7 +194,7 @@ func (s *Server) serveFetchMaps(ctx context.Context, f *framer, src *FileSource,
 		return err
 	}
 	c := &pieceCutter{walk: walk, size: src.Size(), bs: int64(bs)}
-	pr := newPieceReader(max(1, pieceBytes/c.bs) * c.bs)
+	pr := newPieceReader(max(1, pieceBytes/c.bs)*c.bs, sourceShort)
 	key := fmt.Sprintf("maps:%s:%d:%d", ident, bs, c.size)
 	lines := s.manifests.get(key)
 	if lines == nil {

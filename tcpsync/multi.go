@@ -435,7 +435,7 @@ func (m *multi) readBack(ctx context.Context) error {
 		return fmt.Errorf("reading %s back: %w", m.t.display, err)
 	}
 	defer rd.close()
-	pr := newPieceReader(m.ps.per * m.ps.bs)
+	pr := newPieceReader(m.ps.per*m.ps.bs, shortRead{m.t.display, ErrVerify})
 	for k := range m.ps.n {
 		ext, n := m.ps.piece(k)
 		buf, err := pr.read(ctx, rd, ext, n, nil)

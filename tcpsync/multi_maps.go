@@ -316,7 +316,7 @@ func (m *multi) readBackMaps(ctx context.Context) error {
 		return fmt.Errorf("reading %s back: %w", m.t.display, err)
 	}
 	defer rd.close()
-	pr := newPieceReader(max(1, pieceBytes/m.agreed.bs) * m.agreed.bs)
+	pr := newPieceReader(max(1, pieceBytes/m.agreed.bs)*m.agreed.bs, shortRead{m.t.display, ErrVerify})
 	for k := range m.agreed.pieces {
 		p := &want{k: k, hi: m.agreed.pieces[k].hi}
 		if k > 0 {

@@ -2,6 +2,7 @@ package tcpsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -19,12 +20,16 @@ import (
 // extents of 4 KiB kept the disk at a queue depth of one, and a pull of
 // them from one source took 14 s where a pull without pieces took 6 s.
 type pieceReader struct {
-	buf  []byte // a piece's data
-	span []byte // wire.MaxDataPayload, aligned for a direct read; made on first use
+	buf   []byte // a piece's data
+	span  []byte // wire.MaxDataPayload, aligned for a direct read; made on first use
+	short shortRead
 }
 
-// newPieceReader returns a pieceReader for pieces of up to n bytes.
-func newPieceReader(n int64) *pieceReader { return &pieceReader{buf: make([]byte, n)} }
+// newPieceReader returns a pieceReader for pieces of up to n bytes of the
+// file sh names.
+func newPieceReader(n int64, sh shortRead) *pieceReader {
+	return &pieceReader{buf: make([]byte, n), short: sh}
+}
 
 // read reads ext, n bytes in all, from r and returns them packed,
 // charging each read's data bytes to budget first if it is set. The bytes
@@ -50,7 +55,7 @@ func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Exte
 			}
 		}
 		if len(pc.Ext) == 1 {
-			if err := readExact(r, buf[at:at+data], pc.Off); err != nil {
+			if err := readExact(r, buf[at:at+data], pc.Off, p.short); err != nil {
 				return nil, err
 			}
 			at += data
@@ -59,7 +64,7 @@ func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Exte
 		if p.span == nil {
 			p.span = coldread.AlignedBuffer(wire.MaxDataPayload)
 		}
-		if err := readExact(r, p.span[:pc.End-pc.Off], pc.Off); err != nil {
+		if err := readExact(r, p.span[:pc.End-pc.Off], pc.Off, p.short); err != nil {
 			return nil, err
 		}
 		for _, e := range pc.Ext {
@@ -69,14 +74,27 @@ func (p *pieceReader) read(ctx context.Context, r io.ReaderAt, ext []sparse.Exte
 	return buf, nil
 }
 
-// readExact reads len(b) bytes at off; a short read is ErrSourceChanged.
-func readExact(r io.ReaderAt, b []byte, off int64) error {
+// shortRead says what a read is of and what it means when the file ends
+// before the read does: the source shrank (ErrSourceChanged), or the
+// target read back did (ErrVerify).
+type shortRead struct {
+	name string
+	err  error
+}
+
+// sourceShort is a short read of the file being sent or served.
+var sourceShort = shortRead{"the source", ErrSourceChanged}
+
+// readExact reads len(b) bytes of r at off, the one exact read of
+// tcpsync's files: a short read is sh.err, any other failure is wrapped
+// with sh.name and the offset.
+func readExact(r io.ReaderAt, b []byte, off int64, sh shortRead) error {
 	n, err := r.ReadAt(b, off)
-	if err != nil && !(err == io.EOF && n == len(b)) {
-		if err == io.EOF {
-			return fmt.Errorf("%w: short read at %d", ErrSourceChanged, off+int64(n))
-		}
-		return err
+	if n == len(b) {
+		return nil
 	}
-	return nil
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: short read of %d bytes at %d (got %d): %s shrank", sh.err, len(b), off, n, sh.name)
+	}
+	return fmt.Errorf("reading %s at %d: %w", sh.name, off, err)
 }

@@ -1,10 +1,12 @@
 package tcpsync
 
 import (
+	"bytes"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,7 +56,7 @@ func TestPieceReaderReadsSpans(t *testing.T) {
 	}
 	cr := &countingReader{r: f}
 	var charged int64
-	pr := newPieceReader(n)
+	pr := newPieceReader(n, sourceShort)
 	got, err := pr.read(t.Context(), cr, ext, n, func(k int64) error { charged += k; return nil })
 	require.NoError(t, err)
 
@@ -74,4 +76,36 @@ func TestPieceReaderReadsSpans(t *testing.T) {
 
 	_, err = pr.read(t.Context(), cr, ext, n-1, nil)
 	require.Error(t, err, "extents that do not add up to the piece")
+}
+
+// failingReaderAt fails every read with err.
+type failingReaderAt struct{ err error }
+
+func (f failingReaderAt) ReadAt([]byte, int64) (int, error) { return 0, f.err }
+
+// TestReadExactSaysWhatShrank: a file that ends before a read does is the
+// source changing when it is the file sent, and a failed verification
+// when it is the target read back (a receiver's or a multi-source
+// client's), named; any other failure is wrapped with the file and offset.
+func TestReadExactSaysWhatShrank(t *testing.T) {
+	r := bytes.NewReader(make([]byte, 10))
+	err := readExact(r, make([]byte, 16), 0, sourceShort)
+	require.ErrorIs(t, err, ErrSourceChanged)
+	require.Contains(t, err.Error(), "the source shrank")
+
+	target := shortRead{"dst.img", ErrVerify}
+	err = readExact(r, make([]byte, 16), 0, target)
+	require.ErrorIs(t, err, ErrVerify)
+	require.NotErrorIs(t, err, ErrSourceChanged)
+	require.Contains(t, err.Error(), "dst.img shrank")
+
+	err = readExact(failingReaderAt{syscall.EIO}, make([]byte, 16), 4096, target)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.NotErrorIs(t, err, ErrVerify)
+	require.Contains(t, err.Error(), "reading dst.img at 4096")
+
+	require.NoError(t, readExact(r, make([]byte, 10), 0, target), "a read that ends at the end of the file")
+
+	_, err = newPieceReader(16, target).read(t.Context(), r, []sparse.Extent{{Off: 0, Len: 16}}, 16, nil)
+	require.ErrorIs(t, err, ErrVerify, "a piece reader reads as its file says")
 }

@@ -118,7 +118,7 @@ func (r *receiver) checkOutsideData(ctx context.Context, f *os.File, held sparse
 			if err := r.f.m.read(n); err != nil {
 				return err
 			}
-			if err := readFull(f, buf[:n], off); err != nil {
+			if err := readExact(f, buf[:n], off, shortRead{r.t.display, ErrVerify}); err != nil {
 				return err
 			}
 			if !sparse.IsZero(buf[:n]) {

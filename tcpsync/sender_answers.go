@@ -232,7 +232,7 @@ func (s *sender) resend(ctx context.Context, _ *blockhash.Hasher, off, n int64) 
 	if err := s.f.m.read(n); err != nil {
 		return err
 	}
-	if err := readFull(s.src, buf, off); err != nil {
+	if err := readExact(s.src, buf, off, sourceShort); err != nil {
 		return err
 	}
 	bs := s.p.bs

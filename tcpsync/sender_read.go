@@ -3,9 +3,7 @@ package tcpsync
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/pierrec/lz4/v4"
@@ -215,7 +213,7 @@ func (s *sender) readPieceAt(ctx context.Context, pc sparse.Span) (pieceRead, er
 		pb.unref()
 		return pieceRead{}, err
 	}
-	if err := readFull(s.src, pb.b[:n], pc.Off); err != nil {
+	if err := readExact(s.src, pb.b[:n], pc.Off, sourceShort); err != nil {
 		pb.unref()
 		return pieceRead{}, err
 	}
@@ -251,17 +249,6 @@ func appendHashes(b []byte, h []uint64) []byte {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
 	return b
-}
-
-func readFull(r io.ReaderAt, b []byte, off int64) error {
-	n, err := r.ReadAt(b, off)
-	if n == len(b) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: short read of %d bytes at %d (got %d): the source shrank", ErrSourceChanged, len(b), off, n)
-	}
-	return fmt.Errorf("reading the source at %d: %w", off, err)
 }
 
 // sendData queues a DATA frame pointing into pb (compressed into a copy if

@@ -56,7 +56,7 @@ func (s *sender) digestBlocks(ctx context.Context, ext []sparse.Extent, buf []by
 		if err := s.f.m.read(pc.Data()); err != nil {
 			return total, err
 		}
-		if err := readFull(s.src, b, pc.Off); err != nil {
+		if err := readExact(s.src, b, pc.Off, sourceShort); err != nil {
 			return total, err
 		}
 		for _, se := range pc.Ext {
