@@ -21,7 +21,8 @@ const (
 
 // openFloor opens path with O_DIRECT when direct (buffered where the
 // filesystem refuses O_DIRECT, as tmpfs before Linux 6.6), else through
-// the page cache, and then drops what the cache holds of it.
+// the page cache. Making the workload cold is the runner's, as for the
+// tools (Host.Evict).
 func openFloor(path string, flag int, perm os.FileMode, direct bool) (*os.File, error) {
 	if direct {
 		f, err := os.OpenFile(path, flag|unix.O_DIRECT, perm)
@@ -29,15 +30,7 @@ func openFloor(path string, flag int, perm os.FileMode, direct bool) (*os.File, 
 			return f, err
 		}
 	}
-	f, err := os.OpenFile(path, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		f.Close()
-		return nil, &os.PathError{Op: "fadvise", Path: path, Err: err}
-	}
-	return f, nil
+	return os.OpenFile(path, flag, perm)
 }
 
 // floorMethod names a way of measuring the floor (Sample.FloorMethod).
