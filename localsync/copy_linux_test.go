@@ -47,7 +47,13 @@ func TestCopyLayouts(t *testing.T) {
 					require.Equal(t, localsync.MethodReflink, st.Method)
 				}
 				if !kind.Reflink() && st.DataBytes > 0 {
-					require.Equal(t, localsync.MethodCopyRange, st.Method)
+					// Thousands of small extents 4 KiB apart are read a
+					// run at a time and written extent by extent.
+					want := localsync.MethodCopyRange
+					if len(l.Data) >= 10_000 {
+						want = localsync.MethodReadWrite
+					}
+					require.Equal(t, want, st.Method)
 				}
 				fi, err := os.Stat(dst)
 				require.NoError(t, err)

@@ -15,6 +15,8 @@
 //	         (ext4, pieces under 1 MiB: fallocated first, exactly, in
 //	          file order, by the goroutine that hands out the work)
 //	         else copy_file_range, explicit offsets, this extent only
+//	         (small extents closer than 64 KiB, where nothing clones:
+//	          one read of their span, one pwrite per extent; batch.go)
 //	         else pread/pwrite, pooled 1 MiB buffers
 //	     every 8 MiB written: sync_file_range(WRITE) # the disk writes while
 //	                                                # the source is still read

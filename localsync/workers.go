@@ -106,6 +106,12 @@ func (p *pipeline) work(i int) {
 			continue
 		}
 		batch := j.batch
+		if j.kind == jobCopy && len(batch) > 1 && w.e.readsSpans() {
+			if err := w.copySpans(batch); err != nil {
+				p.cancel(err)
+			}
+			continue
+		}
 		if batch == nil {
 			one[0] = sparse.Extent{Off: j.off, Len: j.n}
 			batch = one[:]
@@ -226,6 +232,7 @@ type worker struct {
 	lastKind jobKind
 	dig      *manifest.Digester // the manifest's, made on first use
 	ents     []manifest.Entry   // a piece's digests, reused
+	span     []byte             // copySpans' buffer, made on first use
 }
 
 func (w *worker) buffers() ([]byte, []byte) { return w.p.buffers(w.i) }
