@@ -14,6 +14,7 @@
 //	         FICLONERANGE where block-aligned  # MethodReflink
 //	         (ext4, pieces under 1 MiB: fallocated first, exactly, in
 //	          file order, by the goroutine that hands out the work)
+//	         else, ext4, a cold source, 256 KiB or more: O_DIRECT read + pwrite
 //	         else copy_file_range, explicit offsets, this extent only
 //	         (small extents closer than 64 KiB, where nothing clones:
 //	          one read of their span, one pwrite per extent; batch.go)

@@ -80,7 +80,10 @@ type engine struct {
 	prealloc bool
 
 	allowClone, cloneOnly, allowCFR, allowRW bool
-	clone, cfr                               methodState
+	// coldRW: a large extent whose source is cold is read directly and
+	// written, not copied with copy_file_range (readsCold).
+	coldRW     bool
+	clone, cfr methodState
 	// gate admits one large copy_file_range into dst at a time (enter).
 	gate chan struct{}
 

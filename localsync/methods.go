@@ -93,6 +93,9 @@ func (w *worker) copy(off, n int64) error {
 	if e.cloneOnly {
 		return &fs.PathError{Op: "ficlonerange", Path: e.dst.Name(), Err: fmt.Errorf("%w: range %d+%d", ErrReflinkUnsupported, off, n)}
 	}
+	if e.readsCold(off, n) {
+		return w.readWrite(off, n)
+	}
 	if e.allowCFR && e.cfr.state.Load() != stUnsupported && n >= gateMin {
 		// Read ahead, then copy in turn (writegate.go). Not under a
 		// budget: the read-ahead would read past the limit.
@@ -129,6 +132,22 @@ func (w *worker) copy(off, n int64) error {
 		return &fs.PathError{Op: "copy_file_range", Path: e.dst.Name(), Err: fmt.Errorf("%w (and --method forbids falling back)", errors.ErrUnsupported)}
 	}
 	return w.readWrite(off, n)
+}
+
+// readsCold reports whether [off, off+n) is copied by reading it directly
+// and writing it rather than by copy_file_range: where the destination's
+// copy_file_range is only the kernel's copy through the page cache
+// (target.File.CopyRangeCopies: ext4), for an extent long enough to be
+// read directly (coldread.MinDirect) of which no page is cached. The
+// direct reads go to the disk at the depth of the workers, with nothing
+// read twice into the cache; copy_file_range reads through the cache
+// behind a WILLNEED hint. Measured on an ext4 loop filesystem in direct-
+// I/O mode, caches dropped, interleaved rounds: 2 GiB with 10% data, 0.79x
+// the time (7 rounds); 1 GiB dense, 0.74x (5 rounds); with the source
+// cached the two are even (0.95x), so a cached source keeps
+// copy_file_range.
+func (e *engine) readsCold(off, n int64) bool {
+	return e.coldRW && n >= coldread.MinDirect && e.srcCold.Cold(off, n)
 }
 
 // aligned reports whether FICLONERANGE can take the range: block-aligned,

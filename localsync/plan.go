@@ -51,6 +51,7 @@ func run(ctx context.Context, w *sparse.Walker, src *os.File, t *target.File, op
 	e.allowCFR = !e.zeroScan && !e.cloneOnly &&
 		((opts.Method == MethodAuto && opts.Reflink != ReflinkNever) || opts.Method == MethodCopyRange)
 	e.allowRW = e.zeroScan || (!e.cloneOnly && (opts.Method == MethodAuto || opts.Method == MethodReadWrite))
+	e.coldRW = e.allowCFR && e.allowRW && opts.Method == MethodAuto && t.CopyRangeCopies()
 	if e.cloneOnly && !e.allowClone {
 		return e.stats(), &fs.PathError{Op: "reflink", Path: src.Name(), Err: fmt.Errorf("%w: not a regular file on both sides", ErrReflinkUnsupported)}
 	}

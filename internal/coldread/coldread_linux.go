@@ -56,7 +56,7 @@ func New(f *os.File) *Reader {
 func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) {
 	n := (len(b) + Align - 1) / Align * Align
 	if c == nil || len(b) < MinDirect || c.disabled.Load() || forceBuffered.Load() || off%Align != 0 || cap(b) < n ||
-		uintptr(unsafe.Pointer(unsafe.SliceData(b)))%Align != 0 || !c.cold(off, n) {
+		uintptr(unsafe.Pointer(unsafe.SliceData(b)))%Align != 0 || !c.cold(off, int64(n)) {
 		return f.ReadAt(b, off)
 	}
 	d := c.open()
@@ -134,8 +134,17 @@ func reopenDirect(fd int, dev, ino uint64) (*os.File, error) {
 	return d, nil
 }
 
+// Cold reports whether no page of [off, off+n) is in the page cache, so
+// that ReadAt would read it directly; false for the nil Reader.
+func (c *Reader) Cold(off, n int64) bool {
+	if c == nil || c.disabled.Load() || forceBuffered.Load() {
+		return false
+	}
+	return c.cold(off, n)
+}
+
 // cold reports whether no page of [off, off+n) is in the page cache.
-func (c *Reader) cold(off int64, n int) bool {
+func (c *Reader) cold(off, n int64) bool {
 	var st unix.Cachestat_t
 	if err := unix.Cachestat(uint(c.fd), &unix.CachestatRange{Off: uint64(off), Len: uint64(n)}, &st, 0); err != nil {
 		c.disabled.Store(true)

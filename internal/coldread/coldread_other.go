@@ -18,6 +18,9 @@ func New(*os.File) *Reader { return nil }
 // ReadAt is f.ReadAt.
 func (c *Reader) ReadAt(f *os.File, b []byte, off int64) (int, error) { return f.ReadAt(b, off) }
 
+// Cold is false: nothing is read directly.
+func (c *Reader) Cold(off, n int64) bool { return false }
+
 // DirectBytes is 0.
 func (c *Reader) DirectBytes() int64 { return 0 }
 

@@ -36,7 +36,7 @@ const (
 // It is a hint: errors are ignored (the write that follows reports real
 // trouble, ENOSPC), and a Faults rule for OpAllocate skips the call.
 func (t *File) AllocateAhead(off, n, extent int64) {
-	if n <= 0 || extent >= AllocateAheadBelow || t.device || !t.allocates() {
+	if n <= 0 || extent >= AllocateAheadBelow || t.device || !t.onExt4() {
 		return
 	}
 	if _, ok := t.faults.fireRange(OpAllocate, t.path, off, n); ok {
@@ -45,9 +45,15 @@ func (t *File) AllocateAhead(off, n, extent int64) {
 	t.allocate(off, n)
 }
 
-// allocates reports, once per File, whether its filesystem is one where
-// AllocateAhead pays (allocatesEagerly).
-func (t *File) allocates() bool {
+// CopyRangeCopies reports whether copy_file_range into this file is the
+// kernel's generic copy through the page cache, with no clone and no
+// offload behind it: on ext4. There a cold source is copied faster by
+// direct reads and plain writes (localsync, docs/local.md).
+func (t *File) CopyRangeCopies() bool { return !t.device && t.onExt4() }
+
+// onExt4 reports, once per File, whether its filesystem is ext4, where
+// AllocateAhead pays and copy_file_range only copies (allocatesEagerly).
+func (t *File) onExt4() bool {
 	switch t.alloc.Load() {
 	case allocYes:
 		return true

@@ -58,7 +58,7 @@ type File struct {
 	size    int64
 	done    atomic.Bool
 	faults  *Faults
-	// alloc caches whether AllocateAhead pays on this file's filesystem:
+	// alloc caches whether this file's filesystem is ext4 (onExt4):
 	// 0 not asked yet, allocYes, allocNo.
 	alloc atomic.Int32
 
