@@ -142,8 +142,8 @@ func (w *worker) copy(off, n int64) error {
 // direct reads go to the disk at the depth of the workers, with nothing
 // read twice into the cache; copy_file_range reads through the cache
 // behind a WILLNEED hint. Measured on an ext4 loop filesystem in direct-
-// I/O mode, caches dropped, interleaved rounds: 2 GiB with 10% data, 0.79x
-// the time (7 rounds); 1 GiB dense, 0.74x (5 rounds); with the source
+// I/O mode, caches dropped, interleaved rounds: 2 GiB with 10% data, 0.76x
+// the time (7 rounds); 1 GiB dense, 0.81x (10 rounds); with the source
 // cached the two are even (0.95x), so a cached source keeps
 // copy_file_range.
 func (e *engine) readsCold(off, n int64) bool {
