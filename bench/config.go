@@ -158,3 +158,8 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// FloorWays is how many times a round's floor moves the case's data: once
+// with O_DIRECT, once through the page cache, once reading directly and
+// writing through the cache (floor_linux.go), the fastest kept.
+const FloorWays = 3

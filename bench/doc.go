@@ -42,8 +42,9 @@
 // The floor of a case is what the hardware allows: the source's data bytes
 // read at a deep queue while as many bytes are written to a new file on
 // the target filesystem and made durable (for a re-sync: both files' data
-// read, the changed bytes written), once with O_DIRECT and once through
-// the page cache, the workload cold before each; the faster counts
+// read, the changed bytes written), once with O_DIRECT, once through the
+// page cache, and once reading with O_DIRECT and writing through the
+// cache, the workload cold before each; the fastest counts
 // (Sample.FloorMethod says which). It runs in the same rounds as the
 // tools.
 //

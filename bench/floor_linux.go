@@ -33,13 +33,31 @@ func openFloor(path string, flag int, perm os.FileMode, direct bool) (*os.File, 
 	return os.OpenFile(path, flag, perm)
 }
 
-// floorMethod names a way of measuring the floor (Sample.FloorMethod).
-func floorMethod(direct bool) string {
-	if direct {
+// floorWay is a way of measuring the floor: which sides use O_DIRECT.
+type floorWay int
+
+const (
+	wayDirect     floorWay = iota // reads and writes with O_DIRECT
+	wayBuffered                   // both through the page cache
+	wayDirectRead                 // reads with O_DIRECT, writes through the cache
+)
+
+// floorWays are the ways every round measures, in this order.
+var floorWays = [FloorWays]floorWay{wayDirect, wayBuffered, wayDirectRead}
+
+// String names the way (Sample.FloorMethod).
+func (w floorWay) String() string {
+	switch w {
+	case wayDirect:
 		return "direct"
+	case wayBuffered:
+		return "buffered"
 	}
-	return "buffered"
+	return "direct-read"
 }
+
+func (w floorWay) readsDirect() bool  { return w != wayBuffered }
+func (w floorWay) writesDirect() bool { return w == wayDirect }
 
 // floorJob is one side of the floor: read the data of a file, or write n
 // bytes to a new one.
@@ -52,14 +70,16 @@ type floorJob struct {
 // measureFloor measures what the hardware allows for a case: it reads the
 // data extents of every file in reads at a deep queue while it writes
 // writeBytes (rounded up to 4 KiB) to out, a new file, and fdatasyncs it,
-// with O_DIRECT when direct, else through the page cache. Reads and writes
-// overlap, as in a pipelined copy. out is removed afterwards.
+// each side with O_DIRECT or through the page cache as way says. Reads and
+// writes overlap, as in a pipelined copy. out is removed afterwards.
 //
-// Neither way is always the faster: on the full run's day (README) direct
-// I/O was, and on other days the same VM's loop filesystems moved a dense
-// 1 GiB case through the page cache in 2.9 s against 4.4-4.5 s with
-// O_DIRECT, slower than cp, so a floor of O_DIRECT alone was no floor.
-func measureFloor(ctx context.Context, reads []string, out string, writeBytes int64, direct bool) (time.Duration, error) {
+// No way is always the fastest: on the full run's day (README) direct I/O
+// was; on other days the same VM's loop filesystems moved a dense 1 GiB
+// case through the page cache in 2.9 s against 4.4-4.5 s with O_DIRECT,
+// slower than cp, so a floor of O_DIRECT alone was no floor; and a copy
+// that reads directly and writes through the cache (localsync, ext4, a
+// cold source) beat both on 2026-11-30 (0.69-0.80x the faster).
+func measureFloor(ctx context.Context, reads []string, out string, writeBytes int64, way floorWay) (time.Duration, error) {
 	var jobs []floorJob
 	defer func() {
 		for _, j := range jobs {
@@ -72,13 +92,13 @@ func measureFloor(ctx context.Context, reads []string, out string, writeBytes in
 		if err != nil {
 			return 0, err
 		}
-		f, err := openFloor(p, os.O_RDONLY, 0, direct)
+		f, err := openFloor(p, os.O_RDONLY, 0, way.readsDirect())
 		if err != nil {
 			return 0, err
 		}
 		jobs = append(jobs, floorJob{f: f, chunks: chunks(m.RoundOut(blk).Extents())})
 	}
-	w, err := openFloor(out, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644, direct)
+	w, err := openFloor(out, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644, way.writesDirect())
 	if err != nil {
 		return 0, err
 	}

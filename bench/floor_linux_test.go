@@ -39,17 +39,23 @@ func floorSource(t *testing.T, dir string) string {
 	return src
 }
 
-// TestFloorMethods: the floor's two ways reach the device as their names
-// say. Each, from a cold source, reads the source's 4 MiB of data from the
-// device and writes the bytes asked for to it; the direct way leaves the
-// source out of the page cache, the buffered way brings its data in; and
-// neither leaves its output file behind.
+// TestFloorMethods: the floor's ways reach the device as their names say.
+// Each, from a cold source, reads the source's 4 MiB of data from the
+// device and writes the bytes asked for to it; the ways that read directly
+// leave the source out of the page cache, the buffered way brings its data
+// in; and none leaves its output file behind.
 func TestFloorMethods(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
 	src := floorSource(t, dir)
 	out := filepath.Join(dir, "floor.out")
 	const data, writeBytes = 4 << 20, 3 << 20
-	for _, direct := range []bool{true, false} {
+	// Whether each way reads directly, as its name says.
+	readsDirect := map[string]bool{"direct": true, "buffered": false, "direct-read": true}
+	for _, way := range floorWays {
+		direct, ok := readsDirect[way.String()]
+		if !ok {
+			t.Fatalf("a floor way with no expectation here: %s", way)
+		}
 		if err := evictFiles(dir); err != nil {
 			t.Fatal(err)
 		}
@@ -58,33 +64,32 @@ func TestFloorMethods(t *testing.T) {
 		if stat == "" || before < 0 || readBefore < 0 {
 			t.Fatalf("no device counts for %s (stat %q)", dir, stat)
 		}
-		if _, err := measureFloor(context.Background(), []string{src}, out, writeBytes, direct); err != nil {
+		if _, err := measureFloor(context.Background(), []string{src}, out, writeBytes, way); err != nil {
 			t.Fatal(err)
 		}
 		written, read := deviceSince(dir, stat, before, readBefore)
-		m := floorMethod(direct)
 		if read < data {
-			t.Errorf("%s: the device read %d bytes, want at least the source's %d of data", m, read, data)
+			t.Errorf("%s: the device read %d bytes, want at least the source's %d of data", way, read, data)
 		}
 		if written < writeBytes {
-			t.Errorf("%s: the device wrote %d bytes, want at least %d", m, written, writeBytes)
+			t.Errorf("%s: the device wrote %d bytes, want at least %d", way, written, writeBytes)
 		}
 		cached := cachedPages(t, src)
 		if direct && cached != 0 {
-			t.Errorf("direct: %d pages of the source cached after O_DIRECT reads of a cold source", cached)
+			t.Errorf("%s: %d pages of the source cached after O_DIRECT reads of a cold source", way, cached)
 		}
 		if !direct && cached < data/4096 {
-			t.Errorf("buffered: %d pages of the source cached, want its %d pages of data", cached, data/4096)
+			t.Errorf("%s: %d pages of the source cached, want its %d pages of data", way, cached, data/4096)
 		}
 		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s: %s left behind (%v)", m, out, err)
+			t.Errorf("%s: %s left behind (%v)", way, out, err)
 		}
 	}
 }
 
-// TestFloorSamplesCountOneMethodEach: the floor of a round measures both
-// ways, each with its own device counts (not the two summed), and keeps
-// the faster.
+// TestFloorSamplesCountOneMethodEach: the floor of a round measures every
+// way, each with its own device counts (not summed), and keeps the
+// fastest.
 func TestFloorSamplesCountOneMethodEach(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
 	src := floorSource(t, dir)
@@ -94,13 +99,13 @@ func TestFloorSamplesCountOneMethodEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []string{"direct", "buffered"} {
+	for i, want := range []string{"direct", "buffered", "direct-read"} {
 		r := both[i]
 		if r.FloorMethod != want || r.Wall <= 0 {
 			t.Errorf("sample %d: method %q, wall %v; want %s", i, r.FloorMethod, r.Wall, want)
 		}
 		// One way writes 8 MiB and a little metadata, and reads the 4 MiB
-		// of data; both would be twice that.
+		// of data; two would be twice that.
 		if r.DeviceWritten < writeBytes || r.DeviceWritten >= writeBytes*3/2 {
 			t.Errorf("%s: the device wrote %d bytes, want one way's %d", want, r.DeviceWritten, writeBytes)
 		}

@@ -150,8 +150,9 @@ type Sample struct {
 	// WireBytes are the bytes on the network, for tools that use one
 	// (-1 when not measured or not applicable).
 	WireBytes int64 `json:"wire_bytes"`
-	// FloorMethod is, for the floor, the way that was faster in this
-	// round: "direct" (O_DIRECT) or "buffered" (through the page cache).
+	// FloorMethod is, for the floor, the way that was fastest in this
+	// round: "direct" (O_DIRECT), "buffered" (through the page cache) or
+	// "direct-read" (reads with O_DIRECT, writes through the cache).
 	FloorMethod string `json:"floor_method,omitempty"`
 }
 

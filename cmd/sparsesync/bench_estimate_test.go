@@ -14,9 +14,9 @@ import (
 // TestBenchEstimateBeforeStart: the line bench prints before it runs
 // gives a time estimate: the data the cases read and write at each place
 // over the write rate probed there. With dense (1 GiB, all data) at scale
-// 1/16, 3 runs of the floor (each both ways) and sparsesync: 64 MiB
-// written once, then 9 passes reading and writing it, 1,216 MiB, which at
-// 64 MiB/s is 19 s.
+// 1/16, 3 runs of the floor (each three ways) and sparsesync: 64 MiB
+// written once, then 12 passes reading and writing it, 1,600 MiB, which at
+// 64 MiB/s is 25 s.
 func TestBenchEstimateBeforeStart(t *testing.T) {
 	cfg := bench.Config{Workloads: []string{"dense"}, Scenarios: []string{"copy"}, Places: []bench.Place{{Name: "p", Dir: "/p"}},
 		Runs: 3, Gen: bench.GenOptions{Scale: 1.0 / 16}}
@@ -25,7 +25,7 @@ func TestBenchEstimateBeforeStart(t *testing.T) {
 		require.Equal(t, "/p", dir)
 		return 64 << 20, nil
 	})
-	require.Contains(t, line, "; at least 19s (1.2 GiB of data read and written, at the write rate a 64 MiB probe measured: 64.0 MiB/s)")
+	require.Contains(t, line, "; at least 25s (1.6 GiB of data read and written, at the write rate a 64 MiB probe measured: 64.0 MiB/s)")
 
 	line = plan.intro(&cfg, func(string) (float64, error) { return 0, errors.New("read-only file system") })
 	require.Contains(t, line, "no time estimate (probing /p: read-only file system)")

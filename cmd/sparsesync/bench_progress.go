@@ -37,7 +37,7 @@ func newBenchPlan(cfg *bench.Config) *benchPlan {
 		}
 	}
 	p.moved = map[string]int64{}
-	passes := int64(p.runs * (p.tools + 1)) // the floor moves the data twice: O_DIRECT, then the page cache
+	passes := int64(p.runs * (p.tools - 1 + bench.FloorWays)) // the floor moves the data bench.FloorWays times
 	for _, wn := range cfg.Workloads {
 		w, _ := bench.WorkloadNamed(wn)
 		for _, pl := range cfg.Places {

@@ -58,8 +58,8 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 			"peer (skipped, with the reason, when not installed), all tools interleaved in each round,\n" +
 			"the workload's files evicted from the page cache before each run (--drop-all-caches: the whole\n" +
 			"cache, as root), every target made durable, and measures the physical\n" +
-			"floor (the data read at a deep queue, the same bytes written and made durable, once with O_DIRECT\n" +
-			"and once through the page cache, the faster kept) in the same rounds.\n" +
+			"floor (the data read at a deep queue, the same bytes written and made durable, with O_DIRECT, through\n" +
+			"the page cache, and reading with O_DIRECT and writing through the cache, the fastest kept) in the same rounds.\n" +
 			"It prints a table (or --json, one document), and --html writes a self-contained report.\n\n" +
 			"--steady starts sparsesync's local re-syncs from the target its own re-sync of the version before\n" +
 			"left (its mark and DST.sparsesync manifest kept: what a nightly re-sync finds), made untimed before\n" +
