@@ -1,7 +1,6 @@
 package localsync
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
@@ -42,11 +41,7 @@ func TestSmallExtentsCopiedASpanAtATime(t *testing.T) {
 			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 			layout.Create(t, src, l)
 
-			f := target.NewFaults() // counts, fails nothing
-			opts := &Options{}
-			SetFaults(opts, f)
-			st, err := Copy(context.Background(), src, dst, opts)
-			require.NoError(t, err)
+			st, f := copyCounting(t, src, dst, &Options{})
 			requireExact(t, src, dst, string(kind))
 			require.Equal(t, st.DataBytes, st.CopiedBytes, "%+v", st)
 			require.Equal(t, MethodMixed, st.Method, "%+v", st)

@@ -1,7 +1,6 @@
 package localsync
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,12 +33,7 @@ func TestColdExtentsReadDirectly(t *testing.T) {
 	layout.Create(t, src, l)
 	copyOnce := func(name string, m Method) (Stats, *target.Faults) {
 		t.Helper()
-		f := target.NewFaults() // counts, fails nothing
-		opts := &Options{Method: m}
-		SetFaults(opts, f)
-		st, err := Copy(context.Background(), src, filepath.Join(dir, name), opts)
-		require.NoError(t, err)
-		return st, f
+		return copyCounting(t, src, filepath.Join(dir, name), &Options{Method: m})
 	}
 
 	loopfs.DropFile(t, src)

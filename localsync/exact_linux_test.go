@@ -2,6 +2,7 @@ package localsync
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sparsesync/sparsesync/internal/target"
 	"github.com/sparsesync/sparsesync/internal/testutil/layout"
 )
 
@@ -49,4 +51,15 @@ func (o *overlap) takeMost() int {
 	m := o.most
 	o.most = 0
 	return m
+}
+
+// copyCounting copies src to dst with opts and Faults that count and
+// record the destination's kernel calls and fail none.
+func copyCounting(t *testing.T, src, dst string, opts *Options) (Stats, *target.Faults) {
+	t.Helper()
+	f := target.NewFaults()
+	SetFaults(opts, f)
+	st, err := Copy(context.Background(), src, dst, opts)
+	require.NoError(t, err)
+	return st, f
 }

@@ -1,7 +1,6 @@
 package localsync
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
@@ -29,13 +28,9 @@ func TestPreallocateSmallExtentsOnExt4(t *testing.T) {
 			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
 			layout.Create(t, src, l) // 2,048 extents of 4 KiB
 
-			f := target.NewFaults() // counts and records, fails nothing
 			// copy_file_range: on XFS the default clones the whole file,
 			// and no copy job would run to allocate anything.
-			opts := &Options{Method: MethodCopyRange}
-			SetFaults(opts, f)
-			st, err := Copy(context.Background(), src, dst, opts)
-			require.NoError(t, err)
+			st, f := copyCounting(t, src, dst, &Options{Method: MethodCopyRange})
 			require.Equal(t, st.DataBytes, st.CopiedBytes, "every extent copied by a job: %+v", st)
 
 			var got []layout.Range
