@@ -43,12 +43,13 @@ func floorSource(t *testing.T, dir string) string {
 // Each, from a cold source, reads the source's 4 MiB of data from the
 // device and writes the bytes asked for to it; the ways that read directly
 // leave the source out of the page cache, the buffered way brings its data
-// in; and none leaves its output file behind.
+// in; the ways that write through the cache start its writeback every
+// 8 MiB; and none leaves its output file behind.
 func TestFloorMethods(t *testing.T) {
 	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
 	src := floorSource(t, dir)
 	out := filepath.Join(dir, "floor.out")
-	const data, writeBytes = 4 << 20, 3 << 20
+	const data, writeBytes = 4 << 20, 24 << 20
 	// Whether each way reads directly, as its name says.
 	readsDirect := map[string]bool{"direct": true, "buffered": false, "direct-read": true}
 	for _, way := range floorWays {
@@ -64,8 +65,13 @@ func TestFloorMethods(t *testing.T) {
 		if stat == "" || before < 0 || readBefore < 0 {
 			t.Fatalf("no device counts for %s (stat %q)", dir, stat)
 		}
-		if _, err := measureFloor(context.Background(), []string{src}, out, writeBytes, way); err != nil {
+		fr, err := measureFloor(context.Background(), []string{src}, out, writeBytes, way)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Writes through the cache start their writeback every 8 MiB.
+		if wantKicks := map[string]int{"direct": 0, "buffered": 3, "direct-read": 3}[way.String()]; fr.writebacks != wantKicks {
+			t.Errorf("%s: %d writebacks started while writing %d bytes, want %d", way, fr.writebacks, writeBytes, wantKicks)
 		}
 		written, read := deviceSince(dir, stat, before, readBefore)
 		if read < data {

@@ -411,11 +411,11 @@ func (s *session) floorSamples(ctx context.Context, reads []string, dir string, 
 		stat := deviceStat(dir)
 		before, readBefore := deviceWritten(stat), deviceRead(stat)
 		busyBefore := busyCPU()
-		d, err := measureFloor(ctx, reads, filepath.Join(dir, "floor.out"), writeBytes, way)
+		fr, err := measureFloor(ctx, reads, filepath.Join(dir, "floor.out"), writeBytes, way)
 		if err != nil {
 			return all, fmt.Errorf("floor: %w", err)
 		}
-		r := Sample{Wall: d.Seconds(), BusyCPU: busySince(busyBefore), WireBytes: -1, FloorMethod: way.String()}
+		r := Sample{Wall: fr.wall.Seconds(), BusyCPU: busySince(busyBefore), WireBytes: -1, FloorMethod: way.String()}
 		r.DeviceWritten, r.DeviceRead = deviceSince(dir, stat, before, readBefore)
 		all[i] = r
 	}

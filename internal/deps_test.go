@@ -120,7 +120,7 @@ const depsRules = `
 	internal/coldread, internal/dirlock, internal/target, qos, replica/check < replica;
 	replica, localsync, tcpsync < replica/rebuild;
 	internal/bytesize, replica/rebuild, scheduler/longhorn < scheduler/disks;
-	bench/stats, internal/bytesize, internal/coldread, internal/manifest, internal/patternfile, replica,
+	bench/stats, internal/bytesize, internal/coldread, internal/manifest, internal/patternfile, internal/rawfd, replica,
 	github.com/google/pprof/profile
 	< bench;
 
