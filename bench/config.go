@@ -60,6 +60,12 @@ type Config struct {
 	// the tools' binaries and libraries stay cached while the images are
 	// cold). Run a session both ways to report both cases.
 	DropAll bool
+	// FloorHoles adds, to every copy case, the tool FloorHoles: the floor
+	// with the source's data written at its offsets, its holes kept, as an
+	// exact copy must (one contiguous write pays no allocation per extent).
+	// It is reported as a tool, so every ratio against it shows beside the
+	// peers'.
+	FloorHoles bool
 	// Progress, if set, is called before each run.
 	Progress func(Progress)
 	// CaseDone, if set, is called with each case as soon as its rounds
@@ -163,3 +169,6 @@ func (c *Config) Validate() error {
 // with O_DIRECT, once through the page cache, once reading directly and
 // writing through the cache (floor_linux.go), the fastest kept.
 const FloorWays = 3
+
+// FloorHoles names the tool Config.FloorHoles adds.
+const FloorHoles = "floor-holes"

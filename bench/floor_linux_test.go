@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sparsesync/sparsesync/internal/testutil/loopfs"
+	"github.com/sparsesync/sparsesync/sparse"
 )
 
 // floorSource writes a 32 MiB file holding 4 MiB of data in four extents
@@ -65,7 +67,7 @@ func TestFloorMethods(t *testing.T) {
 		if stat == "" || before < 0 || readBefore < 0 {
 			t.Fatalf("no device counts for %s (stat %q)", dir, stat)
 		}
-		fr, err := measureFloor(context.Background(), []string{src}, out, writeBytes, way)
+		fr, err := measureFloor(context.Background(), []string{src}, out, writeBytes, way, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +103,7 @@ func TestFloorSamplesCountOneMethodEach(t *testing.T) {
 	src := floorSource(t, dir)
 	s := &session{rep: &Report{Host: Host{Evict: "files"}}}
 	const writeBytes = 8 << 20
-	both, err := s.floorSamples(context.Background(), []string{src}, dir, writeBytes)
+	both, err := s.floorSamples(context.Background(), []string{src}, dir, writeBytes, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +121,26 @@ func TestFloorSamplesCountOneMethodEach(t *testing.T) {
 			t.Errorf("%s: the device read %d bytes, want one way's 4 MiB", want, r.DeviceRead)
 		}
 	}
-	r, err := s.floorSample(context.Background(), []string{src}, dir, writeBytes)
+	r, err := s.floorSample(context.Background(), []string{src}, dir, writeBytes, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.FloorMethod == "" || r.Wall <= 0 {
 		t.Errorf("kept %+v", r)
+	}
+}
+
+// TestFloorWrites: the floor writes its bytes from offset 0 as one run of
+// 1 MiB requests, or with keepHoles (floor-holes) the source's own data
+// chunks at their offsets, so that its output has the source's holes.
+func TestFloorWrites(t *testing.T) {
+	const mib = 1 << 20
+	src := []sparse.Extent{{Off: 0, Len: 4096}, {Off: 8192, Len: 4096}, {Off: 5 * mib, Len: mib}, {Off: 6 * mib, Len: 4096}}
+	if got := floorWrites(src, 12288, true); !slices.Equal(got, src) {
+		t.Errorf("keepHoles: wrote %v, want the source's chunks %v", got, src)
+	}
+	want := []sparse.Extent{{Off: 0, Len: mib}, {Off: mib, Len: mib}, {Off: 2 * mib, Len: 4096}}
+	if got := floorWrites(src, 2*mib+1, false); !slices.Equal(got, want) {
+		t.Errorf("contiguous: wrote %v, want %v", got, want)
 	}
 }

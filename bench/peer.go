@@ -75,14 +75,18 @@ type tool struct {
 	// network: a daemon and a client over 127.0.0.1; its ratio is taken
 	// against sparsesync's own network sync (serve and push).
 	network bool
-	// floor marks the physical floor (run in-process).
-	floor bool
+	// floor marks the physical floor (run in-process); keepHoles, the
+	// floor-holes variant (Config.FloorHoles).
+	floor, keepHoles bool
 	// keepsState: a re-sync starts from the target the tool's own re-sync
 	// of the version before left (Config.Steady).
 	keepsState bool
 }
 
 func (t tool) command() string {
+	if t.keepHoles {
+		return "the floor, with the source's data written at its offsets (its holes kept), the fastest way kept"
+	}
 	if t.floor || t.argv == nil {
 		return ""
 	}

@@ -444,3 +444,49 @@ func TestSteadyResyncReadsLess(t *testing.T) {
 		t.Errorf("a steady re-sync read %d bytes, the first re-sync %d: want at most two thirds", read[true], read[false])
 	}
 }
+
+// TestFloorHolesOnExt4: with Config.FloorHoles a copy case races the tool
+// floor-holes (the floor writing the source's data at its offsets), which
+// writes at least the source's data to the device in every round; a
+// re-sync case has no such tool.
+func TestFloorHolesOnExt4(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop filesystems need root")
+	}
+	dir := loopfs.Mount(t, loopfs.Ext4, 256<<20)
+	cfg := bench.Config{
+		Workloads:  []string{"tiny-extents"},
+		Scenarios:  []string{bench.ScenarioCopy, "resync-1pct"},
+		Places:     []bench.Place{{Name: "ext4", Dir: dir}},
+		Runs:       2,
+		Gen:        bench.GenOptions{Scale: 1.0 / 100, Seed: 1}, // 1,000 extents of 4 KiB
+		Sparsesync: selfCommand(t),
+		FloorHoles: true,
+	}
+	rep, err := bench.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Cases {
+		var holes *bench.Tool
+		for i := range c.Tools {
+			if c.Tools[i].Name == bench.FloorHoles {
+				holes = &c.Tools[i]
+			}
+		}
+		if c.Scenario != bench.ScenarioCopy {
+			if holes != nil {
+				t.Errorf("%s: a %s tool in a re-sync case", c.Scenario, bench.FloorHoles)
+			}
+			continue
+		}
+		if holes == nil || len(holes.Runs) != 2 || holes.Command == "" {
+			t.Fatalf("copy: %s missing or not run twice: %+v", bench.FloorHoles, holes)
+		}
+		for _, r := range holes.Runs {
+			if r.DeviceWritten < c.DataBytes {
+				t.Errorf("copy round %d: %s wrote %d bytes to the device, want at least the %d of data", r.Round, bench.FloorHoles, r.DeviceWritten, c.DataBytes)
+			}
+		}
+	}
+}

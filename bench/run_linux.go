@@ -178,6 +178,9 @@ func (s *session) runCase(ctx context.Context, c *Case, dir, src, old, prior str
 		}
 		tools = append(tools, peerTool(p, c.FSType, client))
 	}
+	if s.cfg.FloorHoles && old == "" {
+		tools = append(tools, tool{name: FloorHoles, floor: true, keepHoles: true})
+	}
 	floor := tool{name: "floor", floor: true}
 	c.Floor = Tool{Name: "floor", Command: "reads of the source's data (and the old target's, for a re-sync) with a queue of 16 1 MiB requests, " +
 		"overlapping writes of the bytes to change to a new file, then fdatasync: once with O_DIRECT, once through the page cache, " +
@@ -284,7 +287,7 @@ func (s *session) runOne(ctx context.Context, t tool, src, old, prior, dst, dir 
 		if old != "" {
 			reads = append(reads, dst)
 		}
-		return s.floorSample(ctx, reads, dir, writeBytes)
+		return s.floorSample(ctx, reads, dir, writeBytes, t.keepHoles)
 	}
 	stat := deviceStat(dir)
 	before, readBefore := deviceWritten(stat), deviceRead(stat)
@@ -383,8 +386,8 @@ func deviceSince(dir, stat string, before, readBefore int64) (written, read int6
 // floorSample measures the floor every way (floorWays) and keeps the
 // fastest: each is a bound on what the devices allow, so the lowest is the
 // tightest.
-func (s *session) floorSample(ctx context.Context, reads []string, dir string, writeBytes int64) (Sample, error) {
-	all, err := s.floorSamples(ctx, reads, dir, writeBytes)
+func (s *session) floorSample(ctx context.Context, reads []string, dir string, writeBytes int64, keepHoles bool) (Sample, error) {
+	all, err := s.floorSamples(ctx, reads, dir, writeBytes, keepHoles)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -400,7 +403,7 @@ func (s *session) floorSample(ctx context.Context, reads []string, dir string, w
 // floorSamples measures the floor each way of floorWays, in that order,
 // the workload made cold again before each; each sample has its own way's
 // device counts.
-func (s *session) floorSamples(ctx context.Context, reads []string, dir string, writeBytes int64) ([FloorWays]Sample, error) {
+func (s *session) floorSamples(ctx context.Context, reads []string, dir string, writeBytes int64, keepHoles bool) ([FloorWays]Sample, error) {
 	var all [FloorWays]Sample
 	for i, way := range floorWays {
 		if i > 0 {
@@ -411,7 +414,7 @@ func (s *session) floorSamples(ctx context.Context, reads []string, dir string, 
 		stat := deviceStat(dir)
 		before, readBefore := deviceWritten(stat), deviceRead(stat)
 		busyBefore := busyCPU()
-		fr, err := measureFloor(ctx, reads, filepath.Join(dir, "floor.out"), writeBytes, way)
+		fr, err := measureFloor(ctx, reads, filepath.Join(dir, "floor.out"), writeBytes, way, keepHoles)
 		if err != nil {
 			return all, fmt.Errorf("floor: %w", err)
 		}

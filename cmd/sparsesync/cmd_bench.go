@@ -25,6 +25,7 @@ type benchOpts struct {
 	html                              string
 	profile                           bool
 	dropAll                           bool
+	floorHoles                        bool
 	steady                            bool
 	profileDir                        string
 	scale                             float64
@@ -104,6 +105,7 @@ func newBenchCommand(g *globalOpts) *cobra.Command {
 	f.StringVar(&opts.jsonl, "jsonl", "", "append each case to this file as one JSON object a line as soon as it finishes")
 	f.BoolVar(&opts.steady, "steady", false, "re-sync, as sparsesync, the target its own re-sync of the version before left (mark and manifest kept)")
 	f.BoolVar(&opts.dropAll, "drop-all-caches", false, "drop the whole page cache before each run (root) instead of evicting only the workload's files")
+	f.BoolVar(&opts.floorHoles, "floor-holes", false, "also race, in every copy case, the floor with the data written at the source's offsets (holes kept), as the tool floor-holes")
 	f.StringSliceVar(&opts.bwlimitRates, "bwlimit-rates", []string{"10M", "50M", "200M"}, "with --scenario bwlimit: the --bwlimit rates to measure")
 	cmd.AddCommand(newBenchExecCommand(g))
 	return cmd
@@ -150,7 +152,7 @@ func runBench(ctx context.Context, g *globalOpts, opts *benchOpts) error {
 			return []string{exe, "push", "--no-auth", "--retries", "0", "--progress", "never", src, addr, remote}
 		},
 		Profile: opts.profile || opts.profileDir != "", ProfileDir: opts.profileDir,
-		DropAll: opts.dropAll, Steady: opts.steady,
+		DropAll: opts.dropAll, Steady: opts.steady, FloorHoles: opts.floorHoles,
 	}
 	if opts.profileDir != "" {
 		if err := os.MkdirAll(opts.profileDir, 0o755); err != nil {
