@@ -29,6 +29,13 @@ func TestBenchEstimateBeforeStart(t *testing.T) {
 
 	line = plan.intro(&cfg, func(string) (float64, error) { return 0, errors.New("read-only file system") })
 	require.Contains(t, line, "no time estimate (probing /p: read-only file system)")
+
+	// --floor-holes: a copy case's floor-holes moves the data three more
+	// times a round, 9 more passes: 64 + 21 x 128 MiB, 2,752 MiB, 43 s.
+	holes := cfg
+	holes.FloorHoles = true
+	line = newBenchPlan(&holes).intro(&holes, func(string) (float64, error) { return 64 << 20, nil })
+	require.Contains(t, line, "; at least 43s (2.7 GiB of data read and written,")
 }
 
 func TestProbeWriteRate(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,14 +39,23 @@ func newBenchPlan(cfg *bench.Config) *benchPlan {
 	}
 	p.moved = map[string]int64{}
 	passes := int64(p.runs * (p.tools - 1 + bench.FloorWays)) // the floor moves the data bench.FloorWays times
+	holes := int64(0)                                         // floor-holes, in copy cases: as many again
+	if cfg.FloorHoles && slices.Contains(cfg.Scenarios, bench.ScenarioCopy) {
+		p.tools++
+		holes = int64(p.runs * bench.FloorWays)
+	}
 	for _, wn := range cfg.Workloads {
 		w, _ := bench.WorkloadNamed(wn)
 		for _, pl := range cfg.Places {
-			for range cfg.Scenarios {
+			for _, sc := range cfg.Scenarios {
 				p.weights = append(p.weights, w.ScaledSize(&cfg.Gen))
 				p.total += w.ScaledSize(&cfg.Gen)
 				d := w.ScaledData(&cfg.Gen)
-				p.moved[pl.Dir] += d + passes*2*d
+				n := passes
+				if sc == bench.ScenarioCopy {
+					n += holes
+				}
+				p.moved[pl.Dir] += d + n*2*d
 			}
 		}
 	}
