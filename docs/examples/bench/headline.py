@@ -3,7 +3,9 @@
 reports: per case, sparsesync's median time over the floor's and the worst
 of its ratios against the peers (each the median of per-round ratios, rounds
 paired by number, as `--markdown` computes them), for the local copy and the
-push. Usage: headline.py report.json [report.json ...]"""
+push. With --holes, for reports run with --floor-holes, a last column: the
+local copy's and the push's time over the floor that keeps the source's holes
+(copy cases only). Usage: headline.py [--holes] report.json [report.json ...]"""
 import json, statistics, sys
 
 LOCAL = ["cp", "cp-reflink", "rsync", "qemu-img", "bmaptool"]
@@ -33,9 +35,13 @@ def worst(mine, tools, names):
     return "%.2f (%s)" % (x, p)
 
 
-print("| workload | scenario | fs | local s | x floor | worst vs a peer | push s | x floor | worst vs a peer |")
-print("|---|---|---|---|---|---|---|---|---|")
-for path in sys.argv[1:]:
+args = sys.argv[1:]
+holes = "--holes" in args
+args = [a for a in args if a != "--holes"]
+head = "| workload | scenario | fs | local s | x floor | worst vs a peer | push s | x floor | worst vs a peer |"
+print(head + (" x floor-holes (local, push) |" if holes else ""))
+print("|---" * (10 if holes else 9) + "|")
+for path in args:
     for c in json.load(open(path))["cases"]:
         tools = {t["name"]: t for t in c["tools"]}
         floor = walls(c["floor"])
@@ -47,4 +53,12 @@ for path in sys.argv[1:]:
                 continue
             mine = walls(t)
             row += ["%.3f" % statistics.median(mine.values()), "%.2f" % ratio(mine, floor), worst(mine, tools, peers)]
+        if holes:
+            fh = tools.get("floor-holes")
+            got = []
+            for me in ("sparsesync", "sparsesync-tcp"):
+                t = tools.get(me)
+                if fh and fh.get("runs") and t and t.get("runs"):
+                    got.append("%.2f" % ratio(walls(t), walls(fh)))
+            row.append(", ".join(got))
         print("| " + " | ".join(row) + " |")
